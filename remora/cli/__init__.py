@@ -5,6 +5,10 @@ Exit codes (documented in ``docs/cli.md``):
 * ``0`` — strict success (``PASS`` for simulations, a completed run for ``remora run``);
 * ``1`` — any other result (a qualified, incomplete, blocked or erroneous outcome);
 * ``2`` — bad usage or a rejected input file.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``; the function it
+registers as ``func`` returns the exit code.  Errors reach the user as one line on stderr,
+never as a traceback.
 """
 
 from __future__ import annotations
@@ -14,16 +18,21 @@ import sys
 from collections.abc import Sequence
 
 from remora import __version__
+from remora.cli import run as run_cmd
+from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from remora.errors import InvalidInput, RemoraError
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="remora", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="remora",
+        description="Fenced, exactly-once work ownership: run, simulate and check it.",
+    )
     parser.add_argument("--version", action="version", version=f"remora {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run_cmd.register(sub)
     return parser
 
 
@@ -33,4 +42,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return EXIT_OK  # pragma: no cover - every subcommand returns its own code
+    try:
+        code: int = args.func(args)
+    except InvalidInput as exc:
+        print(f"remora {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except RemoraError as exc:
+        print(f"remora {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"remora {args.command}: interrupted", file=sys.stderr)
+        return EXIT_FAILED
+    return code

@@ -1,0 +1,37 @@
+"""Shared pieces of the command line: exit codes, progress output."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class Progress:
+    """Throttled progress on a terminal (stderr); silent when stderr is not a TTY."""
+
+    def __init__(self, stream: TextIO | None = None, interval: float = 0.5) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.interval = interval
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, message: str, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if force or now - self._last >= self.interval:
+            self._last = now
+            self.stream.write("\r\033[K" + message)
+            self.stream.flush()
+            self._shown = True
+
+    def done(self) -> None:
+        if self.enabled and self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()

@@ -1,0 +1,74 @@
+"""Parsing a record value into an amendment.
+
+A value is JSON ``{"subject": str, "op": "submit"|"correct"|"withdraw", "revision": int,
+"body": {...}}`` and nothing else.  Anything that does not parse to exactly that shape is
+*malformed*.  The subject is still extracted when it can be, because a malformed record
+with a parseable subject blocks that subject.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from remora.domain.records import OPS, Op
+
+_FIELDS = frozenset({"subject", "op", "revision", "body"})
+
+
+@attrs.frozen
+class Amendment:
+    subject: str
+    op: Op
+    revision: int
+    body: str  # canonical JSON text
+
+
+@attrs.frozen
+class Malformed:
+    """Why a value is not an amendment, plus its subject if one could be read."""
+
+    subject: str | None
+    detail: str
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling used for bodies everywhere (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_amendment(value: bytes) -> Amendment | Malformed:
+    try:
+        doc = json.loads(value.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return Malformed(None, f"value is not JSON: {type(exc).__name__}")
+    if not isinstance(doc, dict):
+        return Malformed(None, "value is not a JSON object")
+    raw_subject = doc.get("subject")
+    subject = raw_subject if isinstance(raw_subject, str) and raw_subject else None
+    if subject is None:
+        return Malformed(None, "subject is missing or not a non-empty string")
+    extra = sorted(set(doc) - _FIELDS)
+    if extra:
+        return Malformed(subject, f"unknown fields: {', '.join(extra)}")
+    missing = sorted(_FIELDS - set(doc))
+    if missing:
+        return Malformed(subject, f"missing fields: {', '.join(missing)}")
+    op = doc["op"]
+    if op not in OPS:
+        return Malformed(subject, f"unknown op: {op!r}")
+    revision = doc["revision"]
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        return Malformed(subject, "revision is not a positive integer")
+    body = doc["body"]
+    if not isinstance(body, dict):
+        return Malformed(subject, "body is not a JSON object")
+    return Amendment(subject=subject, op=op, revision=revision, body=canonical_json(body))
+
+
+def subject_of(value: bytes) -> str | None:
+    """The subject a value names, if any (used to look up the subject's stored state)."""
+    parsed = parse_amendment(value)
+    return parsed.subject

@@ -1,0 +1,231 @@
+"""Controlled I/O: the seam where faults are injected.
+
+Every modeled I/O call — source validation, ``claim``, ``observe``, ``process`` — runs
+through :func:`controlled_call`, which consults an :class:`IOHook`:
+
+1. :meth:`IOHook.decide` chooses the requested :class:`Outcome` (and may spend logical time
+   for a ``delay_ms``);
+2. :meth:`IOHook.boundary` runs *before* the atomic effect (an interleave point);
+3. the effect runs — unless the outcome is ``abort`` — and is committed, or rolled back for
+   ``unknown-aborted``;
+4. :meth:`IOHook.boundary` runs *after* the atomic effect;
+5. :meth:`IOHook.returned` learns what actually happened.
+
+A storage fence or cancellation always wins over the requested outcome: a requested commit
+may end fenced or canceled with no effect.  The hook therefore learns the *actual* effect and
+observation separately from its choice.  Production uses :data:`NO_FAULTS`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+import attrs
+
+from remora.context import Context
+from remora.errors import Canceled, Fenced, InvalidInput, RemoraError, Unavailable, UnknownResult
+
+
+class Operation(enum.Enum):
+    VALIDATE = "validate"
+    CLAIM = "claim"
+    OBSERVE = "observe"
+    PROCESS = "process"
+
+
+class Outcome(enum.Enum):
+    COMMIT = "commit"
+    ABORT = "abort"
+    UNKNOWN_COMMITTED = "unknown-committed"
+    UNKNOWN_ABORTED = "unknown-aborted"
+
+
+UNKNOWN_OUTCOMES = frozenset({Outcome.UNKNOWN_COMMITTED, Outcome.UNKNOWN_ABORTED})
+"""Outcomes that only ``claim`` and ``process`` accept (they are writes)."""
+
+OUTCOMES_FOR: dict[Operation, frozenset[Outcome]] = {
+    Operation.VALIDATE: frozenset({Outcome.COMMIT, Outcome.ABORT}),
+    Operation.OBSERVE: frozenset({Outcome.COMMIT, Outcome.ABORT}),
+    Operation.CLAIM: frozenset(Outcome),
+    Operation.PROCESS: frozenset(Outcome),
+}
+
+
+class At(enum.Enum):
+    BEFORE = "before"
+    AFTER = "after"
+
+
+class Observation(enum.Enum):
+    """What the caller saw."""
+
+    OK = "ok"
+    UNAVAILABLE = "unavailable"
+    UNKNOWN = "unknown"
+    FENCED = "fenced"
+    CANCELED = "canceled"
+    ERROR = "error"
+
+
+@attrs.frozen
+class FaultDecision:
+    outcome: Outcome = Outcome.COMMIT
+    delay_ms: int = 0
+    selected: bool = False  # True when a fault selector chose this (vs. the default commit)
+
+
+COMMIT = FaultDecision()
+
+
+@attrs.frozen
+class IOCall:
+    operation: Operation
+    partition: int
+
+
+@attrs.frozen
+class IOReport:
+    """What actually happened in one controlled call."""
+
+    decision: FaultDecision
+    effect_applied: bool | None  # None: a real backend could not tell (lost reply)
+    observation: Observation
+    error: RemoraError | None
+
+
+class IOHook(Protocol):
+    def decide(self, call: IOCall, ctx: Context) -> FaultDecision: ...
+
+    def boundary(self, call: IOCall, at: At, ctx: Context) -> None: ...
+
+    def returned(self, call: IOCall, report: IOReport) -> None: ...
+
+
+class NoFaults:
+    """The production hook: every call commits, nothing is recorded."""
+
+    def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
+        return COMMIT
+
+    def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
+        return None
+
+    def returned(self, call: IOCall, report: IOReport) -> None:
+        return None
+
+
+NO_FAULTS = NoFaults()
+
+T = TypeVar("T")
+
+Effect = Callable[[bool], T]
+"""``effect(commit)`` performs the atomic effect; with ``commit=False`` it runs and then
+rolls back.  It raises :class:`Fenced` when the store's fence refuses it."""
+
+
+def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T]) -> T:
+    """Run ``effect`` as one modeled I/O call under ``hook`` (see the module docstring)."""
+    decision = hook.decide(call, ctx)
+    outcome = decision.outcome
+    if outcome in UNKNOWN_OUTCOMES and outcome not in OUTCOMES_FOR[call.operation]:
+        raise InvalidInput(f"{call.operation.value} does not accept outcome {outcome.value}")
+    applied: bool | None = False
+    observation = Observation.OK
+    error: RemoraError | None = None
+    try:
+        ctx.check()
+        hook.boundary(call, At.BEFORE, ctx)
+        ctx.check()
+        if outcome is Outcome.ABORT:
+            hook.boundary(call, At.AFTER, ctx)
+            raise Unavailable(f"{call.operation.value} unavailable")
+        try:
+            result = effect(outcome is not Outcome.UNKNOWN_ABORTED)
+            applied = outcome is not Outcome.UNKNOWN_ABORTED
+        except UnknownResult:
+            applied = None
+            raise
+        finally:
+            hook.boundary(call, At.AFTER, ctx)
+        ctx.check()
+        if outcome in UNKNOWN_OUTCOMES:
+            raise UnknownResult(f"{call.operation.value} result unknown")
+        return result
+    except Canceled as exc:
+        observation, error = Observation.CANCELED, exc
+        raise
+    except Fenced as exc:
+        observation, error = Observation.FENCED, exc
+        raise
+    except Unavailable as exc:
+        observation, error = Observation.UNAVAILABLE, exc
+        raise
+    except UnknownResult as exc:
+        observation, error = Observation.UNKNOWN, exc
+        raise
+    except RemoraError as exc:
+        observation, error = Observation.ERROR, exc
+        raise
+    finally:
+        hook.returned(call, IOReport(decision, applied, observation, error))
+
+
+class ScriptedFaults:
+    """A simple programmable hook for tests and examples.
+
+    ``script`` maps (operation, n) — the n-th call of that operation since the last
+    :meth:`reset`, counting from 1 — to a decision.  Unlisted calls commit.  ``delay_ms``
+    advances ``clock`` if one is given.  Every call and its report is recorded in
+    :attr:`log` as ``(operation, n, outcome, effect_applied, observation)``.
+    """
+
+    def __init__(
+        self,
+        script: dict[tuple[Operation, int], FaultDecision] | None = None,
+        *,
+        clock: object | None = None,
+    ) -> None:
+        self.script = dict(script or {})
+        self.clock = clock
+        self.counts: dict[Operation, int] = {}
+        self.log: list[tuple[str, int, str, bool | None, str]] = []
+        self._current: dict[IOCall, int] = {}
+        self.boundaries: dict[tuple[Operation, int, At], Callable[[Context], None]] = {}
+
+    def reset(self) -> None:
+        self.counts.clear()
+
+    def on_boundary(
+        self, operation: Operation, n: int, at: At, action: Callable[[Context], None]
+    ) -> None:
+        self.boundaries[(operation, n, at)] = action
+
+    def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
+        n = self.counts.get(call.operation, 0) + 1
+        self.counts[call.operation] = n
+        self._current[call] = n
+        decision = self.script.get((call.operation, n), COMMIT)
+        if decision.delay_ms:
+            advance = getattr(self.clock, "advance", None)
+            if advance is not None:
+                advance(decision.delay_ms)
+        return decision
+
+    def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
+        action = self.boundaries.get((call.operation, self._current[call], at))
+        if action is not None:
+            action(ctx)
+
+    def returned(self, call: IOCall, report: IOReport) -> None:
+        n = self._current.pop(call)
+        self.log.append(
+            (
+                call.operation.value,
+                n,
+                report.decision.outcome.value,
+                report.effect_applied,
+                report.observation.value,
+            )
+        )

@@ -1,0 +1,38 @@
+"""Fetch cursors: where a consumer lifetime will read next.
+
+A cursor is *not* a durable receipt: it advances when a record is delivered to processing,
+even if processing then fails, and a replacement lifetime must seek its own.
+"""
+
+from __future__ import annotations
+
+from remora.domain import SourceRecord
+from remora.errors import Unseeked
+from remora.source.log import MemorySourceLog
+
+
+class FetchCursors:
+    def __init__(self, log: MemorySourceLog) -> None:
+        self.log = log
+        self._positions: dict[int, int] = {}
+
+    def seek(self, partition: int, offset: int) -> None:
+        self._positions[partition] = offset
+
+    def position(self, partition: int) -> int | None:
+        return self._positions.get(partition)
+
+    def clear(self) -> None:
+        self._positions.clear()
+
+    def fetch(self, partition: int) -> SourceRecord | None:
+        """Deliver the next visible record and advance past it; None when idle.
+
+        Raises :class:`Unseeked` if no seek positioned this partition's cursor."""
+        position = self._positions.get(partition)
+        if position is None:
+            raise Unseeked(f"partition {partition} was not seeked")
+        record = self.log.next_visible(partition, position)
+        if record is not None:
+            self._positions[partition] = record.offset + 1
+        return record

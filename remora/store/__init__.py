@@ -1,0 +1,34 @@
+"""State stores: the durable home of epochs, frontiers, outbox, quarantine and intents.
+
+:class:`StateStore` puts any :class:`Backend` behind the controlled-I/O seam.  Backends:
+:class:`MemoryStore` (simulation), :class:`SqliteStore` (embedded default) and — with the
+``postgres`` extra — ``remora.store.postgres.PostgresStore``.
+"""
+
+from __future__ import annotations
+
+from remora.store.base import (
+    Backend,
+    OwnershipStore,
+    PartitionRow,
+    StateStore,
+    StoreSnapshot,
+    Token,
+    check_fence,
+)
+from remora.store.memory import MemoryBackend, MemoryStore
+from remora.store.sqlite import SqliteBackend, SqliteStore
+
+__all__ = [
+    "Backend",
+    "MemoryBackend",
+    "MemoryStore",
+    "OwnershipStore",
+    "PartitionRow",
+    "SqliteBackend",
+    "SqliteStore",
+    "StateStore",
+    "StoreSnapshot",
+    "Token",
+    "check_fence",
+]

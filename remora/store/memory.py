@@ -1,0 +1,138 @@
+"""The in-memory backend: controlled, fast, and faithful to the SQL backends' semantics.
+
+It is the store the simulator runs against.  Writes are computed first and applied only on
+commit, so ``commit=False`` (an ``unknown-aborted`` outcome) leaves no trace.  A lock makes
+each call atomic with respect to other threads.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+
+from remora.context import Context
+from remora.domain import (
+    Applied,
+    Intent,
+    OutboxEntry,
+    QuarantineEntry,
+    SourceRecord,
+    SubjectState,
+    decide,
+    parse_amendment,
+)
+from remora.faults import NO_FAULTS, IOHook
+from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+
+
+@attrs.define
+class _Partition:
+    epoch: int = 0
+    frontier: int = 0
+    next_seq: int = 1
+    subjects: dict[str, SubjectState] = attrs.field(factory=dict)
+    outbox: list[OutboxEntry] = attrs.field(factory=list)
+    quarantine: list[QuarantineEntry] = attrs.field(factory=list)
+    intents: list[Intent] = attrs.field(factory=list)
+
+
+class MemoryBackend:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._partitions: dict[int, _Partition] = {}
+
+    def _get(self, partition: int) -> _Partition:
+        part = self._partitions.get(partition)
+        if part is None:
+            part = self._partitions[partition] = _Partition()
+        return part
+
+    def claim(self, partition: int, ctx: Context, commit: bool) -> Token:
+        with self._lock:
+            part = self._get(partition)
+            token = Token(part.epoch + 1, part.frontier)
+            if commit:
+                part.epoch = token.epoch
+            return token
+
+    def observe(self, partition: int, ctx: Context) -> Token:
+        with self._lock:
+            part = self._partitions.get(partition)
+            return Token(0, 0) if part is None else Token(part.epoch, part.frontier)
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        with self._lock:
+            part = self._get(partition)
+            check_fence(partition, Token(part.epoch, part.frontier), token, record)
+            parsed = parse_amendment(record.value)
+            current = part.subjects.get(parsed.subject) if parsed.subject is not None else None
+            decision = decide(record, parsed, current, part.next_seq)
+            result = Token(part.epoch, record.offset + 1)
+            if not commit:
+                return result
+            if isinstance(decision, Applied):
+                part.outbox.append(decision.entry)
+                part.next_seq += 1
+                part.subjects[decision.subject.subject] = decision.subject
+                if decision.intent is not None:
+                    part.intents.append(decision.intent)
+            else:
+                part.quarantine.append(decision.entry)
+                if decision.subject is not None:
+                    part.subjects[decision.subject.subject] = decision.subject
+            part.frontier = result.frontier
+            return result
+
+    # -- observer reads (not modeled I/O) -------------------------------------------
+    def partition_row(self, partition: int) -> PartitionRow:
+        part = self._partitions.get(partition)
+        if part is None:
+            return PartitionRow(partition, 0, 0, 1)
+        return PartitionRow(partition, part.epoch, part.frontier, part.next_seq)
+
+    def outbox(self, partition: int) -> list[OutboxEntry]:
+        """The live outbox list of one partition (append-only; do not mutate)."""
+        part = self._partitions.get(partition)
+        return [] if part is None else part.outbox
+
+    def quarantine(self, partition: int) -> list[QuarantineEntry]:
+        part = self._partitions.get(partition)
+        return [] if part is None else part.quarantine
+
+    def intents(self, partition: int) -> list[Intent]:
+        part = self._partitions.get(partition)
+        return [] if part is None else part.intents
+
+    def snapshot(self) -> StoreSnapshot:
+        with self._lock:
+            keys = sorted(p for p, part in self._partitions.items() if part.epoch > 0)
+            parts = [self._partitions[p] for p in keys]
+            return StoreSnapshot(
+                partitions=tuple(
+                    PartitionRow(p, part.epoch, part.frontier, part.next_seq)
+                    for p, part in zip(keys, parts, strict=True)
+                ),
+                outbox=tuple(e for part in parts for e in part.outbox),
+                quarantine=tuple(q for part in parts for q in part.quarantine),
+                intents=tuple(i for part in parts for i in part.intents),
+                subjects=tuple(
+                    (p, part.subjects[s])
+                    for p, part in zip(keys, parts, strict=True)
+                    for s in sorted(part.subjects)
+                ),
+            )
+
+    def close(self) -> None:
+        return None
+
+
+class MemoryStore(StateStore):
+    """A :class:`StateStore` over a fresh :class:`MemoryBackend`."""
+
+    backend: MemoryBackend
+
+    def __init__(self, hook: IOHook = NO_FAULTS) -> None:
+        super().__init__(MemoryBackend(), hook)

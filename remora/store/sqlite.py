@@ -1,0 +1,237 @@
+"""The SQLite backend: Remora's embedded default, with real transactions.
+
+Each write is one ``BEGIN IMMEDIATE`` transaction that takes SQLite's write lock, checks the
+fence against the partition row, applies the fold and commits.  ``commit=False`` executes
+the same statements and rolls them back.  ``Lifecycle.stop()`` interrupts a running
+statement through :meth:`sqlite3.Connection.interrupt`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from remora.context import Context
+from remora.domain import (
+    Applied,
+    Intent,
+    OutboxEntry,
+    QuarantineEntry,
+    SourceRecord,
+    SubjectState,
+    decide,
+    parse_amendment,
+)
+from remora.errors import Canceled, Unavailable
+from remora.faults import NO_FAULTS, IOHook
+from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS remora_meta (
+    key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS remora_partition (
+    partition INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, frontier INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS remora_subject (
+    partition INTEGER NOT NULL, subject TEXT NOT NULL, revision INTEGER NOT NULL,
+    status TEXT NOT NULL, blocked INTEGER NOT NULL, body TEXT,
+    PRIMARY KEY (partition, subject));
+CREATE TABLE IF NOT EXISTS remora_outbox (
+    partition INTEGER NOT NULL, seq INTEGER NOT NULL, subject TEXT NOT NULL,
+    version INTEGER NOT NULL, op TEXT NOT NULL, body TEXT NOT NULL, "offset" INTEGER NOT NULL,
+    PRIMARY KEY (partition, seq));
+CREATE TABLE IF NOT EXISTS remora_quarantine (
+    partition INTEGER NOT NULL, "offset" INTEGER NOT NULL, subject TEXT,
+    reason TEXT NOT NULL, detail TEXT NOT NULL,
+    PRIMARY KEY (partition, "offset"));
+CREATE TABLE IF NOT EXISTS remora_intent (
+    partition INTEGER NOT NULL, subject TEXT NOT NULL, version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (partition, subject, version));
+"""
+
+
+class _Rollback(Exception):
+    pass
+
+
+class SqliteBackend:
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+        )
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+            row = self._conn.execute(
+                "SELECT value FROM remora_meta WHERE key='schema_version'"
+            ).fetchone()
+            if row is None:
+                self._conn.execute(
+                    "INSERT INTO remora_meta(key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+
+    @contextmanager
+    def _transaction(self, ctx: Context, commit: bool) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            unregister = ctx.on_cancel(self._conn.interrupt)
+            try:
+                ctx.check()
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    if not commit:
+                        raise _Rollback
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except _Rollback:
+                pass
+            except sqlite3.OperationalError as exc:
+                if ctx.canceled or "interrupt" in str(exc):
+                    raise Canceled(f"sqlite statement interrupted: {exc}") from exc
+                raise Unavailable(f"sqlite: {exc}") from exc
+            finally:
+                unregister()
+
+    @staticmethod
+    def _installed(conn: sqlite3.Connection, partition: int) -> tuple[int, int, int]:
+        row = conn.execute(
+            "SELECT epoch, frontier, next_seq FROM remora_partition WHERE partition = ?",
+            (partition,),
+        ).fetchone()
+        return (0, 0, 1) if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+    def claim(self, partition: int, ctx: Context, commit: bool) -> Token:
+        with self._transaction(ctx, commit) as conn:
+            epoch, frontier, _ = self._installed(conn, partition)
+            token = Token(epoch + 1, frontier)
+            conn.execute(
+                "INSERT INTO remora_partition(partition, epoch, frontier, next_seq) "
+                "VALUES (?, 1, 0, 1) "
+                "ON CONFLICT(partition) DO UPDATE SET epoch = epoch + 1",
+                (partition,),
+            )
+        return token
+
+    def observe(self, partition: int, ctx: Context) -> Token:
+        with self._lock:
+            ctx.check()
+            epoch, frontier, _ = self._installed(self._conn, partition)
+        return Token(epoch, frontier)
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        with self._transaction(ctx, commit) as conn:
+            epoch, frontier, next_seq = self._installed(conn, partition)
+            check_fence(partition, Token(epoch, frontier), token, record)
+            parsed = parse_amendment(record.value)
+            current = None
+            if parsed.subject is not None:
+                row = conn.execute(
+                    "SELECT revision, status, blocked, body FROM remora_subject "
+                    "WHERE partition = ? AND subject = ?",
+                    (partition, parsed.subject),
+                ).fetchone()
+                if row is not None:
+                    current = SubjectState(parsed.subject, row[0], row[1], bool(row[2]), row[3])
+            decision = decide(record, parsed, current, next_seq)
+            if isinstance(decision, Applied):
+                e = decision.entry
+                conn.execute(
+                    "INSERT INTO remora_outbox(partition, seq, subject, version, op, body, "
+                    '"offset") VALUES (?, ?, ?, ?, ?, ?, ?)',
+                    (e.partition, e.seq, e.subject, e.version, e.op, e.body, e.offset),
+                )
+                if decision.intent is not None:
+                    i = decision.intent
+                    conn.execute(
+                        "INSERT INTO remora_intent(partition, subject, version, body) "
+                        "VALUES (?, ?, ?, ?)",
+                        (i.partition, i.subject, i.version, i.body),
+                    )
+                next_seq += 1
+            else:
+                q = decision.entry
+                conn.execute(
+                    'INSERT INTO remora_quarantine(partition, "offset", subject, reason, detail) '
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (q.partition, q.offset, q.subject, q.reason, q.detail),
+                )
+            if decision.subject is not None:
+                s = decision.subject
+                conn.execute(
+                    "INSERT INTO remora_subject(partition, subject, revision, status, blocked, "
+                    "body) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(partition, subject) DO UPDATE "
+                    "SET revision = excluded.revision, status = excluded.status, "
+                    "blocked = excluded.blocked, body = excluded.body",
+                    (partition, s.subject, s.revision, s.status, int(s.blocked), s.body),
+                )
+            result = Token(epoch, record.offset + 1)
+            conn.execute(
+                "UPDATE remora_partition SET frontier = ?, next_seq = ? WHERE partition = ?",
+                (result.frontier, next_seq, partition),
+            )
+        return result
+
+    def snapshot(self) -> StoreSnapshot:
+        with self._lock:
+            c = self._conn
+            parts = c.execute(
+                "SELECT partition, epoch, frontier, next_seq FROM remora_partition "
+                "WHERE epoch > 0 ORDER BY partition"
+            ).fetchall()
+            outbox = c.execute(
+                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
+                "ORDER BY partition, seq"
+            ).fetchall()
+            quarantine = c.execute(
+                'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine '
+                'ORDER BY partition, "offset"'
+            ).fetchall()
+            intents = c.execute(
+                "SELECT partition, subject, version, body FROM remora_intent "
+                "ORDER BY partition, rowid"
+            ).fetchall()
+            subjects = c.execute(
+                "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
+                "ORDER BY partition, subject"
+            ).fetchall()
+        return StoreSnapshot(
+            partitions=tuple(PartitionRow(*r) for r in parts),
+            outbox=tuple(OutboxEntry(*r) for r in outbox),
+            quarantine=tuple(QuarantineEntry(*r) for r in quarantine),
+            intents=tuple(Intent(*r) for r in intents),
+            subjects=tuple(
+                (r[0], SubjectState(r[1], r[2], r[3], bool(r[4]), r[5])) for r in subjects
+            ),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class SqliteStore(StateStore):
+    """A :class:`StateStore` over an SQLite database file (or ``:memory:``)."""
+
+    backend: SqliteBackend
+
+    def __init__(self, path: str | Path = ":memory:", hook: IOHook = NO_FAULTS) -> None:
+        super().__init__(SqliteBackend(path), hook)

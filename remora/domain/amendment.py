@@ -66,9 +66,3 @@ def parse_amendment(value: bytes) -> Amendment | Malformed:
     if not isinstance(body, dict):
         return Malformed(subject, "body is not a JSON object")
     return Amendment(subject=subject, op=op, revision=revision, body=canonical_json(body))
-
-
-def subject_of(value: bytes) -> str | None:
-    """The subject a value names, if any (used to look up the subject's stored state)."""
-    parsed = parse_amendment(value)
-    return parsed.subject

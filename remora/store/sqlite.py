@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from remora.domain import (
     decide,
     parse_amendment,
 )
-from remora.errors import Canceled, Unavailable
+from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.faults import NO_FAULTS, IOHook
 from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
 
@@ -61,28 +62,70 @@ class _Rollback(Exception):
 
 
 class SqliteBackend:
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         self.path = str(path)
+        self.lock_timeout = lock_timeout
         self._lock = threading.Lock()
+        # No busy handler: _begin polls for the write lock itself so that cancellation can
+        # end the wait (sqlite3's interrupt() does not interrupt a busy wait).
         self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+            self.path, isolation_level=None, check_same_thread=False, timeout=0.0
         )
-        if self.path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._migrate()
+        try:
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
+
+    def _begin(self, ctx: Context | None) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another writer's lock at most ``lock_timeout``
+        seconds and no longer than the context stays live."""
+        give_up = time.monotonic() + self.lock_timeout
+        pause = 0.001
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if ctx is not None:
+                    ctx.check()
+                if time.monotonic() >= give_up:
+                    raise
+                if ctx is not None:
+                    ctx.sleep(pause)
+                else:
+                    time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def _migrate(self) -> None:
+        """Create or upgrade the schema in one transaction; idempotent."""
         with self._lock:
-            self._conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
-            row = self._conn.execute(
-                "SELECT value FROM remora_meta WHERE key='schema_version'"
-            ).fetchone()
-            if row is None:
+            self._begin(None)
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
+                row = self._conn.execute(
+                    "SELECT value FROM remora_meta WHERE key = 'schema_version'"
+                ).fetchone()
+                if row is not None and int(row[0]) > SCHEMA_VERSION:
+                    raise InvalidInput(
+                        f"{self.path}: schema version {row[0]} is newer than this Remora "
+                        f"supports ({SCHEMA_VERSION})"
+                    )
                 self._conn.execute(
-                    "INSERT INTO remora_meta(key, value) VALUES ('schema_version', ?)",
+                    "INSERT OR REPLACE INTO remora_meta(key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def _transaction(self, ctx: Context, commit: bool) -> Iterator[sqlite3.Connection]:
@@ -90,7 +133,7 @@ class SqliteBackend:
             unregister = ctx.on_cancel(self._conn.interrupt)
             try:
                 ctx.check()
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._begin(ctx)
                 try:
                     yield self._conn
                     if not commit:

@@ -1,0 +1,122 @@
+"""Cancellation contexts, clocks and the controlled-call seam."""
+
+from __future__ import annotations
+
+import pytest
+
+from remora.clock import LogicalClock, MonotonicClock, logical_wait, real_wait
+from remora.context import Context
+from remora.errors import Canceled, DeadlineExceeded, InvalidInput
+from remora.faults import (
+    NO_FAULTS,
+    At,
+    FaultDecision,
+    IOCall,
+    Operation,
+    Outcome,
+    ScriptedFaults,
+    controlled_call,
+)
+from remora.store import MemoryStore, Token
+from remora.worker import RetryPolicy
+from tests.support import amendment, records
+
+
+def test_cancel_propagates_to_children_and_callbacks() -> None:
+    root = Context(LogicalClock())
+    child = root.child(budget=1.0)
+    grandchild = child.child()
+    fired: list[str] = []
+    child.on_cancel(lambda: fired.append("child"))
+    unregister = child.on_cancel(lambda: fired.append("never"))
+    unregister()
+    unregister()  # idempotent
+    root.cancel(Canceled("why"))
+    root.cancel()  # first reason wins
+    assert child.canceled and grandchild.canceled
+    assert fired == ["child"]
+    with pytest.raises(Canceled, match="why"):
+        grandchild.check()
+    late: list[str] = []
+    child.on_cancel(lambda: late.append("now"))  # already canceled: runs at once
+    assert late == ["now"]
+    assert Context(LogicalClock(), parent=root).canceled  # adopting a canceled parent
+
+
+def test_deadline_on_logical_clock() -> None:
+    clock = LogicalClock()
+    root = Context(clock)
+    ctx = root.child(budget=0.5)
+    assert ctx.remaining() == 0.5 and root.remaining() is None
+    inner = ctx.child(budget=10.0)
+    assert inner.deadline == ctx.deadline  # a child never outlives its parent's budget
+    clock.advance(501)
+    with pytest.raises(DeadlineExceeded):
+        inner.check()
+    assert not inner.canceled
+    ctx.close()
+    ctx.close()
+    with pytest.raises(ValueError):
+        clock.advance(-1)
+
+
+def test_real_sleep_wakes_on_cancel() -> None:
+    ctx = Context(MonotonicClock())
+    assert ctx.sleep(0.0)
+    ctx.cancel()
+    real_wait(ctx, 60.0)  # returns at once
+    assert not ctx.sleep(60.0)
+
+
+def test_logical_wait_advances_clock() -> None:
+    clock = LogicalClock()
+    logical_wait(clock)(Context(clock), 0.2)
+    assert clock.ms == 200 and clock.now() == 0.2
+
+
+def test_no_faults_hook_commits() -> None:
+    store = MemoryStore(NO_FAULTS)
+    ctx = Context(LogicalClock())
+    assert store.claim(0, ctx) == Token(1, 0)
+    assert store.process(0, Token(1, 0), records(0, amendment("s", "submit", 1))[0], ctx) == Token(
+        1, 1
+    )
+
+
+def test_controlled_call_reports_non_store_errors() -> None:
+    hook = ScriptedFaults()
+
+    def boom(commit: bool) -> None:
+        raise InvalidInput("bad")
+
+    with pytest.raises(InvalidInput):
+        controlled_call(hook, IOCall(Operation.PROCESS, 0), Context(LogicalClock()), boom)
+    assert hook.log == [("process", 1, "commit", False, "error")]
+
+
+def test_scripted_delay_without_clock_is_ignored() -> None:
+    hook = ScriptedFaults({(Operation.CLAIM, 1): FaultDecision(Outcome.COMMIT, 5, True)})
+    assert hook.decide(IOCall(Operation.CLAIM, 0), Context(LogicalClock())).delay_ms == 5
+    hook.boundary(IOCall(Operation.CLAIM, 0), At.BEFORE, Context(LogicalClock()))
+
+
+@pytest.mark.parametrize(("max_calls", "waits"), [(0, ()), (3, (0.1,)), (2, (-1.0,))])
+def test_retry_policy_validated(max_calls: int, waits: tuple[float, ...]) -> None:
+    with pytest.raises(InvalidInput):
+        RetryPolicy(max_calls=max_calls, waits=waits)
+
+
+def test_memory_backend_observer_reads() -> None:
+    store = MemoryStore()
+    ctx = Context(LogicalClock())
+    assert store.backend.partition_row(4).epoch == 0
+    assert store.backend.outbox(4) == [] == store.backend.quarantine(4) == store.backend.intents(4)
+    token = store.claim(4, ctx)
+    recs = records(4, amendment("s", "submit", 1), "x")
+    token = store.process(4, token, recs[0], ctx)
+    store.process(4, token, recs[1], ctx)
+    assert store.backend.partition_row(4).frontier == 2
+    assert [e.seq for e in store.backend.outbox(4)] == [1]
+    assert [q.reason for q in store.backend.quarantine(4)] == ["malformed"]
+    assert [i.version for i in store.backend.intents(4)] == [1]
+    assert store.snapshot().partition(9).epoch == 0

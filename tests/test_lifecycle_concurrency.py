@@ -33,7 +33,7 @@ def test_stop_interrupts_claim_blocked_under_the_mutex() -> None:
     def assign() -> None:
         try:
             h.lifecycle.assign([0])
-        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+        except BaseException as exc:  # recorded for the assertion
             outcome.append(exc)
 
     worker = threading.Thread(target=assign)

@@ -102,7 +102,7 @@ def test_bad_lines_rejected_with_location(line: str, message: str) -> None:
 
 def test_offsets_must_increase(tmp_path: Path) -> None:
     write(tmp_path, "partition-0.jsonl", [{"offset": 2, "value": 1}, {"offset": 2, "value": 1}])
-    with pytest.raises(InvalidInput, match="partition-0.jsonl:2: offset 2 is not increasing"):
+    with pytest.raises(InvalidInput, match=r"partition-0\.jsonl:2: offset 2 is not increasing"):
         load_source_dir(tmp_path)
 
 

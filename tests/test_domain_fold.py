@@ -115,6 +115,7 @@ LIVE2 = SubjectState("s", 2, "live", False, "{}")
         ({"subject": "s", "op": "submit", "revision": 0, "body": {}}, None, "malformed"),
         ({"subject": "s", "op": "submit", "revision": 1, "body": [1]}, None, "malformed"),
         ("not json", None, "malformed"),
+        ('{"subject":"s","op":"submit","revision":1,"body":{"x":NaN}}', None, "malformed"),
         ("[1, 2]", None, "malformed"),
         ({"subject": 7, "op": "submit", "revision": 1, "body": {}}, None, "malformed"),
         ({"subject": "", "op": "submit", "revision": 1, "body": {}}, None, "malformed"),

@@ -39,9 +39,13 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def parse_amendment(value: bytes) -> Amendment | Malformed:
     try:
-        doc = json.loads(value.decode("utf-8"))
+        doc = json.loads(value.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         return Malformed(None, f"value is not JSON: {type(exc).__name__}")
     if not isinstance(doc, dict):

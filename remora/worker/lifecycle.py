@@ -208,18 +208,19 @@ class Lifecycle:
             self._retired = error
         self._owned.clear()
 
-    def _pause(self, ctx: Context, call: int) -> None:
-        """Wait before retry call number ``call``; re-check cancellation after waking."""
+    def _before_call(self, ctx: Context, call: int) -> None:
+        """Gate every I/O call: no call once canceled; before a retry (``call`` > 1), wait
+        and re-check cancellation after waking."""
         ctx.check()
-        self.wait(ctx, self.retry.wait_before(call))
-        ctx.check()
+        if call > 1:
+            self.wait(ctx, self.retry.wait_before(call))
+            ctx.check()
 
     def _call(self, ctx: Context, operation: str, io: Callable[[], T]) -> T:
         """Run ``io`` with the retry policy for temporary unavailability."""
         last: Unavailable | None = None
         for call in range(1, self.retry.max_calls + 1):
-            if call > 1:
-                self._pause(ctx, call)
+            self._before_call(ctx, call)
             try:
                 return io()
             except Unavailable as exc:
@@ -238,8 +239,7 @@ class Lifecycle:
     def _claim(self, ctx: Context, partition: int) -> Token:
         last: RemoraError | None = None
         for call in range(1, self.retry.max_calls + 1):
-            if call > 1:
-                self._pause(ctx, call)  # a fresh claim only while the context is live
+            self._before_call(ctx, call)  # a fresh claim only while the context is live
             try:
                 return self.store.claim(partition, ctx)
             except Unavailable as exc:
@@ -252,8 +252,7 @@ class Lifecycle:
     def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
         last: RemoraError | None = None
         for call in range(1, self.retry.max_calls + 1):
-            if call > 1:
-                self._pause(ctx, call)
+            self._before_call(ctx, call)
             try:
                 return self.store.process(partition, saved, record, ctx)
             except Unavailable as exc:

@@ -1,0 +1,220 @@
+"""Expected outputs of every source prefix, computed from the raw records alone."""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+
+class RawRecord(NamedTuple):
+    partition: int
+    offset: int
+    visible: bool
+    key: str | None
+    value: bytes
+
+
+class OutboxRow(NamedTuple):
+    partition: int
+    seq: int
+    subject: str
+    version: int
+    op: str
+    body: Any  # parsed JSON
+    offset: int
+
+
+class QuarantineRow(NamedTuple):
+    partition: int
+    offset: int
+    subject: str | None
+    reason: str
+
+
+class IntentRow(NamedTuple):
+    partition: int
+    subject: str
+    version: int
+    body: Any
+
+
+class ViewRow(NamedTuple):
+    partition: int
+    subject: str
+    version: int
+    status: str  # "live" | "withdrawn"
+    body: Any
+
+
+class Violation(NamedTuple):
+    """A broken safety property.  ``kind`` is stable (it names the property); ``message``
+    carries the details."""
+
+    kind: str
+    partition: int | None
+    message: str
+
+
+class Expectation(NamedTuple):
+    outbox: tuple[OutboxRow, ...]
+    quarantine: tuple[QuarantineRow, ...]
+    intents: tuple[IntentRow, ...]
+
+
+_KEYS = {"subject", "op", "revision", "body"}
+_NEXT_STATE = {
+    ("absent", "submit"): "live",
+    ("live", "correct"): "live",
+    ("live", "withdraw"): "withdrawn",
+}
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(name)
+
+
+def read_value(value: bytes) -> tuple[str | None, dict[str, Any] | None]:
+    """(subject, amendment) — amendment None when the value is not a well-formed one."""
+    try:
+        doc = json.loads(value.decode("utf-8"), parse_constant=_no_constants)
+    except ValueError:  # includes UnicodeDecodeError and JSONDecodeError
+        return None, None
+    if type(doc) is not dict:
+        return None, None
+    subject = doc.get("subject")
+    if type(subject) is not str or subject == "":
+        return None, None
+    if set(doc) != _KEYS:
+        return subject, None
+    revision = doc["revision"]
+    if doc["op"] not in ("submit", "correct", "withdraw") or type(doc["op"]) is not str:
+        return subject, None
+    if type(revision) is not int or revision < 1 or type(doc["body"]) is not dict:
+        return subject, None
+    return subject, doc
+
+
+class _PartitionHistory:
+    """The whole partition folded once; any prefix is a slice of it."""
+
+    def __init__(self, partition: int, records: Sequence[RawRecord]) -> None:
+        self.partition = partition
+        visible = sorted((r for r in records if r.visible), key=lambda r: r.offset)
+        self.visible_offsets = [r.offset for r in visible]
+        self.valid_frontiers = {0} | {o + 1 for o in self.visible_offsets}
+        self.outbox: list[OutboxRow] = []
+        self.quarantine: list[QuarantineRow] = []
+        self.intents: list[IntentRow] = []
+        # counts[k]: (outbox, quarantine, intents) lengths after the first k visible records
+        self.counts: list[tuple[int, int, int]] = [(0, 0, 0)]
+        revision: dict[str, int] = {}
+        state: dict[str, str] = {}
+        blocked: set[str] = set()
+        for r in visible:
+            subject, doc = read_value(r.value)
+            reason = None
+            if subject is not None and subject in blocked:
+                reason = "blocked"
+            elif doc is None:
+                reason = "malformed"
+            else:
+                assert subject is not None
+                current = state.get(subject, "absent")
+                nxt = _NEXT_STATE.get((current, doc["op"]))
+                if nxt is None:
+                    reason = "rejected"
+                elif doc["revision"] != revision.get(subject, 0) + 1:
+                    reason = "conflict"
+                else:
+                    revision[subject] = doc["revision"]
+                    state[subject] = nxt
+                    seq = len(self.outbox) + 1
+                    self.outbox.append(
+                        OutboxRow(
+                            partition,
+                            seq,
+                            subject,
+                            doc["revision"],
+                            doc["op"],
+                            doc["body"],
+                            r.offset,
+                        )
+                    )
+                    if doc["op"] != "withdraw":
+                        self.intents.append(
+                            IntentRow(partition, subject, doc["revision"], doc["body"])
+                        )
+            if reason is not None:
+                self.quarantine.append(QuarantineRow(partition, r.offset, subject, reason))
+                if subject is not None:
+                    blocked.add(subject)
+            self.counts.append((len(self.outbox), len(self.quarantine), len(self.intents)))
+
+    def processed(self, frontier: int) -> int:
+        """How many visible records lie below ``frontier``."""
+        return bisect.bisect_left(self.visible_offsets, frontier)
+
+    def at(self, frontier: int) -> Expectation:
+        n_out, n_q, n_i = self.counts[self.processed(frontier)]
+        return Expectation(
+            tuple(self.outbox[:n_out]), tuple(self.quarantine[:n_q]), tuple(self.intents[:n_i])
+        )
+
+
+class Oracle:
+    """Expected durable outputs of a source, for any frontier of any partition."""
+
+    def __init__(self, records: Iterable[RawRecord], partitions: Iterable[int] = ()) -> None:
+        by_partition: dict[int, list[RawRecord]] = {p: [] for p in partitions}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append(r)
+        self._history = {p: _PartitionHistory(p, rs) for p, rs in by_partition.items()}
+
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        return tuple(sorted(self._history))
+
+    def _h(self, partition: int) -> _PartitionHistory:
+        h = self._history.get(partition)
+        if h is None:
+            h = self._history[partition] = _PartitionHistory(partition, [])
+        return h
+
+    def expected(self, partition: int, frontier: int) -> Expectation:
+        return self._h(partition).at(frontier)
+
+    def end_frontier(self, partition: int) -> int:
+        """The frontier after every visible record is processed."""
+        offsets = self._h(partition).visible_offsets
+        return offsets[-1] + 1 if offsets else 0
+
+    def visible_count(self, partition: int) -> int:
+        return len(self._h(partition).visible_offsets)
+
+    def processed_count(self, partition: int, frontier: int) -> int:
+        return self._h(partition).processed(frontier)
+
+    def is_valid_frontier(self, partition: int, frontier: int) -> bool:
+        return frontier in self._h(partition).valid_frontiers
+
+    def view(self, frontiers: dict[int, int] | None = None) -> tuple[ViewRow, ...]:
+        """The view after delivering every outbox entry below the given frontiers (the end
+        of the source by default), keyed by (partition, subject)."""
+        rows: dict[tuple[int, str], ViewRow] = {}
+        for p in self.partitions:
+            f = self.end_frontier(p) if frontiers is None else frontiers.get(p, 0)
+            for e in self.expected(p, f).outbox:
+                status = "withdrawn" if e.op == "withdraw" else "live"
+                rows[(p, e.subject)] = ViewRow(p, e.subject, e.version, status, e.body)
+        return tuple(rows[k] for k in sorted(rows))
+
+    def predicted_status(self) -> str:
+        """What a complete, fault-free run of this source must end as."""
+        reasons = {q.reason for p in self.partitions for q in self._h(p).quarantine}
+        if "blocked" in reasons:
+            return "BLOCKED"
+        if reasons:
+            return "PASS_WITH_EXCLUSIONS"
+        return "PASS"

@@ -1,0 +1,555 @@
+"""The PostgreSQL backend (psycopg 3): the production store for workers on several hosts.
+
+Semantics are those of every backend (see :mod:`remora.store.base`); what PostgreSQL adds is
+real concurrency, so the fence is enforced with a row lock:
+
+* ``claim`` is one upsert (``INSERT … ON CONFLICT DO UPDATE SET epoch = epoch + 1``), which
+  takes the partition row's lock, in its own transaction;
+* ``process`` is one transaction: ``SELECT … FOR UPDATE`` locks the partition row (and reads
+  the subject's state in the same round trip), :func:`check_fence` runs against the locked
+  row, the fold decides, and the outbox or quarantine row, the intent, the subject state and
+  the new frontier are written before ``COMMIT``.  A competing claim waits for the lock, so
+  it lands either wholly before (the stale owner then reads the new epoch and is fenced) or
+  wholly after (the owner's commit is legitimate and the claim reads its frontier);
+* ``commit=False`` (the ``unknown-aborted`` outcome) runs the same statements and sends
+  ``ROLLBACK`` instead of ``COMMIT``.
+
+Errors (all :class:`~remora.errors.RemoraError`):
+
+* a failure before ``COMMIT`` was sent — connection refused or lost, lock timeout,
+  serialization failure — rolled the transaction back: :class:`Unavailable` (retried);
+* the connection lost while ``COMMIT`` was in flight: :class:`UnknownResult` — the server may
+  or may not have committed; only a re-read can tell (the lifecycle does that);
+* ``COMMIT`` answered with an error on a live connection: the server rolled back, so
+  :class:`Unavailable` (or :class:`Canceled`);
+* a statement canceled by ``Lifecycle.stop()`` (``ctx.on_cancel`` → the driver's cancel
+  request): :class:`Canceled`;
+* a malformed DSN, or a schema newer than this code: :class:`InvalidInput`;
+* anything else the server refuses (e.g. a constraint violation): :class:`StoreError`.
+
+Connections: a small free list.  Each call takes an idle connection (or opens one), uses it
+alone for the whole transaction, and gives it back; so any number of threads and lifetimes
+can share one store, each call on its own connection.  A connection that failed, or whose
+call was canceled, is closed instead of being reused.
+
+The schema is owned by the store: versioned in ``remora_meta``, created or upgraded in one
+transaction under a transaction-scoped advisory lock, so processes starting at once
+serialize, and a second start changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+
+import attrs
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from remora.context import Context
+from remora.domain import (
+    Applied,
+    Intent,
+    OutboxEntry,
+    QuarantineEntry,
+    SourceRecord,
+    SubjectState,
+    decide,
+    parse_amendment,
+)
+from remora.errors import Canceled, InvalidInput, StoreError, Unavailable, UnknownResult
+from remora.faults import NO_FAULTS, IOHook
+from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+MIGRATION_LOCK = 0x52454D4F5241  # "REMORA": the advisory lock key migrations serialize on
+
+# Statements that take schema version v-1 to v (index v-1).  Never edit a released entry:
+# append a new one and bump SCHEMA_VERSION.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE remora_partition (
+            partition integer PRIMARY KEY CHECK (partition >= 0),
+            epoch bigint NOT NULL CHECK (epoch >= 0),
+            frontier bigint NOT NULL CHECK (frontier >= 0),
+            next_seq bigint NOT NULL CHECK (next_seq >= 1))""",
+        """CREATE TABLE remora_subject (
+            partition integer NOT NULL, subject text NOT NULL, revision integer NOT NULL,
+            status text NOT NULL, blocked boolean NOT NULL, body text,
+            PRIMARY KEY (partition, subject))""",
+        """CREATE TABLE remora_outbox (
+            partition integer NOT NULL, seq bigint NOT NULL, subject text NOT NULL,
+            version integer NOT NULL, op text NOT NULL, body text NOT NULL,
+            "offset" bigint NOT NULL,
+            PRIMARY KEY (partition, seq), UNIQUE (partition, "offset"))""",
+        """CREATE TABLE remora_quarantine (
+            partition integer NOT NULL, "offset" bigint NOT NULL, subject text,
+            reason text NOT NULL, detail text NOT NULL,
+            PRIMARY KEY (partition, "offset"))""",
+        """CREATE TABLE remora_intent (
+            partition integer NOT NULL, subject text NOT NULL, version integer NOT NULL,
+            body text NOT NULL, "offset" bigint NOT NULL,
+            PRIMARY KEY (partition, subject, version))""",
+    ),
+)
+
+# The one read of a process transaction: lock the partition row, read the subject with it.
+LOCK_PARTITION_SQL = """
+SELECT p.epoch, p.frontier, p.next_seq, s.revision, s.status, s.blocked, s.body
+FROM remora_partition AS p
+LEFT JOIN remora_subject AS s ON s.partition = p.partition AND s.subject = %s
+WHERE p.partition = %s
+FOR UPDATE OF p"""
+
+CLAIM_SQL = """
+INSERT INTO remora_partition AS p (partition, epoch, frontier, next_seq)
+VALUES (%s, 1, 0, 1)
+ON CONFLICT (partition) DO UPDATE SET epoch = p.epoch + 1
+RETURNING p.epoch, p.frontier"""
+
+DEFAULT_LOCK_TIMEOUT = 5.0
+DEFAULT_CONNECT_TIMEOUT = 5.0
+CANCEL_TIMEOUT = 5.0
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (libpq's messages span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def parse_dsn(dsn: str) -> dict[str, Any]:
+    """The DSN's parameters; :class:`InvalidInput` when it does not parse."""
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidInput(f"bad PostgreSQL DSN: {one_line(exc)}") from None
+
+
+def describe_dsn(dsn: str) -> str:
+    """Where a DSN points, without its password (for messages and output)."""
+    params = parse_dsn(dsn)
+    parts = [f"{k}={params[k]}" for k in ("host", "port", "dbname", "user") if params.get(k)]
+    return " ".join(parts) or "(libpq defaults)"
+
+
+@attrs.frozen
+class PartitionSummary:
+    """One partition's counters, as ``remora status`` shows them."""
+
+    partition: int
+    epoch: int
+    frontier: int
+    next_seq: int
+    outbox: int
+    quarantine: int
+
+
+class PostgresBackend:
+    """A :class:`~remora.store.base.Backend` on PostgreSQL (see the module docstring)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_idle: int = 8,
+        migrate: bool = True,
+    ) -> None:
+        params = parse_dsn(dsn)
+        self.dsn = dsn
+        self.where = describe_dsn(dsn)
+        options = str(params.get("options") or "")
+        options = f"{options} -c lock_timeout={max(1, round(lock_timeout * 1000))}".strip()
+        overrides: dict[str, Any] = {"options": options}
+        if "connect_timeout" not in params:
+            overrides["connect_timeout"] = max(1, round(connect_timeout))
+        if "application_name" not in params:
+            overrides["application_name"] = "remora"
+        self._conninfo = make_conninfo(dsn, **overrides)
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._closed = False
+        if migrate:
+            self._migrate()
+        else:
+            self._require_schema()
+
+    # -- connections ----------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.Connection.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise Unavailable(
+                f"cannot connect to PostgreSQL ({self.where}): {one_line(exc)}"
+            ) from None
+
+    def _take(self) -> psycopg.Connection[Any]:
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the PostgreSQL store is closed")
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.closed:
+                    return conn
+        return self._connect()
+
+    def _give_back(self, conn: psycopg.Connection[Any], reusable: bool) -> None:
+        if reusable and not conn.closed:
+            with self._lock:
+                if not self._closed and len(self._idle) < self.max_idle:
+                    self._idle.append(conn)
+                    return
+        _close_quietly(conn)
+
+    @contextmanager
+    def _connection(self, ctx: Context | None) -> Iterator[psycopg.Connection[Any]]:
+        """One connection for one call; the driver's cancel is wired to ``ctx``."""
+        if ctx is not None:
+            ctx.check()
+        conn = self._take()
+        unregister: Callable[[], None] = lambda: None  # noqa: E731
+        reusable = False
+        try:
+            if ctx is not None:
+                unregister = ctx.on_cancel(lambda: _cancel_quietly(conn))
+            yield conn
+            reusable = True
+        finally:
+            unregister()
+            # A canceled call's connection may still receive the cancel request: drop it.
+            canceled = ctx is not None and ctx.canceled
+            ok = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            self._give_back(conn, reusable and ok and not canceled)
+
+    # -- error mapping --------------------------------------------------------------
+    def _failure(self, exc: psycopg.Error, ctx: Context | None, what: str) -> Exception:
+        """Classify a failure that happened *before* any COMMIT could have been sent."""
+        if isinstance(exc, pg_errors.QueryCanceled) and ctx is not None and ctx.canceled:
+            return Canceled(f"postgres {what} canceled: {one_line(exc)}")
+        if isinstance(exc, psycopg.OperationalError):  # incl. lock timeout, deadlock, 40001
+            return Unavailable(f"postgres {what}: {one_line(exc)}")
+        return StoreError(f"postgres {what}: {type(exc).__name__}: {one_line(exc)}")
+
+    def _commit_failure(
+        self, exc: psycopg.Error, conn: psycopg.Connection[Any], ctx: Context, what: str
+    ) -> Exception:
+        """Classify a failure of COMMIT itself.
+
+        A reply from the server on a live connection is definitive: the transaction rolled
+        back.  Without one — the connection broke while COMMIT was in flight — nobody here
+        can know whether the server committed."""
+        if exc.sqlstate is not None and not conn.closed:
+            return self._failure(exc, ctx, what)
+        return UnknownResult(
+            f"postgres {what}: connection lost during COMMIT, result unknown: {one_line(exc)}"
+        )
+
+    # -- write transactions ---------------------------------------------------------
+    def _write(
+        self,
+        ctx: Context,
+        commit: bool,
+        what: str,
+        body: Callable[[psycopg.Cursor[Any]], T],
+    ) -> T:
+        """Run ``body`` in one transaction, then COMMIT (or ROLLBACK when not ``commit``).
+
+        Fenced/InvalidInput raised by ``body`` roll back and propagate unchanged."""
+        with self._connection(ctx) as conn:
+            committing = False  # True once COMMIT may have reached the server
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    result = body(cur)
+                    ctx.check()  # canceled while we worked: roll back rather than commit
+                    if not commit:
+                        cur.execute("ROLLBACK")
+                        return result
+                    committing = True
+                    self._commit(cur)
+                return result
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                if committing:
+                    raise self._commit_failure(exc, conn, ctx, what) from exc
+                raise self._failure(exc, ctx, what) from exc
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+
+    def _commit(self, cur: psycopg.Cursor[Any]) -> None:
+        cur.execute("COMMIT")
+
+    def _fence(self, partition: int, installed: Token, token: Token, record: SourceRecord) -> None:
+        check_fence(partition, installed, token, record)
+
+    # -- the Backend protocol -------------------------------------------------------
+    def claim(self, partition: int, ctx: Context, commit: bool) -> Token:
+        def body(cur: psycopg.Cursor[Any]) -> Token:
+            cur.execute(CLAIM_SQL, (partition,))
+            row = cur.fetchone()
+            assert row is not None
+            return Token(int(row[0]), int(row[1]))
+
+        return self._write(ctx, commit, "claim", body)
+
+    def observe(self, partition: int, ctx: Context) -> Token:
+        with self._connection(ctx) as conn:
+            try:
+                row = conn.execute(
+                    "SELECT epoch, frontier FROM remora_partition WHERE partition = %s",
+                    (partition,),
+                ).fetchone()
+            except psycopg.Error as exc:
+                raise self._failure(exc, ctx, "observe") from exc
+        return Token(0, 0) if row is None else Token(int(row[0]), int(row[1]))
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        parsed = parse_amendment(record.value)
+
+        def body(cur: psycopg.Cursor[Any]) -> Token:
+            cur.execute(LOCK_PARTITION_SQL, (parsed.subject, partition))
+            row = cur.fetchone()
+            if row is None:
+                epoch, frontier, next_seq, current = 0, 0, 1, None
+            else:
+                epoch, frontier, next_seq = int(row[0]), int(row[1]), int(row[2])
+                current = None
+                if row[3] is not None and parsed.subject is not None:
+                    current = SubjectState(parsed.subject, row[3], row[4], row[5], row[6])
+            self._fence(partition, Token(epoch, frontier), token, record)
+            decision = decide(record, parsed, current, next_seq)
+            result = Token(epoch, record.offset + 1)
+            with cur.connection.pipeline():
+                if isinstance(decision, Applied):
+                    e = decision.entry
+                    cur.execute(
+                        "INSERT INTO remora_outbox (partition, seq, subject, version, op, body, "
+                        '"offset") VALUES (%s, %s, %s, %s, %s, %s, %s)',
+                        (e.partition, e.seq, e.subject, e.version, e.op, e.body, e.offset),
+                    )
+                    if decision.intent is not None:
+                        i = decision.intent
+                        cur.execute(
+                            "INSERT INTO remora_intent (partition, subject, version, body, "
+                            '"offset") VALUES (%s, %s, %s, %s, %s)',
+                            (i.partition, i.subject, i.version, i.body, record.offset),
+                        )
+                    next_seq += 1
+                else:
+                    q = decision.entry
+                    cur.execute(
+                        'INSERT INTO remora_quarantine (partition, "offset", subject, reason, '
+                        "detail) VALUES (%s, %s, %s, %s, %s)",
+                        (q.partition, q.offset, q.subject, q.reason, q.detail),
+                    )
+                if decision.subject is not None:
+                    s = decision.subject
+                    cur.execute(
+                        "INSERT INTO remora_subject (partition, subject, revision, status, "
+                        "blocked, body) VALUES (%s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (partition, subject) DO UPDATE SET "
+                        "revision = excluded.revision, status = excluded.status, "
+                        "blocked = excluded.blocked, body = excluded.body",
+                        (partition, s.subject, s.revision, s.status, s.blocked, s.body),
+                    )
+                cur.execute(
+                    "UPDATE remora_partition SET frontier = %s, next_seq = %s WHERE partition = %s",
+                    (result.frontier, next_seq, partition),
+                )
+            return result
+
+        return self._write(ctx, commit, "process", body)
+
+    # -- observer reads (not modeled I/O) -------------------------------------------
+    def _read(self, what: str, body: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """A consistent read-only snapshot across several statements."""
+        with self._connection(None) as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    result = body(cur)
+                    cur.execute("COMMIT")
+                return result
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                raise self._failure(exc, None, what) from exc
+
+    def snapshot(self) -> StoreSnapshot:
+        def body(cur: psycopg.Cursor[Any]) -> StoreSnapshot:
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return cur.execute(sql).fetchall()
+
+            parts = rows(
+                "SELECT partition, epoch, frontier, next_seq FROM remora_partition "
+                "WHERE epoch > 0 ORDER BY partition"
+            )
+            outbox = rows(
+                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
+                "ORDER BY partition, seq"
+            )
+            quarantine = rows(
+                'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine '
+                'ORDER BY partition, "offset"'
+            )
+            intents = rows(
+                "SELECT partition, subject, version, body FROM remora_intent "
+                'ORDER BY partition, "offset"'
+            )
+            subjects = rows(
+                "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
+                'ORDER BY partition, subject COLLATE "C"'
+            )
+            return StoreSnapshot(
+                partitions=tuple(PartitionRow(*(int(v) for v in r)) for r in parts),
+                outbox=tuple(
+                    OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6]))
+                    for r in outbox
+                ),
+                quarantine=tuple(
+                    QuarantineEntry(int(r[0]), int(r[1]), r[2], r[3], r[4]) for r in quarantine
+                ),
+                intents=tuple(Intent(*r) for r in intents),
+                subjects=tuple(
+                    (r[0], SubjectState(r[1], r[2], r[3], bool(r[4]), r[5])) for r in subjects
+                ),
+            )
+
+        return self._read("snapshot", body)
+
+    def partition_summaries(self) -> list[PartitionSummary]:
+        """Per-partition counters, computed by the server (cheap on a large store)."""
+
+        def body(cur: psycopg.Cursor[Any]) -> list[PartitionSummary]:
+            rows = cur.execute(
+                "SELECT p.partition, p.epoch, p.frontier, p.next_seq, "
+                "(SELECT count(*) FROM remora_outbox o WHERE o.partition = p.partition), "
+                "(SELECT count(*) FROM remora_quarantine q WHERE q.partition = p.partition) "
+                "FROM remora_partition p WHERE p.epoch > 0 ORDER BY p.partition"
+            ).fetchall()
+            return [PartitionSummary(*(int(v) for v in r)) for r in rows]
+
+        return self._read("status", body)
+
+    def schema_version(self) -> int | None:
+        """The installed schema version, or None when the database has no Remora schema."""
+
+        def body(cur: psycopg.Cursor[Any]) -> int | None:
+            row = cur.execute("SELECT to_regclass('remora_meta') IS NOT NULL").fetchone()
+            if row is None or not row[0]:
+                return None
+            found = cur.execute(
+                "SELECT value FROM remora_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            return None if found is None else int(found[0])
+
+        return self._read("schema check", body)
+
+    # -- schema ---------------------------------------------------------------------
+    def _require_schema(self) -> None:
+        version = self.schema_version()
+        if version is None:
+            raise InvalidInput(f"{self.where}: no Remora schema in this database")
+        if version != SCHEMA_VERSION:
+            raise InvalidInput(
+                f"{self.where}: schema version {version}, this Remora uses {SCHEMA_VERSION}"
+            )
+
+    def _migrate(self) -> None:
+        """Create or upgrade the schema in one transaction; idempotent and safe to run from
+        several processes at once (they serialize on an advisory lock)."""
+        with self._connection(None) as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                    cur.execute(
+                        "CREATE TABLE IF NOT EXISTS remora_meta "
+                        "(key text PRIMARY KEY, value text NOT NULL)"
+                    )
+                    row = cur.execute(
+                        "SELECT value FROM remora_meta WHERE key = 'schema_version'"
+                    ).fetchone()
+                    installed = 0 if row is None else int(row[0])
+                    if installed > SCHEMA_VERSION:
+                        raise InvalidInput(
+                            f"{self.where}: schema version {installed} is newer than this "
+                            f"Remora supports ({SCHEMA_VERSION})"
+                        )
+                    for statements in MIGRATIONS[installed:SCHEMA_VERSION]:
+                        for statement in statements:
+                            cur.execute(statement)
+                    cur.execute(
+                        "INSERT INTO remora_meta (key, value) VALUES ('schema_version', %s) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        (str(SCHEMA_VERSION),),
+                    )
+                    cur.execute("COMMIT")
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                raise self._failure(exc, None, "schema migration") from exc
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close_quietly(conn)
+
+
+def _cancel_quietly(conn: psycopg.Connection[Any]) -> None:
+    """Ask the server to cancel whatever ``conn`` runs (called from another thread)."""
+    # Nothing running, already closed, or the server is gone: nothing to cancel.
+    with suppress(psycopg.Error, OSError):
+        conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+
+
+def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
+    if conn.closed:
+        return
+    try:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+    except psycopg.Error:
+        _close_quietly(conn)
+
+
+def _close_quietly(conn: psycopg.Connection[Any]) -> None:
+    with suppress(psycopg.Error):
+        conn.close()
+
+
+class PostgresStore(StateStore):
+    """A :class:`StateStore` over a PostgreSQL database (``dsn`` is a libpq DSN or URI)."""
+
+    backend: PostgresBackend
+
+    def __init__(
+        self, dsn: str, hook: IOHook = NO_FAULTS, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> None:
+        super().__init__(PostgresBackend(dsn, lock_timeout=lock_timeout), hook)
+
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "PartitionSummary",
+    "PostgresBackend",
+    "PostgresStore",
+    "describe_dsn",
+    "one_line",
+    "parse_dsn",
+]

@@ -1,0 +1,223 @@
+"""Lost COMMIT replies on the real server, through a TCP proxy that cuts the connection.
+
+* ``before``: the proxy drops the COMMIT and closes — the server rolls back;
+* ``after``: the proxy forwards the COMMIT, reads the server's reply and drops it — the
+  server committed;
+* ``in-flight``: forwarded, then cut at once — a race the client cannot resolve locally.
+
+In every case the client only sees its connection die during COMMIT, so the store must
+report :class:`UnknownResult`, and the lifecycle must resolve it by re-reading: the frontier
+moved ⇒ done; it did not ⇒ retry the same record; and every record ends in the outbox
+exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from remora.clock import MonotonicClock
+from remora.context import Context
+from remora.domain import SourceRecord
+from remora.errors import RemoraError, UnknownResult
+from remora.faults import ScriptedFaults
+from remora.source import MemorySourceLog
+from remora.store import StateStore, Token
+from remora.store.postgres import PostgresBackend, PostgresStore
+from remora.worker import Lifecycle
+from tests.postgres.checks import final_problems, oracle_for
+from tests.postgres.proxy import Cut, PgProxy
+from tests.postgres.workload import generate
+
+pytestmark = pytest.mark.services
+
+P = 0
+
+
+def ctx() -> Context:
+    return Context(MonotonicClock())
+
+
+@pytest.fixture
+def proxy(pg_dsn: str) -> Iterator[PgProxy]:
+    proxy = PgProxy(pg_dsn)
+    yield proxy
+    proxy.close()
+
+
+def source() -> list[SourceRecord]:
+    return [r for r in generate(7, 1, 12, subjects=4) if r.visible]
+
+
+# -- the store alone ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cut", "committed"), [(Cut.BEFORE, False), (Cut.AFTER, True)])
+def test_lost_process_commit_is_unknown_result(
+    pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool
+) -> None:
+    store = PostgresStore(proxy.dsn(pg_dsn))
+    direct = PostgresStore(pg_dsn)
+    try:
+        token = store.claim(P, ctx())
+        record = source()[0]
+        proxy.arm(cut)
+        with pytest.raises(UnknownResult, match="connection lost during COMMIT"):
+            store.process(P, token, record, ctx())
+        assert proxy.cuts == [cut]
+        snap = direct.snapshot()
+        assert snap.partition(P).frontier == (record.offset + 1 if committed else 0)
+        assert len(snap.outbox) + len(snap.quarantine) == (1 if committed else 0)
+        # The store replaced the broken connection: the next call works.
+        assert store.observe(P, ctx()) == direct.observe(P, ctx())
+    finally:
+        store.close()
+        direct.close()
+
+
+@pytest.mark.parametrize(("cut", "committed"), [(Cut.BEFORE, False), (Cut.AFTER, True)])
+def test_lost_claim_commit_is_unknown_result(
+    pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool
+) -> None:
+    store = PostgresStore(proxy.dsn(pg_dsn))
+    try:
+        proxy.arm(cut)
+        with pytest.raises(UnknownResult):
+            store.claim(P, ctx())
+        assert store.observe(P, ctx()) == Token(1 if committed else 0, 0)
+    finally:
+        store.close()
+
+
+# -- the lifecycle resolves it --------------------------------------------------------
+
+
+def run_with_lost_commits(store: StateStore, proxy: PgProxy, cut: Cut, direct: StateStore) -> Any:
+    """Process the source through a production lifecycle, losing the COMMIT of every third
+    record.  Returns (problems, hook log)."""
+    records = source()
+    hook = ScriptedFaults()  # no faults scripted: it only records every call and its outcome
+    store.hook = hook
+    life = Lifecycle(store, MemorySourceLog(records, [P]), name="lost-commit")
+    problems: list[str] = []
+    life.assign([P])
+    life.seek(P)
+    for i, record in enumerate(records):
+        if i % 3 == 1:
+            proxy.arm(cut)
+        hook.log.clear()
+        try:
+            token = life.process(P, record)
+        except RemoraError as exc:
+            problems.append(f"offset {record.offset}: {type(exc).__name__}: {exc}")
+            break
+        durable = direct.observe(P, ctx())
+        if token != durable or token.frontier != record.offset + 1:
+            problems.append(f"offset {record.offset}: lifecycle holds {token}, durable {durable}")
+        if i % 3 == 1:
+            calls = [(op, obs) for op, _n, _outcome, _applied, obs in hook.log]
+            want = [("process", "unknown"), ("observe", "ok")]
+            if cut is Cut.BEFORE:
+                want.append(("process", "ok"))  # not committed: the same record again
+            if calls != want:
+                problems.append(f"offset {record.offset}: calls {calls}, expected {want}")
+    problems += final_problems(direct.snapshot(), oracle_for(records, [P]))
+    return problems
+
+
+@pytest.mark.parametrize("cut", [Cut.BEFORE, Cut.AFTER])
+def test_lifecycle_resolves_lost_commit_exactly_once(pg_dsn: str, proxy: PgProxy, cut: Cut) -> None:
+    store = PostgresStore(proxy.dsn(pg_dsn))
+    direct = PostgresStore(pg_dsn)
+    try:
+        assert run_with_lost_commits(store, proxy, cut, direct) == []
+        assert proxy.cuts == [cut] * len(range(1, len(source()), 3))
+    finally:
+        store.close()
+        direct.close()
+
+
+def test_lifecycle_resolves_lost_claim_by_a_fresh_claim(pg_dsn: str, proxy: PgProxy) -> None:
+    store = PostgresStore(proxy.dsn(pg_dsn))
+    try:
+        life = Lifecycle(store, MemorySourceLog(source(), [P]))
+        proxy.arm(Cut.AFTER)  # epoch 1 is installed, its reply lost
+        assert life.assign([P]) == {P: Token(2, 0)}  # never adopts epoch 1: claims afresh
+        proxy.arm(Cut.BEFORE)
+        life.revoke()
+        assert life.assign([P]) == {P: Token(3, 0)}
+    finally:
+        store.close()
+
+
+def test_commit_in_flight_never_duplicates(pg_dsn: str, proxy: PgProxy) -> None:
+    """The race: COMMIT forwarded and the connection cut at once.  Whatever the server did,
+    the lifecycle either resolves it or retires (fenced when its retry found the commit
+    landed late); a replacement then finishes from the durable frontier, exactly once."""
+    records = source()
+    store = PostgresStore(proxy.dsn(pg_dsn))
+    direct = PostgresStore(pg_dsn)
+    try:
+        for _round in range(3):
+            life = Lifecycle(store, MemorySourceLog(records, [P]))
+            life.assign([P])
+            frontier = life.seek(P)
+            todo = [r for r in records if r.offset >= frontier]
+            for i, record in enumerate(todo):
+                if i % 2 == 0:
+                    proxy.arm(Cut.IN_FLIGHT)
+                try:
+                    life.process(P, record)
+                except RemoraError:
+                    break
+            proxy.disarm()
+        replacement = Lifecycle(direct, MemorySourceLog(records, [P]))
+        replacement.assign([P])
+        frontier = replacement.seek(P)
+        for record in records:
+            if record.offset >= frontier:
+                replacement.process(P, record)
+        assert Cut.IN_FLIGHT in proxy.cuts
+        assert final_problems(direct.snapshot(), oracle_for(records, [P])) == []
+    finally:
+        store.close()
+        direct.close()
+
+
+# -- the check catches planted bugs --------------------------------------------------
+
+
+class LostReplyIsSuccess(PostgresBackend):
+    """Planted bug: a connection lost during COMMIT is taken as a successful commit."""
+
+    def _commit(self, cur: psycopg.Cursor[Any]) -> None:
+        with contextlib.suppress(psycopg.OperationalError):
+            super()._commit(cur)
+
+
+class LostReplyIsFailure(PostgresBackend):
+    """Planted bug: a connection lost during COMMIT is reported as plain unavailability."""
+
+    def _commit_failure(self, exc: psycopg.Error, conn: Any, ctx: Context, what: str) -> Exception:
+        return self._failure(exc, ctx, what)
+
+
+@pytest.mark.parametrize(
+    ("backend", "cut"),
+    [(LostReplyIsSuccess, Cut.BEFORE), (LostReplyIsFailure, Cut.AFTER)],
+)
+def test_planted_misclassification_is_caught(
+    pg_dsn: str, proxy: PgProxy, backend: type[PostgresBackend], cut: Cut
+) -> None:
+    store = StateStore(backend(proxy.dsn(pg_dsn)))
+    direct = PostgresStore(pg_dsn)
+    try:
+        problems = run_with_lost_commits(store, proxy, cut, direct)
+        assert problems, "a misclassified lost COMMIT went unnoticed"
+    finally:
+        store.close()
+        direct.close()

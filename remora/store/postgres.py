@@ -153,6 +153,8 @@ class PartitionSummary:
 class PostgresBackend:
     """A :class:`~remora.store.base.Backend` on PostgreSQL (see the module docstring)."""
 
+    lock_sql = LOCK_PARTITION_SQL
+
     def __init__(
         self,
         dsn: str,
@@ -318,7 +320,7 @@ class PostgresBackend:
         parsed = parse_amendment(record.value)
 
         def body(cur: psycopg.Cursor[Any]) -> Token:
-            cur.execute(LOCK_PARTITION_SQL, (parsed.subject, partition))
+            cur.execute(self.lock_sql, (parsed.subject, partition))
             row = cur.fetchone()
             if row is None:
                 epoch, frontier, next_seq, current = 0, 0, 1, None

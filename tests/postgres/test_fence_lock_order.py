@@ -1,0 +1,186 @@
+"""Fence lock orders on the real server: a stale owner's process races a new owner's claim.
+
+Two lifetimes on separate stores (separate connections) share partition 0.  A third
+connection holds the partition row's lock; the racing calls queue behind it in a chosen
+order (PostgreSQL grants a row lock to its waiters first come, first served); then the
+blocker lets go:
+
+* ``process-first``: the old owner's process locks the row first and commits — legitimately,
+  it still owned the epoch — and the claim installs epoch 2 at the advanced frontier; the old
+  owner's *next* process is fenced;
+* ``claim-first``: the claim installs epoch 2 first; the old owner's process then locks the
+  updated row, reads epoch 2 and is fenced: it never commits.
+
+The new owner then finishes the source and the oracle holds: every record exactly once.
+Planted bugs (no fence check; reading the partition row without ``FOR UPDATE``) must make
+this check fail.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from remora.domain import SourceRecord
+from remora.errors import Fenced, RemoraError
+from remora.source import MemorySourceLog
+from remora.store import StateStore, Token
+from remora.store.postgres import LOCK_PARTITION_SQL, PostgresBackend, PostgresStore
+from remora.worker import Lifecycle
+from tests.postgres.checks import final_problems, oracle_for
+from tests.postgres.workload import generate
+
+pytestmark = pytest.mark.services
+
+P = 0
+BOUND = 15.0  # seconds: a hang fails instead of blocking the run
+
+
+def source() -> list[SourceRecord]:
+    return [r for r in generate(11, 1, 8, subjects=3) if r.visible]
+
+
+def lock_waiters(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def wait_for_waiters(conn: psycopg.Connection[Any], n: int) -> None:
+    give_up = time.monotonic() + BOUND
+    while lock_waiters(conn) < n:
+        if time.monotonic() > give_up:
+            raise AssertionError(f"expected {n} lock waiters")
+        time.sleep(0.005)
+
+
+class Outcome:
+    def __init__(self) -> None:
+        self.value: object = None
+        self.error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"error {self.error!r}" if self.error is not None else f"success {self.value!r}"
+
+
+def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, Outcome]:
+    out = Outcome()
+
+    def run() -> None:
+        try:
+            out.value = fn()
+        except BaseException as exc:  # recorded for the assertions
+            out.error = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def race(dsn: str, order: str, stale_backend: type[PostgresBackend]) -> list[str]:
+    """Run one lock-order race; returns the problems found (empty: the fence held)."""
+    records = source()
+    log = MemorySourceLog(records, [P])
+    old_store = StateStore(stale_backend(dsn))
+    new_store = PostgresStore(dsn)
+    problems: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as blocker:
+        try:
+            old = Lifecycle(old_store, log, name="old")
+            new = Lifecycle(new_store, log, name="new")
+            old.assign([P])
+            old.seek(P)
+            old.process(P, records[0])  # frontier 1 under epoch 1
+
+            blocker.execute("BEGIN")
+            blocker.execute("SELECT * FROM remora_partition WHERE partition = %s FOR UPDATE", (P,))
+            first, second = (
+                (lambda: old.process(P, records[1]), lambda: new.assign([P]))
+                if order == "process-first"
+                else (lambda: new.assign([P]), lambda: old.process(P, records[1]))
+            )
+            t1, out1 = in_thread(first)
+            wait_for_waiters(blocker, 1)
+            t2, out2 = in_thread(second)
+            wait_for_waiters(blocker, 2)
+            blocker.execute("ROLLBACK")  # the queued calls now take the row lock in order
+            t1.join(BOUND)
+            t2.join(BOUND)
+            assert not t1.is_alive() and not t2.is_alive(), "a racing call hung"
+            processed, claimed = (out1, out2) if order == "process-first" else (out2, out1)
+            if claimed.error is not None:
+                return [f"the claim failed: {claimed.error!r}"]
+            new_token = claimed.value
+            assert isinstance(new_token, dict)
+            if order == "process-first":
+                if processed.error is not None:
+                    problems.append(f"the owner's process failed: {processed.error!r}")
+                if new_token != {P: Token(2, records[1].offset + 1)}:
+                    problems.append(f"claim after the commit returned {new_token}")
+                try:  # the old owner is stale now: its next process must be fenced
+                    old.process(P, records[2])
+                    problems.append("the stale owner committed its next record")
+                except Fenced:
+                    pass
+            else:
+                if not isinstance(processed.error, Fenced):
+                    problems.append(f"the stale owner's process ended with {processed!r}")
+                    if processed.error is None:
+                        problems.append("the stale owner committed after the claim")
+                if new_token != {P: Token(2, records[0].offset + 1)}:
+                    problems.append(f"claim before the process returned {new_token}")
+
+            # The new owner finishes from the durable frontier.
+            try:
+                frontier = new.seek(P)
+                for record in records:
+                    if record.offset >= frontier:
+                        new.process(P, record)
+            except RemoraError as exc:
+                problems.append(f"the new owner could not finish: {exc!r}")
+            problems += final_problems(new_store.snapshot(), oracle_for(records, [P]))
+        finally:
+            old_store.close()
+            new_store.close()
+    return problems
+
+
+@pytest.mark.parametrize("order", ["process-first", "claim-first"])
+def test_stale_owner_is_fenced_in_both_lock_orders(pg_dsn: str, order: str) -> None:
+    assert race(pg_dsn, order, PostgresBackend) == []
+
+
+class NoFence(PostgresBackend):
+    """Planted bug: the fence check is skipped."""
+
+    def _fence(self, partition: int, installed: Token, token: Token, record: SourceRecord) -> None:
+        return None
+
+
+class NoRowLock(PostgresBackend):
+    """Planted bug: the partition row is read without ``FOR UPDATE`` (the fence then checks
+    a row a concurrent claim is about to change)."""
+
+    lock_sql = LOCK_PARTITION_SQL.replace("FOR UPDATE OF p", "")
+
+
+@pytest.mark.parametrize(
+    ("backend", "order"),
+    [
+        (NoFence, "process-first"),
+        (NoFence, "claim-first"),
+        (NoRowLock, "claim-first"),
+    ],
+)
+def test_planted_fence_bugs_are_caught(
+    pg_dsn: str, backend: type[PostgresBackend], order: str
+) -> None:
+    problems = race(pg_dsn, order, backend)
+    assert any("stale owner" in p for p in problems), problems

@@ -16,23 +16,33 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from remora import __version__
 from remora.cli import run as run_cmd
+from remora.cli import status as status_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from remora.errors import InvalidInput, RemoraError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), not usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="remora",
         description="Fenced, exactly-once work ownership: run, simulate and check it.",
     )
     parser.add_argument("--version", action="version", version=f"remora {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_cmd.register(sub)
+    status_cmd.register(sub)
     return parser
 
 

@@ -4,16 +4,45 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress
+from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
 from remora.source import load_source_dir
 from remora.source.log import MemorySourceLog
-from remora.store import SqliteStore, StateStore
-from remora.worker import Lifecycle
-from remora.worker.runner import LogClient, Runner, RunStats
+from remora.store import StateStore
+from remora.worker.group import GroupProgress, WorkerGroup
 
-DEFAULT_DB = "remora-state.sqlite3"
+__all__ = ["DEFAULT_DB", "print_table", "register", "run", "summarize"]
+
+DEFAULT_REBALANCE_EVERY = 500
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -21,10 +50,26 @@ def register(sub: Any) -> None:
         "run",
         help="process a directory of partition-<N>.jsonl files into the state store",
         description="Process every visible record of SOURCE_DIR exactly once into the store "
-        "(SQLite by default), resuming from each partition's durable frontier.",
+        "(SQLite by default, PostgreSQL with --dsn), resuming from each partition's durable "
+        "frontier.  Ctrl-C or SIGTERM stops safely; run again to resume.",
     )
     p.add_argument("source_dir", metavar="SOURCE_DIR")
-    p.add_argument("--db", default=DEFAULT_DB, help=f"SQLite database file (default {DEFAULT_DB})")
+    add_store_arguments(p)
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="worker lifetimes in threads (default 1)",
+    )
+    p.add_argument(
+        "--rebalance-every",
+        type=_non_negative,
+        default=DEFAULT_REBALANCE_EVERY,
+        metavar="N",
+        help="eager rebalance (revoke all, reassign rotated) every N records processed; "
+        f"0 = never (default {DEFAULT_REBALANCE_EVERY})",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
@@ -48,8 +93,8 @@ def summarize(store: StateStore, log: MemorySourceLog) -> list[dict[str, Any]]:
     return rows
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    headers = ["partition", "epoch", "frontier", "outbox", "quarantine", "complete"]
+def print_table(rows: list[dict[str, Any]], headers: list[str] | None = None) -> None:
+    headers = headers or ["partition", "epoch", "frontier", "outbox", "quarantine", "complete"]
     cells = [
         [str(r[h]).lower() if isinstance(r[h], bool) else str(r[h]) for h in headers] for r in rows
     ]
@@ -59,28 +104,77 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 
+@contextmanager
+def stop_on_signals(stop: Callable[[], None]) -> Iterator[list[int]]:
+    """While active, SIGINT/SIGTERM call ``stop`` (once) instead of killing the process; a
+    second signal gets the default behaviour.  Yields the list of signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # signal handlers can only be installed from the main thread
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            stop()
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def run(args: argparse.Namespace) -> int:
     log = load_source_dir(args.source_dir)
-    store = SqliteStore(args.db)
+    store = open_store(args)
+    where = describe(args)
     progress = Progress()
+    started = time.monotonic()
     try:
-        lifecycle = Lifecycle(store, log, name="run")
-        runner = Runner(lifecycle, LogClient(log))
+        group = WorkerGroup(store, log, args.workers, rebalance_every=args.rebalance_every)
 
-        def show(stats: RunStats) -> None:
-            progress.update(f"processed {stats.processed} records")
+        def show(p: GroupProgress) -> None:
+            rate = p.processed / max(time.monotonic() - started, 1e-9)
+            progress.update(
+                f"processed {p.processed} records ({rate:.0f}/s), "
+                f"{args.workers} worker(s), {p.rebalances} rebalance(s)"
+            )
 
-        stats = runner.run(progress=show)
+        with stop_on_signals(group.stop) as signals:
+            stats = group.run(progress=show)
         progress.done()
         rows = summarize(store, log)
     finally:
         store.close()
+    elapsed = time.monotonic() - started
     if args.json:
-        print(json.dumps({"processed": stats.processed, "partitions": rows}, indent=2))
+        doc = {
+            "processed": stats.processed,
+            "workers": args.workers,
+            "rebalances": stats.rebalances,
+            "seconds": round(elapsed, 3),
+            "interrupted": stats.stopped,
+            "partitions": rows,
+        }
+        print(json.dumps(doc, indent=2))
     else:
-        print(f"processed {stats.processed} records into {args.db}")
+        print(f"processed {stats.processed} records into {where}")
         print_table(rows)
-    if stats.error is not None:
-        print(f"error: {type(stats.error).__name__}: {stats.error}")
+    if stats.stopped:
+        name = signal.Signals(signals[0]).name if signals else "stop"
+        print(
+            f"remora run: interrupted ({name}); the durable state is consistent, "
+            "run again to resume",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if stats.errors:
+        error = stats.errors[0]
+        print(f"remora run: {type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK if all(r["complete"] for r in rows) else EXIT_FAILED

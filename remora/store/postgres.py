@@ -179,10 +179,14 @@ class PostgresBackend:
         self._lock = threading.Lock()
         self._idle: list[psycopg.Connection[Any]] = []
         self._closed = False
-        if migrate:
-            self._migrate()
-        else:
-            self._require_schema()
+        try:
+            if migrate:
+                self._migrate()
+            else:
+                self._require_schema()
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections ----------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
@@ -467,6 +471,10 @@ class PostgresBackend:
                 f"{self.where}: schema version {version}, this Remora uses {SCHEMA_VERSION}"
             )
 
+    def _lock_schema(self, cur: psycopg.Cursor[Any]) -> None:
+        """Serialize migrations across processes (released at COMMIT/ROLLBACK)."""
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+
     def _migrate(self) -> None:
         """Create or upgrade the schema in one transaction; idempotent and safe to run from
         several processes at once (they serialize on an advisory lock)."""
@@ -474,7 +482,7 @@ class PostgresBackend:
             try:
                 with conn.cursor() as cur:
                     cur.execute("BEGIN")
-                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                    self._lock_schema(cur)
                     cur.execute(
                         "CREATE TABLE IF NOT EXISTS remora_meta "
                         "(key text PRIMARY KEY, value text NOT NULL)"

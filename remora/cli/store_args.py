@@ -1,0 +1,51 @@
+"""Choosing the state store on the command line: ``--db FILE`` (SQLite) or ``--dsn DSN``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from remora.errors import InvalidInput
+from remora.store import SqliteStore, StateStore
+
+DEFAULT_DB = "remora-state.sqlite3"
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        metavar="FILE",
+        help=f"SQLite database file (the default store; default {DEFAULT_DB})",
+    )
+    where.add_argument(
+        "--dsn",
+        metavar="DSN",
+        help="PostgreSQL connection string (libpq DSN or URI) instead of SQLite",
+    )
+
+
+def describe(args: argparse.Namespace) -> str:
+    """Where the store lives, for output (a DSN without its password)."""
+    if args.dsn is not None:
+        from remora.store.postgres import describe_dsn
+
+        return f"PostgreSQL {describe_dsn(args.dsn)}"
+    return str(args.db or DEFAULT_DB)
+
+
+def open_store(args: argparse.Namespace, *, existing: bool = False) -> StateStore:
+    """Open the chosen store.  ``existing``: refuse to create a new database or schema.
+
+    Raises :class:`InvalidInput` for a bad DSN or a missing/unusable database and
+    :class:`~remora.errors.Unavailable` when PostgreSQL cannot be reached."""
+    if args.dsn is not None:
+        try:
+            from remora.store.postgres import PostgresBackend
+        except ImportError:
+            raise InvalidInput("--dsn needs psycopg: pip install 'remora[postgres]'") from None
+        return StateStore(PostgresBackend(args.dsn, migrate=not existing))
+    path = Path(args.db or DEFAULT_DB)
+    if existing and not path.is_file():
+        raise InvalidInput(f"{path}: no such database file")
+    return SqliteStore(path)

@@ -19,13 +19,21 @@ Errors (all :class:`~remora.errors.RemoraError`):
 * a failure before ``COMMIT`` was sent — connection refused or lost, lock timeout,
   serialization failure — rolled the transaction back: :class:`Unavailable` (retried);
 * the connection lost while ``COMMIT`` was in flight: :class:`UnknownResult` — the server may
-  or may not have committed; only a re-read can tell (the lifecycle does that);
+  or may not have committed; only a re-read can tell (the lifecycle does that).  Before
+  reporting it, the store *settles* the lost server session (:meth:`PostgresBackend._settle`):
+  it waits until that session has finished its transaction, terminating it if it still sits
+  idle inside it, so the caller's re-read is final — the outcome is decided at the same
+  boundary as the memory model's ``unknown-committed``/``unknown-aborted``;
 * ``COMMIT`` answered with an error on a live connection: the server rolled back, so
   :class:`Unavailable` (or :class:`Canceled`);
 * a statement canceled by ``Lifecycle.stop()`` (``ctx.on_cancel`` → the driver's cancel
   request): :class:`Canceled`;
 * a malformed DSN, or a schema newer than this code: :class:`InvalidInput`;
 * anything else the server refuses (e.g. a constraint violation): :class:`StoreError`.
+
+Sessions run with ``lock_timeout`` and ``idle_in_transaction_session_timeout`` set to the
+store's lock timeout (5 s by default), so neither a waiting call nor a session orphaned by a
+vanished client can hold things up for longer.
 
 Connections: a small free list.  Each call takes an idle connection (or opens one), uses it
 alone for the whole transaction, and gives it back; so any number of threads and lifetimes
@@ -40,6 +48,8 @@ serialize, and a second start changes nothing.
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -60,7 +70,14 @@ from remora.domain import (
     decide,
     parse_amendment,
 )
-from remora.errors import Canceled, InvalidInput, StoreError, Unavailable, UnknownResult
+from remora.errors import (
+    Canceled,
+    InvalidInput,
+    RemoraError,
+    StoreError,
+    Unavailable,
+    UnknownResult,
+)
 from remora.faults import NO_FAULTS, IOHook
 from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
 
@@ -116,6 +133,11 @@ RETURNING p.epoch, p.frontier"""
 DEFAULT_LOCK_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 5.0
 CANCEL_TIMEOUT = 5.0
+SETTLE_GRACE = 0.1  # seconds an orphaned session may stay idle in its transaction
+
+# The server session behind a connection, identified for settling a lost COMMIT (a pid
+# alone could be reused by a later session).
+SESSION_SQL = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
 
 
 def one_line(exc: BaseException) -> str:
@@ -163,12 +185,18 @@ class PostgresBackend:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_idle: int = 8,
         migrate: bool = True,
+        settle_timeout: float | None = None,
     ) -> None:
         params = parse_dsn(dsn)
         self.dsn = dsn
         self.where = describe_dsn(dsn)
         options = str(params.get("options") or "")
-        options = f"{options} -c lock_timeout={max(1, round(lock_timeout * 1000))}".strip()
+        lock_ms = max(1, round(lock_timeout * 1000))
+        # A session orphaned inside a transaction (its client vanished without closing the
+        # socket) holds the partition row lock until the server ends it: bound that too.
+        options = (
+            f"{options} -c lock_timeout={lock_ms} -c idle_in_transaction_session_timeout={lock_ms}"
+        ).strip()
         overrides: dict[str, Any] = {"options": options}
         if "connect_timeout" not in params:
             overrides["connect_timeout"] = max(1, round(connect_timeout))
@@ -176,8 +204,11 @@ class PostgresBackend:
             overrides["application_name"] = "remora"
         self._conninfo = make_conninfo(dsn, **overrides)
         self.max_idle = max_idle
+        self.settle_timeout = lock_timeout if settle_timeout is None else settle_timeout
         self._lock = threading.Lock()
         self._idle: list[psycopg.Connection[Any]] = []
+        self._sessions: weakref.WeakKeyDictionary[psycopg.Connection[Any], tuple[Any, ...]]
+        self._sessions = weakref.WeakKeyDictionary()
         self._closed = False
         try:
             if migrate:
@@ -191,11 +222,20 @@ class PostgresBackend:
     # -- connections ----------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.Connection.connect(self._conninfo, autocommit=True)
+            conn = psycopg.Connection.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
             raise Unavailable(
                 f"cannot connect to PostgreSQL ({self.where}): {one_line(exc)}"
             ) from None
+        try:
+            session = conn.execute(SESSION_SQL).fetchone()
+        except psycopg.Error as exc:
+            _close_quietly(conn)
+            raise Unavailable(f"postgres connect: {one_line(exc)}") from None
+        if session is not None:
+            with self._lock:
+                self._sessions[conn] = tuple(session)
+        return conn
 
     def _take(self) -> psycopg.Connection[Any]:
         with self._lock:
@@ -251,12 +291,56 @@ class PostgresBackend:
 
         A reply from the server on a live connection is definitive: the transaction rolled
         back.  Without one — the connection broke while COMMIT was in flight — nobody here
-        can know whether the server committed."""
+        can know whether the server committed: :class:`UnknownResult`, after
+        :meth:`_settle` made sure the server is done with that transaction, so that the
+        caller's re-read decides."""
         if exc.sqlstate is not None and not conn.closed:
             return self._failure(exc, ctx, what)
+        with self._lock:
+            session = self._sessions.get(conn)
+        settled = "session unknown" if session is None else self._settle(session, ctx)
         return UnknownResult(
-            f"postgres {what}: connection lost during COMMIT, result unknown: {one_line(exc)}"
+            f"postgres {what}: connection lost during COMMIT, result unknown "
+            f"({settled}): {one_line(exc)}"
         )
+
+    def _settle(self, session: tuple[Any, ...], ctx: Context) -> str:
+        """Wait until the server session whose connection broke during COMMIT has finished
+        its transaction; returns how it ended, for the error message.
+
+        A COMMIT can still be on its way to (or inside) the server when the client's
+        connection breaks, so a re-read made at once could see "not committed" and the
+        commit land a moment later.  This waits (at most ``settle_timeout``) until the
+        session is gone or idle outside a transaction.  A session still *idle inside* the
+        transaction after :data:`SETTLE_GRACE` never got the COMMIT: it is terminated, which
+        makes "not committed" final.  Any failure here just ends the wait: the result stays
+        unknown and the caller's fence keeps a late commit harmless."""
+        pid, started = session
+        give_up = time.monotonic() + self.settle_timeout
+        grace = time.monotonic() + SETTLE_GRACE
+        try:
+            with self._connection(None) as probe:
+                while True:
+                    row = probe.execute(
+                        "SELECT state FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+                        (pid, started),
+                    ).fetchone()
+                    if row is None:
+                        return "the server session ended"
+                    state = row[0]
+                    if state in ("idle", "idle in transaction (aborted)") or state is None:
+                        return f"the server session is {state or 'not visible'}"
+                    if state == "idle in transaction" and time.monotonic() >= grace:
+                        probe.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                            "pid = %s AND backend_start = %s AND state = 'idle in transaction'",
+                            (pid, started),
+                        )
+                    if time.monotonic() >= give_up or ctx.canceled:
+                        return f"the server session is still {state}"
+                    ctx.sleep(0.005)
+        except (psycopg.Error, RemoraError) as exc:
+            return f"could not check the server session: {one_line(exc)}"
 
     # -- write transactions ---------------------------------------------------------
     def _write(

@@ -15,6 +15,10 @@ Once :meth:`PgProxy.arm` is called, the next COMMIT passing through any connecti
   committed; the client never hears so.
 * :attr:`Cut.IN_FLIGHT` — the COMMIT is forwarded and both sockets are closed at once,
   without waiting for anything: whether the server commits is a race (it usually does).
+* :attr:`Cut.LATE` — the client's connection is cut first; the COMMIT reaches the server
+  :attr:`PgProxy.late_delay` seconds later and commits (a COMMIT delayed in the network
+  while the client already gave up).  A re-read made right after the client's error sees
+  "not committed"; the commit lands afterwards.
 
 Connections must not use TLS or GSS encryption (the proxy reads the bytes):
 :meth:`PgProxy.dsn` adds ``sslmode=disable gssencmode=disable``.
@@ -27,6 +31,7 @@ import enum
 import socket
 import struct
 import threading
+import time
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -35,6 +40,7 @@ class Cut(enum.Enum):
     BEFORE = "before"
     AFTER = "after"
     IN_FLIGHT = "in-flight"
+    LATE = "late"
 
 
 class _Closed(Exception):
@@ -94,9 +100,21 @@ class _Link:
         threading.Thread(target=self._upstream, daemon=True, name="proxy-up").start()
         threading.Thread(target=self._downstream, daemon=True, name="proxy-down").start()
 
+    def _late(self, messages: list[bytes]) -> None:
+        """Cut the client now; deliver the COMMIT to the server later (Cut.LATE)."""
+        self.swallow = Cut.LATE
+        with contextlib.suppress(OSError):
+            self.client.shutdown(socket.SHUT_RDWR)
+        self.client.close()
+        self.proxy._record(Cut.LATE)
+        time.sleep(self.proxy.late_delay)
+        with contextlib.suppress(OSError):
+            self.server.sendall(b"".join(messages))
+
     def _upstream(self) -> None:
         """client → server"""
         pending: Cut | None = None
+        held: list[bytes] = []  # Cut.LATE: the COMMIT's messages, delivered late
         try:
             (length,) = struct.unpack("!I", _recv_exact(self.client, 4))
             self.server.sendall(struct.pack("!I", length) + _recv_exact(self.client, length - 4))
@@ -108,6 +126,12 @@ class _Link:
                         self.proxy._record(Cut.BEFORE)
                         self.close()
                         return
+                if pending is Cut.LATE:
+                    held.append(raw)
+                    if kind in (b"Q", b"S"):
+                        self._late(held)
+                        return
+                    continue
                 if pending is not None and kind in (b"Q", b"S"):
                     # The last message of the COMMIT: no reply may reach the client any more.
                     self.swallow = pending
@@ -129,8 +153,9 @@ class _Link:
                 kind, raw = _read_message(self.server)
                 if self.swallow is not None:
                     # The reply to COMMIT is complete at ReadyForQuery: lose it.
-                    if self.swallow is Cut.AFTER and kind == b"Z":
-                        self.proxy._record(Cut.AFTER)
+                    if self.swallow in (Cut.AFTER, Cut.LATE) and kind == b"Z":
+                        if self.swallow is Cut.AFTER:
+                            self.proxy._record(Cut.AFTER)
                         self.close()
                         return
                     continue
@@ -151,6 +176,7 @@ class PgProxy:
         self._armed: list[Cut] = []
         self.cuts: list[Cut] = []  # cuts that happened, in order
         self.cut_done = threading.Event()
+        self.late_delay = 0.3
         self._links: list[_Link] = []
         self._stopped = False
         threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()

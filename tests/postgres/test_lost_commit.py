@@ -14,6 +14,7 @@ exactly once.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,7 +99,7 @@ def test_lost_claim_commit_is_unknown_result(
 
 def run_with_lost_commits(store: StateStore, proxy: PgProxy, cut: Cut, direct: StateStore) -> Any:
     """Process the source through a production lifecycle, losing the COMMIT of every third
-    record.  Returns (problems, hook log)."""
+    record; returns the problems found (empty: every loss resolved, exactly once)."""
     records = source()
     hook = ScriptedFaults()  # no faults scripted: it only records every call and its outcome
     store.hook = hook
@@ -120,17 +121,23 @@ def run_with_lost_commits(store: StateStore, proxy: PgProxy, cut: Cut, direct: S
             problems.append(f"offset {record.offset}: lifecycle holds {token}, durable {durable}")
         if i % 3 == 1:
             calls = [(op, obs) for op, _n, _outcome, _applied, obs in hook.log]
-            want = [("process", "unknown"), ("observe", "ok")]
-            if cut is Cut.BEFORE:
-                want.append(("process", "ok"))  # not committed: the same record again
-            if calls != want:
-                problems.append(f"offset {record.offset}: calls {calls}, expected {want}")
+            done = [("process", "unknown"), ("observe", "ok")]  # committed: resolved as done
+            retried = [*done, ("process", "ok")]  # not committed: the same record again
+            allowed = {
+                Cut.BEFORE: [retried],
+                Cut.AFTER: [done],
+                Cut.IN_FLIGHT: [done, retried],
+                Cut.LATE: [done, retried],
+            }[cut]
+            if calls not in allowed:
+                problems.append(f"offset {record.offset}: calls {calls}, expected {allowed}")
     problems += final_problems(direct.snapshot(), oracle_for(records, [P]))
     return problems
 
 
-@pytest.mark.parametrize("cut", [Cut.BEFORE, Cut.AFTER])
+@pytest.mark.parametrize("cut", list(Cut), ids=lambda c: c.value)
 def test_lifecycle_resolves_lost_commit_exactly_once(pg_dsn: str, proxy: PgProxy, cut: Cut) -> None:
+    """Every way of losing a COMMIT: the lifecycle never retires and never duplicates."""
     store = PostgresStore(proxy.dsn(pg_dsn))
     direct = PostgresStore(pg_dsn)
     try:
@@ -154,35 +161,29 @@ def test_lifecycle_resolves_lost_claim_by_a_fresh_claim(pg_dsn: str, proxy: PgPr
         store.close()
 
 
-def test_commit_in_flight_never_duplicates(pg_dsn: str, proxy: PgProxy) -> None:
-    """The race: COMMIT forwarded and the connection cut at once.  Whatever the server did,
-    the lifecycle either resolves it or retires (fenced when its retry found the commit
-    landed late); a replacement then finishes from the durable frontier, exactly once."""
-    records = source()
+@pytest.mark.parametrize(
+    ("delay", "lands"), [(0.01, True), (0.5, False)], ids=["lands-while-settling", "never-lands"]
+)
+def test_unknown_result_is_reported_only_once_the_outcome_is_final(
+    pg_dsn: str, proxy: PgProxy, delay: float, lands: bool
+) -> None:
+    """A COMMIT still on its way when the client's connection broke.  The store settles the
+    server session before reporting the unknown result: it waits for the session to finish
+    (the COMMIT lands), or, if the session stays idle inside the transaction past the grace
+    period (0.1 s), terminates it (the COMMIT can never land).  Either way a re-read right
+    after the error is final."""
+    proxy.late_delay = delay
     store = PostgresStore(proxy.dsn(pg_dsn))
     direct = PostgresStore(pg_dsn)
     try:
-        for _round in range(3):
-            life = Lifecycle(store, MemorySourceLog(records, [P]))
-            life.assign([P])
-            frontier = life.seek(P)
-            todo = [r for r in records if r.offset >= frontier]
-            for i, record in enumerate(todo):
-                if i % 2 == 0:
-                    proxy.arm(Cut.IN_FLIGHT)
-                try:
-                    life.process(P, record)
-                except RemoraError:
-                    break
-            proxy.disarm()
-        replacement = Lifecycle(direct, MemorySourceLog(records, [P]))
-        replacement.assign([P])
-        frontier = replacement.seek(P)
-        for record in records:
-            if record.offset >= frontier:
-                replacement.process(P, record)
-        assert Cut.IN_FLIGHT in proxy.cuts
-        assert final_problems(direct.snapshot(), oracle_for(records, [P])) == []
+        token = store.claim(P, ctx())
+        proxy.arm(Cut.LATE)
+        with pytest.raises(UnknownResult, match="server session ended"):
+            store.process(P, token, source()[0], ctx())
+        first = direct.observe(P, ctx())
+        assert first.frontier == (source()[0].offset + 1 if lands else 0)
+        time.sleep(delay + 0.2)  # long after the late COMMIT was due
+        assert direct.observe(P, ctx()) == first
     finally:
         store.close()
         direct.close()
@@ -206,9 +207,17 @@ class LostReplyIsFailure(PostgresBackend):
         return self._failure(exc, ctx, what)
 
 
+class NoSettle(PostgresBackend):
+    """Planted bug: the unknown result is reported while the COMMIT may still land."""
+
+    def _settle(self, session: tuple[Any, ...], ctx: Context) -> str:
+        return "not settled"
+
+
 @pytest.mark.parametrize(
     ("backend", "cut"),
-    [(LostReplyIsSuccess, Cut.BEFORE), (LostReplyIsFailure, Cut.AFTER)],
+    [(LostReplyIsSuccess, Cut.BEFORE), (LostReplyIsFailure, Cut.AFTER), (NoSettle, Cut.LATE)],
+    ids=["lost-reply-is-success", "lost-reply-is-failure", "no-settle"],
 )
 def test_planted_misclassification_is_caught(
     pg_dsn: str, proxy: PgProxy, backend: type[PostgresBackend], cut: Cut

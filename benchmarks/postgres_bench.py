@@ -307,6 +307,7 @@ def main() -> int:
     parser.add_argument("--per-partition", type=int, default=5000)
     parser.add_argument("--latency-records", type=int, default=4000)
     parser.add_argument("--dsn", default=os.environ.get("REMORA_PG_DSN") or DEFAULT_DSN)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per configuration")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -321,16 +322,28 @@ def main() -> int:
         },
         "run": [],
         "transaction": [],
+        "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()[0]},
     }
     with tempfile.TemporaryDirectory() as tmp:
         src = write_source_dir(Path(tmp) / "src", records, args.partitions)
-        for workers in (1, 4):
-            with fresh_sqlite() as path:
+        for store in ("sqlite", "postgres"):
+            for workers in (1, 4):
+                runs = []
+                for _ in range(args.repeat):  # fresh store each time; report the median run
+                    if store == "sqlite":
+                        with fresh_sqlite() as path:
+                            runs.append(run_cli(src, ["--db", str(path)], workers))
+                    else:
+                        with fresh_pg(args.dsn) as dsn:
+                            runs.append(run_cli(src, ["--dsn", dsn], workers))
+                runs.sort(key=lambda r: r["records_per_s"])
                 report["run"].append(
-                    {"store": "sqlite", **run_cli(src, ["--db", str(path)], workers)}
+                    {
+                        "store": store,
+                        **runs[len(runs) // 2],
+                        "all_records_per_s": [r["records_per_s"] for r in runs],
+                    }
                 )
-            with fresh_pg(args.dsn) as dsn:
-                report["run"].append({"store": "postgres", **run_cli(src, ["--dsn", dsn], workers)})
 
     sample = visible[: args.latency_records]
     writes = baseline_writes(rows_of(sample), sample)
@@ -366,7 +379,9 @@ def main() -> int:
         f"source: {src_info['records']} records ({src_info['visible']} visible) over "
         f"{src_info['partitions']} partitions"
     )
-    print("\nremora run")
+    machine = report["machine"]
+    print(f"machine: {machine['cpus']} CPUs, load average {machine['load_before']:.2f}")
+    print(f"\nremora run (median of {args.repeat})")
     print(f"{'store':<10}{'workers':>8}{'records/s':>12}{'seconds':>10}{'rebalances':>12}")
     for r in report["run"]:
         print(

@@ -198,10 +198,18 @@ class PostgresBackend:
             f"{options} -c lock_timeout={lock_ms} -c idle_in_transaction_session_timeout={lock_ms}"
         ).strip()
         overrides: dict[str, Any] = {"options": options}
-        if "connect_timeout" not in params:
-            overrides["connect_timeout"] = max(1, round(connect_timeout))
-        if "application_name" not in params:
-            overrides["application_name"] = "remora"
+        defaults: dict[str, Any] = {
+            "connect_timeout": max(1, round(connect_timeout)),
+            "application_name": "remora",
+            # Notice a dead server or network within seconds, not the kernel's minutes: a
+            # call blocked on a vanished peer must end (as Unavailable/UnknownResult).
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 15000,
+        }
+        overrides.update({k: v for k, v in defaults.items() if k not in params})
         self._conninfo = make_conninfo(dsn, **overrides)
         self.max_idle = max_idle
         self.settle_timeout = lock_timeout if settle_timeout is None else settle_timeout

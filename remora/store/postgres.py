@@ -135,9 +135,17 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 CANCEL_TIMEOUT = 5.0
 SETTLE_GRACE = 0.1  # seconds an orphaned session may stay idle in its transaction
 
-# The server session behind a connection, identified for settling a lost COMMIT (a pid
-# alone could be reused by a later session).
-SESSION_SQL = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+# Run once per new connection: the session settings, and the server session's identity for
+# settling a lost COMMIT (a pid alone could be reused by a later session).  Settings are
+# made with set_config rather than startup options, which some poolers reject.  A session
+# orphaned inside a transaction (its client vanished without closing the socket) holds the
+# partition row lock until the server ends it: idle_in_transaction_session_timeout bounds
+# that as lock_timeout bounds a wait.
+SESSION_SQL = """
+SELECT pg_backend_pid(),
+       (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),
+       set_config('lock_timeout', %s, false),
+       set_config('idle_in_transaction_session_timeout', %s, false)"""
 
 
 def one_line(exc: BaseException) -> str:
@@ -190,14 +198,7 @@ class PostgresBackend:
         params = parse_dsn(dsn)
         self.dsn = dsn
         self.where = describe_dsn(dsn)
-        options = str(params.get("options") or "")
-        lock_ms = max(1, round(lock_timeout * 1000))
-        # A session orphaned inside a transaction (its client vanished without closing the
-        # socket) holds the partition row lock until the server ends it: bound that too.
-        options = (
-            f"{options} -c lock_timeout={lock_ms} -c idle_in_transaction_session_timeout={lock_ms}"
-        ).strip()
-        overrides: dict[str, Any] = {"options": options}
+        self._lock_ms = str(max(1, round(lock_timeout * 1000)))
         defaults: dict[str, Any] = {
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "remora",
@@ -209,7 +210,7 @@ class PostgresBackend:
             "keepalives_count": 3,
             "tcp_user_timeout": 15000,
         }
-        overrides.update({k: v for k, v in defaults.items() if k not in params})
+        overrides = {k: v for k, v in defaults.items() if k not in params}
         self._conninfo = make_conninfo(dsn, **overrides)
         self.max_idle = max_idle
         self.settle_timeout = lock_timeout if settle_timeout is None else settle_timeout
@@ -236,13 +237,13 @@ class PostgresBackend:
                 f"cannot connect to PostgreSQL ({self.where}): {one_line(exc)}"
             ) from None
         try:
-            session = conn.execute(SESSION_SQL).fetchone()
+            session = conn.execute(SESSION_SQL, (self._lock_ms, self._lock_ms)).fetchone()
         except psycopg.Error as exc:
             _close_quietly(conn)
             raise Unavailable(f"postgres connect: {one_line(exc)}") from None
-        if session is not None:
+        if session is not None and session[1] is not None:
             with self._lock:
-                self._sessions[conn] = tuple(session)
+                self._sessions[conn] = (session[0], session[1])
         return conn
 
     def _take(self) -> psycopg.Connection[Any]:

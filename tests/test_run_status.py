@@ -72,3 +72,19 @@ def test_status_rejects_a_corrupt_file(tmp_path: Path, capsys: pytest.CaptureFix
 def test_status_bad_dsn(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--dsn", "nope"]) == 2
     assert "bad PostgreSQL DSN" in capsys.readouterr().err
+
+
+def test_status_refuses_a_foreign_sqlite_file_without_touching_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "other.sqlite3"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE unrelated (x)")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    assert main(["status", "--db", str(db)]) == 2
+    assert "no Remora schema" in capsys.readouterr().err
+    assert db.read_bytes() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from pathlib import Path
 
 from remora.errors import InvalidInput
@@ -46,6 +47,28 @@ def open_store(args: argparse.Namespace, *, existing: bool = False) -> StateStor
             raise InvalidInput("--dsn needs psycopg: pip install 'remora[postgres]'") from None
         return StateStore(PostgresBackend(args.dsn, migrate=not existing))
     path = Path(args.db or DEFAULT_DB)
-    if existing and not path.is_file():
-        raise InvalidInput(f"{path}: no such database file")
+    if existing:
+        _require_sqlite_schema(path)
     return SqliteStore(path)
+
+
+def _require_sqlite_schema(path: Path) -> None:
+    """Refuse (without writing anything) a file that is not a Remora SQLite database."""
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such database file")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = conn.execute(
+                "SELECT value FROM remora_meta WHERE key = 'schema_version'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            raise InvalidInput(f"{path}: no Remora schema in this database") from None
+        raise InvalidInput(f"{path}: not a usable Remora database ({exc})") from None
+    except sqlite3.DatabaseError as exc:
+        raise InvalidInput(f"{path}: not a usable Remora database ({exc})") from None
+    if row is None:
+        raise InvalidInput(f"{path}: no Remora schema in this database")

@@ -21,6 +21,7 @@ It reports:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import secrets
@@ -107,23 +108,23 @@ def run_cli(src: Path, store_args: list[str], workers: int) -> dict[str, Any]:
 # -- 2./3. one transaction ----------------------------------------------------------
 
 
-def fenced_latencies(store: StateStore, records: list[SourceRecord]) -> list[float]:
+def fenced_steps(store: StateStore, records: list[SourceRecord]) -> Iterator[float]:
+    """One fenced process transaction per step; yields its duration."""
     ctx = Context(MonotonicClock())
     tokens = {p: store.claim(p, ctx) for p in sorted({r.partition for r in records})}
-    samples = []
     for record in records:
         start = time.perf_counter()
         tokens[record.partition] = store.process(
             record.partition, tokens[record.partition], record, ctx
         )
-        samples.append(time.perf_counter() - start)
-    return samples
+        yield time.perf_counter() - start
 
 
 def rows_of(records: list[SourceRecord]) -> StoreSnapshot:
     """The rows the fenced run writes, computed once in memory (for the baseline)."""
     store = MemoryStore()
-    fenced_latencies(store, records)
+    for _ in fenced_steps(store, records):
+        pass
     return store.snapshot()
 
 
@@ -189,9 +190,9 @@ def baseline_writes(snapshot: StoreSnapshot, records: list[SourceRecord]) -> lis
     return per_record
 
 
-def pg_baseline(dsn: str, writes: list[list[Write]], partitions: list[int]) -> list[float]:
+def pg_baseline(dsn: str, writes: list[list[Write]], partitions: list[int]) -> Iterator[float]:
+    """One unfenced transaction per step (same rows, same round-trip shape for the writes)."""
     PostgresStore(dsn).close()  # the schema
-    samples = []
     with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
         for p in partitions:
             cur.execute("INSERT INTO remora_partition VALUES (%s, 1, 0, 1)", (p,))
@@ -202,8 +203,7 @@ def pg_baseline(dsn: str, writes: list[list[Write]], partitions: list[int]) -> l
                 for text, params in statements:
                     cur.execute(text.encode(), params)
             cur.execute("COMMIT")
-            samples.append(time.perf_counter() - start)
-    return samples
+            yield time.perf_counter() - start
 
 
 def pg_bulk(dsn: str, writes: list[list[Write]], partitions: list[int]) -> float:
@@ -229,25 +229,27 @@ def for_sqlite(text: str, params: tuple[Any, ...]) -> Write:
     return text.replace("%s", "?").replace("false", "0"), params
 
 
-def sqlite_baseline(path: Path, writes: list[list[Write]], partitions: list[int]) -> list[float]:
+def sqlite_baseline(
+    path: Path, writes: list[list[Write]], partitions: list[int]
+) -> Iterator[float]:
     SqliteStore(path).close()
     import sqlite3
 
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    for p in partitions:
-        conn.execute("INSERT INTO remora_partition VALUES (?, 1, 0, 1)", (p,))
-    samples = []
-    for statements in writes:
-        start = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        for text, params in statements:
-            conn.execute(*for_sqlite(text, params))
-        conn.execute("COMMIT")
-        samples.append(time.perf_counter() - start)
-    conn.close()
-    return samples
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        for p in partitions:
+            conn.execute("INSERT INTO remora_partition VALUES (?, 1, 0, 1)", (p,))
+        for statements in writes:
+            start = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            for text, params in statements:
+                conn.execute(*for_sqlite(text, params))
+            conn.execute("COMMIT")
+            yield time.perf_counter() - start
+    finally:
+        conn.close()
 
 
 def sqlite_bulk(path: Path, writes: list[list[Write]], partitions: list[int]) -> float:
@@ -270,24 +272,33 @@ def sqlite_bulk(path: Path, writes: list[list[Write]], partitions: list[int]) ->
     return elapsed
 
 
+CHUNK = 50
+
+
 def measure(
     name: str,
     fresh: Callable[[], Any],
     open_store: Callable[[Any], StateStore],
-    baseline: Callable[[Any, list[list[Write]], list[int]], list[float]],
+    baseline: Callable[[Any, list[list[Write]], list[int]], Iterator[float]],
     bulk: Callable[[Any, list[list[Write]], list[int]], float],
     records: list[SourceRecord],
     writes: list[list[Write]],
     partitions: list[int],
 ) -> dict[str, Any]:
-    with fresh() as where:
-        store = open_store(where)
+    """Fenced and baseline transactions, interleaved in chunks so that both see the same
+    machine (a busy neighbour slows both, not one)."""
+    fenced: list[float] = []
+    plain: list[float] = []
+    with fresh() as fenced_db, fresh() as plain_db:
+        store = open_store(fenced_db)
         try:
-            fenced = fenced_latencies(store, records)
+            fenced_it = fenced_steps(store, records)
+            plain_it = baseline(plain_db, writes, partitions)
+            for _ in range(0, len(records), CHUNK):
+                fenced += itertools.islice(fenced_it, CHUNK)
+                plain += itertools.islice(plain_it, CHUNK)
         finally:
             store.close()
-    with fresh() as where:
-        plain = baseline(where, writes, partitions)
     with fresh() as where:
         bulk_s = bulk(where, writes, partitions)
     f, b = latency(fenced), latency(plain)
@@ -326,24 +337,25 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         src = write_source_dir(Path(tmp) / "src", records, args.partitions)
-        for store in ("sqlite", "postgres"):
-            for workers in (1, 4):
-                runs = []
-                for _ in range(args.repeat):  # fresh store each time; report the median run
-                    if store == "sqlite":
-                        with fresh_sqlite() as path:
-                            runs.append(run_cli(src, ["--db", str(path)], workers))
-                    else:
-                        with fresh_pg(args.dsn) as dsn:
-                            runs.append(run_cli(src, ["--dsn", dsn], workers))
-                runs.sort(key=lambda r: r["records_per_s"])
-                report["run"].append(
-                    {
-                        "store": store,
-                        **runs[len(runs) // 2],
-                        "all_records_per_s": [r["records_per_s"] for r in runs],
-                    }
-                )
+        configs = [(store, workers) for store in ("sqlite", "postgres") for workers in (1, 4)]
+        runs: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
+        for _ in range(args.repeat):  # rounds over every configuration: noise hits all alike
+            for store, workers in configs:
+                if store == "sqlite":
+                    with fresh_sqlite() as path:
+                        runs[(store, workers)].append(run_cli(src, ["--db", str(path)], workers))
+                else:
+                    with fresh_pg(args.dsn) as dsn:
+                        runs[(store, workers)].append(run_cli(src, ["--dsn", dsn], workers))
+        for (store, _workers), found in runs.items():
+            found.sort(key=lambda r: r["records_per_s"])
+            report["run"].append(
+                {
+                    "store": store,
+                    **found[len(found) // 2],  # the median run
+                    "all_records_per_s": [r["records_per_s"] for r in found],
+                }
+            )
 
     sample = visible[: args.latency_records]
     writes = baseline_writes(rows_of(sample), sample)
@@ -371,6 +383,7 @@ def main() -> int:
             partitions,
         )
     )
+    report["machine"]["load_after"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -380,7 +393,10 @@ def main() -> int:
         f"{src_info['partitions']} partitions"
     )
     machine = report["machine"]
-    print(f"machine: {machine['cpus']} CPUs, load average {machine['load_before']:.2f}")
+    print(
+        f"machine: {machine['cpus']} CPUs, load average {machine['load_before']:.2f} before, "
+        f"{machine['load_after']:.2f} after"
+    )
     print(f"\nremora run (median of {args.repeat})")
     print(f"{'store':<10}{'workers':>8}{'records/s':>12}{'seconds':>10}{'rebalances':>12}")
     for r in report["run"]:

@@ -194,6 +194,7 @@ class PostgresBackend:
         max_idle: int = 8,
         migrate: bool = True,
         settle_timeout: float | None = None,
+        settle_grace: float = SETTLE_GRACE,
     ) -> None:
         params = parse_dsn(dsn)
         self.dsn = dsn
@@ -214,6 +215,7 @@ class PostgresBackend:
         self._conninfo = make_conninfo(dsn, **overrides)
         self.max_idle = max_idle
         self.settle_timeout = lock_timeout if settle_timeout is None else settle_timeout
+        self.settle_grace = settle_grace
         self._lock = threading.Lock()
         self._idle: list[psycopg.Connection[Any]] = []
         self._sessions: weakref.WeakKeyDictionary[psycopg.Connection[Any], tuple[Any, ...]]
@@ -321,12 +323,12 @@ class PostgresBackend:
         connection breaks, so a re-read made at once could see "not committed" and the
         commit land a moment later.  This waits (at most ``settle_timeout``) until the
         session is gone or idle outside a transaction.  A session still *idle inside* the
-        transaction after :data:`SETTLE_GRACE` never got the COMMIT: it is terminated, which
+        transaction after ``settle_grace`` never got the COMMIT: it is terminated, which
         makes "not committed" final.  Any failure here just ends the wait: the result stays
         unknown and the caller's fence keeps a late commit harmless."""
         pid, started = session
         give_up = time.monotonic() + self.settle_timeout
-        grace = time.monotonic() + SETTLE_GRACE
+        grace = time.monotonic() + self.settle_grace
         try:
             with self._connection(None) as probe:
                 while True:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from remora import __version__
 from remora.cli import run as run_cmd
+from remora.cli import sim as sim_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from remora.errors import InvalidInput, RemoraError
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"remora {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_cmd.register(sub)
+    sim_cmd.register(sub)
     return parser
 
 

@@ -98,6 +98,10 @@ class MemoryBackend:
         part = self._partitions.get(partition)
         return [] if part is None else part.outbox
 
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        """Entries with seq > ``seq`` (seq n sits at index n - 1)."""
+        return self.outbox(partition)[max(seq, 0) : max(seq, 0) + limit]
+
     def quarantine(self, partition: int) -> list[QuarantineEntry]:
         part = self._partitions.get(partition)
         return [] if part is None else part.quarantine

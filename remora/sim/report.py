@@ -36,13 +36,14 @@ class Report:
         return json.dumps(self.document, indent=2, ensure_ascii=False) + "\n"
 
 
-def run_trace(
+def replay(
     trace: Trace,
     *,
     store_factory: StoreFactory | None = None,
     lifecycle_factory: LifecycleFactory = Lifecycle,
-) -> Report:
-    """Replay ``trace`` step by step; stop at the first safety violation; drain if asked."""
+) -> Simulation:
+    """Execute ``trace`` step by step, stopping at the first safety violation, then drain
+    if the trace asks for it; returns the finished simulation."""
     sim = Simulation(
         trace.config,
         trace.source,
@@ -56,6 +57,17 @@ def run_trace(
             break
     if trace.drain and not sim.violations:
         sim.drain()
+    return sim
+
+
+def run_trace(
+    trace: Trace,
+    *,
+    store_factory: StoreFactory | None = None,
+    lifecycle_factory: LifecycleFactory = Lifecycle,
+) -> Report:
+    """Replay ``trace`` and build its report."""
+    sim = replay(trace, store_factory=store_factory, lifecycle_factory=lifecycle_factory)
     return build_report(sim, trace)
 
 

@@ -305,7 +305,7 @@ def _parse_selector(doc: Any, path: str, actor: str) -> FaultSelector:
             f"{path}.outcome", f"{outcome.value!r} is not allowed for {operation.value}"
         )
     if operation not in OPERATIONS_OF.get(actor, frozenset()):
-        raise TraceError(f"{path}.operation", f"a {actor} step never calls {operation.value}")
+        raise TraceError(f"{path}.operation", f"{actor} steps never call {operation.value}")
     interleave = None
     if "interleave" in d:
         i = _object(d["interleave"], f"{path}.interleave", ["at"], ["stop", "replacement"])
@@ -335,14 +335,14 @@ def _parse_step(doc: Any, path: str, partitions: int) -> Step:
     partition = None
     if actor in PARTITIONED:
         if "partition" not in d:
-            raise TraceError(f"{path}.partition", f"a {actor} step needs a partition")
+            raise TraceError(f"{path}.partition", f"{actor} steps need a partition")
         partition = _int(d["partition"], f"{path}.partition", 0, partitions - 1)
     elif "partition" in d:
-        raise TraceError(f"{path}.partition", f"a {actor} step takes no partition")
+        raise TraceError(f"{path}.partition", f"{actor} steps take no partition")
     faults: tuple[FaultSelector, ...] = ()
     if "faults" in d:
         if actor not in PARTITIONED:
-            raise TraceError(f"{path}.faults", f"a {actor} step makes no I/O to fault")
+            raise TraceError(f"{path}.faults", f"{actor} steps make no I/O to fault")
         items = _list(d["faults"], f"{path}.faults")
         faults = tuple(
             _parse_selector(f, f"{path}.faults[{i}]", actor) for i, f in enumerate(items)

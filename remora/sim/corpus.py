@@ -13,7 +13,9 @@ from remora.sim.artifacts import atomic_write, failures_dir, replay_command
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import reduce_trace
 from remora.sim.report import run_trace
+from remora.sim.scheduler import LifecycleFactory
 from remora.sim.trace import Trace
+from remora.worker import Lifecycle
 
 CORPUS_SEEDS = tuple(range(1, 9))
 EVIDENCE_SEED = 17
@@ -23,11 +25,20 @@ def _sha(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def save_failure(trace: Trace, name: str, directory: Path | None = None) -> tuple[Path, Path]:
+def save_failure(
+    trace: Trace,
+    name: str,
+    directory: Path | None = None,
+    lifecycle_factory: LifecycleFactory = Lifecycle,
+) -> tuple[Path, Path]:
     """Save the original failing trace first, then reduce it and save the reduced one."""
     where = directory or failures_dir()
     original = atomic_write(where / f"{name}.json", trace.dumps())
-    reduced = atomic_write(where / f"{name}-reduced.json", reduce_trace(trace).dumps())
+
+    def failure_of(t: Trace) -> str | None:
+        return run_trace(t, lifecycle_factory=lifecycle_factory).failure
+
+    reduced = atomic_write(where / f"{name}-reduced.json", reduce_trace(trace, failure_of).dumps())
     return original, reduced
 
 
@@ -38,6 +49,7 @@ def run_corpus(
     *,
     progress: Callable[[str], None] | None = None,
     on_failure: Callable[[str], None] | None = None,
+    lifecycle_factory: LifecycleFactory = Lifecycle,
 ) -> dict[str, Any]:
     """Run every (seed, class) with fair recovery; returns the manifest.
 
@@ -52,7 +64,7 @@ def run_corpus(
             progress(f"corpus {i}/{len(combos)}: seed {seed} {trace_class}")
         trace = generate(seed, trace_class, steps)
         text = trace.dumps()
-        report = run_trace(trace)
+        report = run_trace(trace, lifecycle_factory=lifecycle_factory)
         ok = report.status == report.document["predicted"] and report.status != "ERROR"
         entry: dict[str, Any] = {
             "seed": seed,
@@ -69,7 +81,9 @@ def run_corpus(
             "report_sha256": _sha(report.dumps()),
         }
         if not ok:
-            original, reduced = save_failure(trace, f"corpus-seed-{seed}-{trace_class}")
+            original, reduced = save_failure(
+                trace, f"corpus-seed-{seed}-{trace_class}", lifecycle_factory=lifecycle_factory
+            )
             entry["saved"] = {"original": str(original), "reduced": str(reduced)}
             if on_failure is not None:
                 on_failure(

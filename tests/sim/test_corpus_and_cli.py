@@ -157,3 +157,31 @@ def test_reduce_command_saves_both_and_prints_replays(
     assert len(small.steps) < len(loads(path.read_text()).steps)
     assert run_trace(small).failure == run_trace(loads(path.read_text())).failure
     assert not [p for p in os.listdir(tmp_path / "art") if p.endswith(".tmp")]
+
+
+def test_corpus_failure_saves_original_before_reducing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import remora.sim.corpus as corpus_mod
+    from tests.sim.planted import ProcessesNothing
+
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    messages: list[str] = []
+    manifest = run_corpus(
+        [3], ["valid"], lifecycle_factory=ProcessesNothing, on_failure=messages.append
+    )
+    assert not manifest["ok"] and manifest["runs"][0]["failure"] == "ERROR drain-no-progress"
+    original = tmp_path / "corpus-seed-3-valid.json"
+    reduced = tmp_path / "corpus-seed-3-valid-reduced.json"
+    assert loads(original.read_text()) == generate(3, "valid")
+    assert len(loads(reduced.read_text()).steps) < 64
+    assert f"remora sim-worker --replay {original}" in messages[0]
+
+    def boom(*args: object) -> object:
+        raise RuntimeError("reducer crashed")
+
+    monkeypatch.setattr(corpus_mod, "reduce_trace", boom)
+    original.unlink()
+    with pytest.raises(RuntimeError):
+        run_corpus([3], ["valid"], lifecycle_factory=ProcessesNothing)
+    assert original.exists()  # saved before the reducer ran

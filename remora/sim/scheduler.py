@@ -154,6 +154,17 @@ class SimHook:
         counts[call.operation] = number
         selector = None if replacement else sim.selector_for(call.operation, number)
         held = worker.lifecycle.owned().get(call.partition)
+        record = sim.records.get(lifetime)
+        if call.operation is Operation.PROCESS and held is not None and record is not None:
+            installed = sim.installed(call.partition)
+            if held.epoch == installed.epoch and record.offset < installed.frontier:
+                sim.violation(
+                    "repeated-decision",
+                    call.partition,
+                    f"lifetime {lifetime}, the current owner, resubmitted offset "
+                    f"{record.offset} below the durable frontier {installed.frontier}",
+                    "decide",
+                )
         self.frames.append(_Frame(call, lifetime, number, selector, held, replacement))
         if selector is None:
             return COMMIT
@@ -216,6 +227,7 @@ class Simulation:
         self.call_counts: dict[Operation, int] = {}
         self.replacement_counts: dict[Operation, int] = {}
         self._callers: list[int] = []
+        self.records: dict[int, SourceRecord] = {}  # the record each lifetime is processing
         self._attempt: Attempt | None = None
         self.draining = False
         self.drained = False
@@ -440,6 +452,8 @@ class Simulation:
         self.call_counts.clear()
         self.replacement_counts.clear()
         self._callers.append(step.worker)
+        before = self.workers.get(step.worker)
+        was_live = before is not None and not (before.stopped or before.retired)
         try:
             attempt.result = self._act(step)
         except RemoraError as exc:
@@ -457,6 +471,20 @@ class Simulation:
             self._callers.pop()
             self.hook.frames.clear()
             attempt.last_event = len(self.events)
+            self.records.pop(step.worker, None)
+        allowed = {
+            "assign": ("retired",),
+            "seek": ("retired",),
+            "process": ("retired", "unseeked", "idle"),
+        }.get(step.actor)
+        if before is not None and not was_live and allowed and attempt.result not in allowed:
+            self.violation(
+                "callback-after-stop",
+                step.partition,
+                f"lifetime {step.worker} was stopped or retired, yet its {step.actor} "
+                f"ended {attempt.result!r} instead of being rejected",
+                "attempt-end",
+            )
         self.check_all("attempt-end")
         self.check_model()
         self._attempt = None
@@ -499,6 +527,7 @@ class Simulation:
             return "unseeked"
         if record is None:
             return "idle"
+        self.records[step.worker] = record
         lifecycle.process(p, record)
         return "ok"
 

@@ -105,3 +105,34 @@ class ProcessesNothing(Lifecycle):
 class Crashes(Lifecycle):
     def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
         raise KeyError("planted")
+
+
+class RetriesUnknownBlindly(Lifecycle):
+    """Retries the same record after an unknown result without re-reading."""
+
+    def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
+        for call in range(1, self.retry.max_calls + 1):
+            self._before_call(ctx, call)
+            try:
+                return self.store.process(partition, saved, record, ctx)
+            except UnknownResult:
+                continue
+        raise UnknownResult("gave up")
+
+
+class SeekIgnoresStop(Lifecycle):
+    """Admits seek callbacks on a stopped or retired lifetime."""
+
+    def _admit(self, operation: str) -> None:
+        if operation != "seek":
+            super()._admit(operation)
+
+
+class SkipsCancelAfterWakeup(Lifecycle):
+    """Makes the retry call without re-checking cancellation after the wait."""
+
+    def _before_call(self, ctx: Context, call: int) -> None:
+        if call > 1:
+            self.wait(ctx, self.retry.wait_before(call))
+        else:
+            ctx.check()

@@ -44,6 +44,21 @@ CASES: list[tuple[str, Trace, type[Lifecycle]]] = [
         bug.FrontierBeforeResolution,
     ),
     ("drain-no-progress", trace(*OWN), bug.ProcessesNothing),
+    (
+        "repeated-decision",
+        trace(*OWN, Step("process", 0, 0, (sel("process", "unknown-committed"),))),
+        bug.RetriesUnknownBlindly,
+    ),
+    (
+        "io-after-stop",
+        trace(*OWN, Step("process", 0, 0, (sel("process", "abort", at="after", stop=True),))),
+        bug.SkipsCancelAfterWakeup,
+    ),
+    (
+        "callback-after-stop",
+        trace(*OWN, Step("stop", 0), Step("seek", 0, 0)),
+        bug.SeekIgnoresStop,
+    ),
     ("exception", trace(*OWN, Step("process", 0, 0)), bug.Crashes),
 ]
 

@@ -86,6 +86,7 @@ class Attempt:
     used_selectors: int = 0
     waits_ms: list[int] = attrs.field(factory=list)
     interleaves: list[str] = attrs.field(factory=list)
+    interleave_kinds: list[tuple[str, str]] = attrs.field(factory=list)  # (at, what)
     first_event: int = 0
     last_event: int = 0
 
@@ -277,6 +278,8 @@ class Simulation:
         self.attempt.interleaves.append(
             f"{sel.operation.value} call {sel.call} {il.at.value}: {', '.join(what)}"
         )
+        kind = "stop+replacement" if len(what) == 2 else ("stop" if il.stop else "replacement")
+        self.attempt.interleave_kinds.append((il.at.value, kind))
         self.check_all("interleave")
 
     def _replace(self, lifetime: int, partition: int) -> None:

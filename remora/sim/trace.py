@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -161,7 +162,9 @@ def config_digest(config_json: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=16)
 def current_toolchain(generator: str | None = None) -> Toolchain:
+    """The running toolchain (cached: looking up package metadata is slow)."""
     import platform
     from importlib import metadata
 

@@ -123,6 +123,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     max_records: ClassVar[int] = 20
     lifecycle_factory: ClassVar[LifecycleFactory] = Lifecycle
     reach: ClassVar[set[tuple[str, ...]]]  # what the runs of this class reached (see below)
+    kinds_per_run: ClassVar[list[tuple[int, frozenset[str]]]]  # (steps, step kinds) per run
 
     lifetimes: Bundle[Handle] = Bundle("lifetimes")  # (lifetime, partition) of started lifetimes
     owners: Bundle[Handle] = Bundle("owners")  # ... after an assignment of that partition succeeded
@@ -133,6 +134,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.reach = set()
+        cls.kinds_per_run = []
 
     def __init__(self) -> None:
         super().__init__()
@@ -353,6 +355,8 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Fair drain; the final status must be the one the oracle predicts."""
+        kinds = frozenset(s.actor + (" with faults" if s.faults else "") for s in self.steps)
+        type(self).kinds_per_run.append((len(self.steps), kinds))
         if self.sim is None or self.failed or self.sim.violations:
             return
         before = self.sim.summary()["status"]

@@ -42,9 +42,23 @@ def missing_reach(machine: type[WorkerScheduleMachine]) -> dict[str, set[object]
     return {k: v for k, v in gaps.items() if v}
 
 
+def swarm_shortfalls(machine: type[WorkerScheduleMachine]) -> list[str]:
+    """Rule swarming must stay effective: among runs of 10+ steps, destructive rules and
+    each fault family are absent from a good share of runs (and present in some)."""
+    runs = [kinds for steps, kinds in machine.kinds_per_run if steps >= 10]
+    problems = []
+    for kind in ("stop", "revoke", "assign with faults", "seek with faults", "process with faults"):
+        absent = sum(kind not in k for k in runs) / max(len(runs), 1)
+        if not 0.2 <= absent <= 0.9:
+            problems.append(f"{kind!r} absent from {absent:.0%} of runs")
+    return problems
+
+
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.__name__)
 def test_machine(machine: type[WorkerScheduleMachine]) -> None:
     machine.reach.clear()
+    machine.kinds_per_run.clear()
     run_state_machine_as_test(machine)
     if full_budget():
         assert missing_reach(machine) == {}
+        assert swarm_shortfalls(machine) == []

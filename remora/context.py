@@ -42,7 +42,7 @@ class Context:
         self._clock = clock
         self._parent = parent
         self._deadline = deadline
-        self._event = threading.Event()
+        self._event: threading.Event | None = None  # created on first sleep (most never do)
         self._lock = threading.Lock()
         self._reason: Canceled | None = None
         self._callbacks: list[Callback] = []
@@ -83,7 +83,9 @@ class Context:
             self._reason = reason or Canceled("canceled")
             callbacks, self._callbacks = self._callbacks, []
             children, self._children = self._children, []
-        self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
         for child in children:
             child.cancel(self._reason)
         for callback in callbacks:
@@ -136,4 +138,10 @@ class Context:
 
     def sleep(self, seconds: float) -> bool:
         """Real sleep that wakes early on cancellation; True if it slept the full time."""
-        return not self._event.wait(max(0.0, seconds))
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._reason is not None:
+                    self._event.set()
+            event = self._event
+        return not event.wait(max(0.0, seconds))

@@ -125,6 +125,18 @@ Effect = Callable[[bool], T]
 rolls back.  It raises :class:`Fenced` when the store's fence refuses it."""
 
 
+_OBSERVED_AS: tuple[tuple[type[RemoraError], Observation], ...] = (
+    (Canceled, Observation.CANCELED),
+    (Fenced, Observation.FENCED),
+    (Unavailable, Observation.UNAVAILABLE),
+    (UnknownResult, Observation.UNKNOWN),
+)
+
+
+def _observation_of(exc: RemoraError) -> Observation:
+    return next((o for kind, o in _OBSERVED_AS if isinstance(exc, kind)), Observation.ERROR)
+
+
 def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T]) -> T:
     """Run ``effect`` as one modeled I/O call under ``hook`` (see the module docstring)."""
     decision = hook.decide(call, ctx)
@@ -153,20 +165,8 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
         if outcome in UNKNOWN_OUTCOMES:
             raise UnknownResult(f"{call.operation.value} result unknown")
         return result
-    except Canceled as exc:
-        observation, error = Observation.CANCELED, exc
-        raise
-    except Fenced as exc:
-        observation, error = Observation.FENCED, exc
-        raise
-    except Unavailable as exc:
-        observation, error = Observation.UNAVAILABLE, exc
-        raise
-    except UnknownResult as exc:
-        observation, error = Observation.UNKNOWN, exc
-        raise
     except RemoraError as exc:
-        observation, error = Observation.ERROR, exc
+        observation, error = _observation_of(exc), exc
         raise
     finally:
         hook.returned(call, IOReport(decision, applied, observation, error))

@@ -343,11 +343,13 @@ def test_process_without_ownership_is_fenced_without_io() -> None:
     assert h.calls() == []
 
 
-def test_process_invalid_record_retires() -> None:
+def test_record_behind_local_frontier_is_rejected_without_io() -> None:
     h = owned_harness()
     h.lifecycle.process(0, source()[0])
-    with pytest.raises(InvalidInput):
-        h.lifecycle.process(0, source()[0])  # behind the frontier
+    h.clear()
+    with pytest.raises(InvalidInput, match="behind the local frontier"):
+        h.lifecycle.process(0, source()[0])  # already processed
+    assert h.calls() == []
     assert h.lifecycle.retired is not None
 
 

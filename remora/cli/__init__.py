@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from remora import __version__
 from remora.cli import run as run_cmd
+from remora.cli import sim as sim_cmd
 from remora.cli import status as status_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from remora.errors import InvalidInput, RemoraError
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_cmd.register(sub)
     status_cmd.register(sub)
+    sim_cmd.register(sub)
     return parser
 
 

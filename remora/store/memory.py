@@ -31,6 +31,7 @@ class _Partition:
     epoch: int = 0
     frontier: int = 0
     next_seq: int = 1
+    writes: int = 0  # committed writes so far: a cheap change marker for observers
     subjects: dict[str, SubjectState] = attrs.field(factory=dict)
     outbox: list[OutboxEntry] = attrs.field(factory=list)
     quarantine: list[QuarantineEntry] = attrs.field(factory=list)
@@ -54,6 +55,7 @@ class MemoryBackend:
             token = Token(part.epoch + 1, part.frontier)
             if commit:
                 part.epoch = token.epoch
+                part.writes += 1
             return token
 
     def observe(self, partition: int, ctx: Context) -> Token:
@@ -84,9 +86,20 @@ class MemoryBackend:
                 if decision.subject is not None:
                     part.subjects[decision.subject.subject] = decision.subject
             part.frontier = result.frontier
+            part.writes += 1
             return result
 
     # -- observer reads (not modeled I/O) -------------------------------------------
+    def installed(self, partition: int) -> Token:
+        """The installed epoch and durable frontier."""
+        part = self._partitions.get(partition)
+        return Token(0, 0) if part is None else Token(part.epoch, part.frontier)
+
+    def writes(self, partition: int) -> int:
+        """How many writes have committed on ``partition`` (changes whenever its state does)."""
+        part = self._partitions.get(partition)
+        return 0 if part is None else part.writes
+
     def partition_row(self, partition: int) -> PartitionRow:
         part = self._partitions.get(partition)
         if part is None:
@@ -97,6 +110,10 @@ class MemoryBackend:
         """The live outbox list of one partition (append-only; do not mutate)."""
         part = self._partitions.get(partition)
         return [] if part is None else part.outbox
+
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        """Entries with seq > ``seq`` (seq n sits at index n - 1)."""
+        return self.outbox(partition)[max(seq, 0) : max(seq, 0) + limit]
 
     def quarantine(self, partition: int) -> list[QuarantineEntry]:
         part = self._partitions.get(partition)

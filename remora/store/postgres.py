@@ -473,6 +473,20 @@ class PostgresBackend:
         return self._write(ctx, commit, "process", body)
 
     # -- observer reads (not modeled I/O) -------------------------------------------
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        """Outbox entries of ``partition`` with seq > ``seq``, in seq order (the relay's
+        read)."""
+        with self._connection(None) as conn:
+            try:
+                rows = conn.execute(
+                    'SELECT partition, seq, subject, version, op, body, "offset" '
+                    "FROM remora_outbox WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
+                    (partition, seq, limit),
+                ).fetchall()
+            except psycopg.Error as exc:
+                raise self._failure(exc, None, "outbox read") from exc
+        return [OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6])) for r in rows]
+
     def _read(self, what: str, body: Callable[[psycopg.Cursor[Any]], T]) -> T:
         """A consistent read-only snapshot across several statements."""
         with self._connection(None) as conn:

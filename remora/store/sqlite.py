@@ -233,6 +233,15 @@ class SqliteBackend:
             )
         return result
 
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        with self._lock:
+            rows = self._conn.execute(
+                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
+                "WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (partition, seq, limit),
+            ).fetchall()
+        return [OutboxEntry(*r) for r in rows]
+
     def snapshot(self) -> StoreSnapshot:
         with self._lock:
             c = self._conn

@@ -50,6 +50,7 @@ from remora.errors import (
     Canceled,
     DeadlineExceeded,
     Fenced,
+    InvalidInput,
     LifetimeRetired,
     RemoraError,
     RetriesExhausted,
@@ -130,7 +131,7 @@ class Lifecycle:
                 tokens[partition] = token
             return tokens
 
-        return self._guarded(run)
+        return self._guarded("assign", run)
 
     def seek(self, partition: int) -> int:
         """Re-read the durable frontier under the retained token and return it."""
@@ -148,7 +149,7 @@ class Lifecycle:
             self._owned[partition] = Token(saved.epoch, seen.frontier)
             return seen.frontier
 
-        return self._guarded(run)
+        return self._guarded("seek", run)
 
     def process(self, partition: int, record: SourceRecord) -> Token:
         """Apply one record under the saved token; returns the new durable token."""
@@ -157,11 +158,16 @@ class Lifecycle:
             saved = self._owned.get(partition)
             if saved is None:
                 raise Fenced(f"partition {partition}: process without a saved owner")
+            if record.offset < saved.frontier:
+                raise InvalidInput(
+                    f"partition {partition}: offset {record.offset} is behind the local "
+                    f"frontier {saved.frontier} (already processed; seek after assign)"
+                )
             done = self._process(ctx, partition, saved, record)
             self._owned[partition] = done
             return done
 
-        return self._guarded(run)
+        return self._guarded("process", run)
 
     def revoke(self) -> None:
         """Wait for guarded work, then clear the whole eager assignment.  No I/O."""
@@ -175,7 +181,12 @@ class Lifecycle:
         self._ctx.cancel(Canceled(f"{self.name} stopped"))
 
     # -- guards -----------------------------------------------------------------------
-    def _guarded(self, run: Callable[[Context], T]) -> T:
+    def _admit(self, operation: str) -> None:
+        """Reject a callback to a stopped or retired lifetime, before any I/O."""
+        if not self.live:
+            raise LifetimeRetired(f"{self.name} is {self._why_not_live()}; {operation} rejected")
+
+    def _guarded(self, operation: str, run: Callable[[Context], T]) -> T:
         ctx = self._ctx.child(budget=self.budget)  # the budget includes the mutex wait
         try:
             remaining = ctx.remaining()
@@ -185,8 +196,7 @@ class Lifecycle:
                 self._retired = self._retired or error
                 raise error
             try:
-                if not self.live:
-                    raise LifetimeRetired(f"{self.name} is {self._why_not_live()}")
+                self._admit(operation)
                 try:
                     return run(ctx)
                 except Exception as exc:
@@ -209,12 +219,11 @@ class Lifecycle:
         self._owned.clear()
 
     def _before_call(self, ctx: Context, call: int) -> None:
-        """Gate every I/O call: no call once canceled; before a retry (``call`` > 1), wait
-        and re-check cancellation after waking."""
-        ctx.check()
+        """Gate every I/O call: before a retry (``call`` > 1) wait first; then, and only
+        then, check cancellation — so a stop that lands during the wait prevents the call."""
         if call > 1:
             self.wait(ctx, self.retry.wait_before(call))
-            ctx.check()
+        ctx.check()
 
     def _call(self, ctx: Context, operation: str, io: Callable[[], T]) -> T:
         """Run ``io`` with the retry policy for temporary unavailability."""

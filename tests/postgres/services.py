@@ -1,53 +1,33 @@
-"""Reaching the real PostgreSQL and Redis servers the service tests run against.
+"""Reaching the real PostgreSQL server the PostgreSQL tests run against.
 
-* PostgreSQL: ``REMORA_PG_DSN`` (a libpq DSN or URI of a *maintenance* database, default
-  ``postgresql://postgres@127.0.0.1:5432/postgres``).  Each test gets its own fresh database,
-  ``remora_test_<random>``, created through it and dropped afterwards.
-* Redis: ``REMORA_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``); tests use their own
-  random key prefix and delete their keys.
+``REMORA_PG_DSN`` is a libpq DSN or URI of a *maintenance* database (default
+``postgresql://postgres@127.0.0.1:5432/postgres``).  Each test gets its own fresh database,
+``remora_test_<random>``, created through it and dropped afterwards.
 
-When a server is unreachable the test is skipped with the reason — or fails, when
-``REMORA_REQUIRE_SERVICES=1`` (``.ci/run`` sets it), so CI cannot pass by skipping.
+When the server is unreachable the test is skipped with the reason — or fails, when
+``REMORA_REQUIRE_SERVICES=1`` (``.ci/run`` sets it), so CI cannot pass by skipping; the
+gate itself is :func:`tests.services.unavailable`, shared with the Redis tests.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import NoReturn
-from urllib.parse import urlparse
 
 import psycopg
-import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tests.services import unavailable
+
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def pg_maintenance_dsn() -> str:
     return os.environ.get("REMORA_PG_DSN") or DEFAULT_PG_DSN
-
-
-def redis_url() -> str:
-    return os.environ.get("REMORA_REDIS_URL") or DEFAULT_REDIS_URL
-
-
-def services_required() -> bool:
-    return os.environ.get("REMORA_REQUIRE_SERVICES") == "1"
-
-
-def unavailable(service: str, reason: str) -> NoReturn:
-    """Skip the current test — or fail it under ``REMORA_REQUIRE_SERVICES=1``."""
-    message = f"{service} unreachable: {reason}"
-    if services_required():
-        pytest.fail(f"{message} (REMORA_REQUIRE_SERVICES=1, so this fails instead of skipping)")
-    pytest.skip(message)
 
 
 def probe_postgres(dsn: str) -> str | None:
@@ -58,14 +38,6 @@ def probe_postgres(dsn: str) -> str | None:
     except psycopg.Error as exc:
         return " ".join(str(exc).split())
     return None
-
-
-def probe_tcp(host: str, port: int) -> str | None:
-    try:
-        with socket.create_connection((host, port), timeout=3):
-            return None
-    except OSError as exc:
-        return f"{host}:{port}: {exc}"
 
 
 @cache
@@ -79,14 +51,6 @@ def require_postgres() -> str:
     if problem is not None:
         unavailable("PostgreSQL", problem)
     return pg_maintenance_dsn()
-
-
-def require_redis() -> str:
-    url = urlparse(redis_url())
-    problem = probe_tcp(url.hostname or "127.0.0.1", url.port or 6379)
-    if problem is not None:
-        unavailable("Redis", problem)
-    return redis_url()
 
 
 def dsn_for(dbname: str, base: str | None = None) -> str:

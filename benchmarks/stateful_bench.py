@@ -1,0 +1,82 @@
+"""Rule steps per second under Hypothesis for each state machine (ci profile budget).
+
+    python benchmarks/stateful_bench.py [--repeat 3]
+
+Counts rule invocations (the steps Hypothesis executes, initialize excluded) over a whole
+``run_state_machine_as_test`` — generation, execution, invariants and teardown drains all
+included — and reports the median rate.  A trivial 4-rule machine is measured alongside as
+the raw-Hypothesis reference.  Speed is measured here, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from remora.testing.machines import WorkerScheduleMachine
+from remora.testing.profiles import register_profiles
+from tests.stateful.machines import MACHINES
+
+
+class Trivial(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    @rule()
+    def a(self) -> None:
+        self.n += 1
+
+    @rule()
+    def b(self) -> None:
+        self.n -= 1
+
+    @rule(x=st.integers())
+    def c(self, x: int) -> None:
+        self.n = x
+
+    @rule()
+    def d(self) -> None:
+        self.n = 0
+
+
+def rate(machine: type[RuleBasedStateMachine]) -> float:
+    counter = {"steps": 0}
+
+    class Counted(machine):  # type: ignore[valid-type, misc]
+        def check_invariants(self, *args: object, **kwargs: object) -> None:
+            counter["steps"] += 1
+            super().check_invariants(*args, **kwargs)
+
+    Counted.__name__ = machine.__name__
+    start = time.perf_counter()
+    run_state_machine_as_test(Counted, settings=settings(settings.get_profile("ci")))
+    elapsed = time.perf_counter() - start
+    return counter["steps"] / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    register_profiles()
+    results = {}
+    for machine in (*MACHINES, Trivial):
+        rates = [rate(machine) for _ in range(args.repeat)]
+        results[machine.__name__] = round(statistics.median(rates))
+    print(json.dumps({"rule_steps_per_s_median": results, "repeat": args.repeat}, indent=2))
+    assert issubclass(MACHINES[0], WorkerScheduleMachine)
+
+
+if __name__ == "__main__":
+    main()

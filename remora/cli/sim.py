@@ -1,0 +1,163 @@
+"""``remora sim-worker``, ``remora corpus``, ``remora evidence`` and ``remora reduce``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress
+from remora.errors import InvalidInput
+from remora.sim.artifacts import atomic_write, failures_dir, replay_command
+from remora.sim.corpus import manifest_text, run_corpus, write_evidence
+from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
+from remora.sim.reduce import Reducer
+from remora.sim.report import run_trace
+from remora.sim.trace import Trace, loads
+
+
+def read_trace(path: str) -> Trace:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path}: cannot read ({exc})") from None
+    try:
+        return loads(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc}") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sim-worker",
+        help="run (or replay) a deterministic worker schedule and print its report",
+        description="Drive the production lifecycle through a generated or saved schedule on "
+        "memory I/O and logical time; print the JSON report. Exit 0 on strict PASS, 1 "
+        "otherwise, 2 for bad usage or a rejected trace.",
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--seed", type=_positive, help="generate the schedule from this seed")
+    which.add_argument("--replay", metavar="FILE", help="replay a saved trace (never regenerates)")
+    p.add_argument("--class", dest="trace_class", choices=GENERATED_CLASSES, default="valid")
+    p.add_argument("--steps", type=_positive, default=DEFAULT_STEPS)
+    p.add_argument("--partitions", type=_positive, default=None)
+    p.add_argument("--no-drain", action="store_true", help="skip fair recovery at the end")
+    p.add_argument("--save", metavar="FILE", help="save the generated trace")
+    p.add_argument("--report", metavar="FILE", help="also write the report to FILE")
+    p.set_defaults(func=sim_worker)
+
+    c = sub.add_parser("corpus", help="run the fixed corpus (seeds 1-8 x valid/conflict)")
+    c.add_argument("--out", default="artifacts/corpus/manifest.json", help="manifest path")
+    c.set_defaults(func=corpus)
+
+    e = sub.add_parser("evidence", help="write the worker evidence bundle")
+    e.add_argument("--dir", default="artifacts/evidence")
+    e.set_defaults(func=evidence)
+
+    r = sub.add_parser(
+        "reduce",
+        help="shrink a failing trace while its failure string stays the same",
+        description="Delete steps and fault choices while the trace stays valid and fails "
+        "the same way; save original and reduced traces under artifacts/failures/ (or "
+        "$REMORA_ARTIFACT_DIR) and print the replay commands.",
+    )
+    r.add_argument("file", metavar="FILE")
+    r.set_defaults(func=reduce)
+
+
+def sim_worker(args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        for flag in ("save",):
+            if getattr(args, flag):
+                raise InvalidInput(f"--{flag} only applies to a generated schedule (--seed)")
+        trace = read_trace(args.replay)
+    else:
+        if args.steps < 3:
+            raise InvalidInput("--steps must be at least 3")
+        trace = generate(
+            args.seed, args.trace_class, args.steps, args.partitions, drain=not args.no_drain
+        )
+        if args.save:
+            atomic_write(args.save, trace.dumps())
+    report = run_trace(trace)
+    text = report.dumps()
+    if args.report:
+        atomic_write(args.report, text)
+    sys.stdout.write(text)
+    if report.status == "ERROR" and args.replay is None:
+        saved = atomic_write(failures_dir() / f"sim-worker-seed-{args.seed}.json", trace.dumps())
+        print(
+            f"remora sim-worker: {report.failure}; trace saved; replay with:\n"
+            f"  {replay_command(saved)}",
+            file=sys.stderr,
+        )
+    elif report.status != "PASS":
+        print(f"remora sim-worker: status {report.status}", file=sys.stderr)
+    return EXIT_OK if report.status == "PASS" else EXIT_FAILED
+
+
+def corpus(args: argparse.Namespace) -> int:
+    progress = Progress()
+
+    def failed(message: str) -> None:
+        print(f"remora corpus: FAILED {message}", file=sys.stderr)
+
+    manifest = run_corpus(progress=progress.update, on_failure=failed)
+    progress.done()
+    atomic_write(args.out, manifest_text(manifest))
+    for run in manifest["runs"]:
+        mark = "ok " if run["ok"] else "BAD"
+        print(
+            f"{mark} seed {run['seed']:>2} {run['class']:<8} {run['status']:<21} "
+            f"faults {run['selected_faults']:>2} interleaves {run['interleaves']:>2}"
+        )
+    print(f"manifest: {args.out}")
+    return EXIT_OK if manifest["ok"] else EXIT_FAILED
+
+
+def evidence(args: argparse.Namespace) -> int:
+    progress = Progress()
+    result = write_evidence(
+        Path(args.dir),
+        progress=progress.update,
+        on_failure=lambda m: print(f"remora evidence: FAILED {m}", file=sys.stderr),
+    )
+    progress.done()
+    print(
+        f"evidence written to {args.dir}: corpus ok={result['corpus_ok']}, "
+        f"seed 17 {result['seed_status']}"
+    )
+    return EXIT_OK if result["corpus_ok"] and result["seed_status"] == "PASS" else EXIT_FAILED
+
+
+def reduce(args: argparse.Namespace) -> int:
+    trace = read_trace(args.file)
+    try:
+        reducer = Reducer(trace)
+    except InvalidInput as exc:
+        print(f"remora reduce: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    where = failures_dir()
+    stem = Path(args.file).stem.removesuffix("-reduced")
+    original = atomic_write(where / f"{stem}.json", trace.dumps())
+    best = reducer.run()
+    reduced = atomic_write(where / f"{stem}-reduced.json", best.dumps())
+    print(f"failure: {reducer.failure}")
+    print(f"steps: {len(trace.steps)} -> {len(best.steps)} ({reducer.tries} replays)")
+    print(f"original: {replay_command(original)}")
+    print(f"reduced:  {replay_command(reduced)}")
+    return EXIT_OK
+
+
+__all__ = ["EXIT_USAGE", "register"]

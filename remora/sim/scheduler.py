@@ -1,0 +1,664 @@
+"""The deterministic scheduler: explicit steps through the real :class:`Lifecycle`.
+
+One :class:`Simulation` runs one schedule.  Each top-level step is an *attempt* executed
+through the production lifecycle on memory I/O and a logical clock; the simulation's
+:class:`SimHook` is the fault hook of both the store and the source, so it
+
+* numbers the calls of each operation within the attempt (numbering resets per attempt) and
+  applies the step's fault selectors — unselected calls commit, unused selectors stay in the
+  attempt report without counting as exercised;
+* spends ``delay_ms`` on the logical clock;
+* runs interleaves at the boundary before or after the atomic effect: ``stop`` cancels the
+  original lifetime (only cancels: the call unwinds and is resolved before any later
+  top-level cleanup), ``replacement: N`` starts fresh lifetime N without faults, assigns the
+  same partition and seeks the durable frontier before the original call resumes;
+* records an event for every modeled I/O return (replacement I/O inside the original
+  attempt), and checks safety at every I/O return, interleave, retry wait and attempt end.
+
+The same class serves the CLI, replay and the Hypothesis state machines, so an exported
+trace replays through exactly the code that found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from remora.clock import LogicalClock
+from remora.context import Context
+from remora.delivery import MemoryView, Relay
+from remora.domain import SourceRecord
+from remora.errors import (
+    Canceled,
+    DeadlineExceeded,
+    Fenced,
+    InvalidInput,
+    LifetimeRetired,
+    RemoraError,
+    RetriesExhausted,
+    SourceError,
+    UnresolvedRead,
+    Unseeked,
+)
+from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport, Operation
+from remora.oracle import Monitor, Observed, Oracle, RawRecord, Violation
+from remora.sim.trace import FaultSelector, SimConfig, Step
+from remora.source import FetchCursors, MemorySourceLog
+from remora.store import MemoryStore, StateStore, Token
+from remora.store.memory import MemoryBackend
+from remora.worker import Lifecycle, RetryPolicy
+
+StoreFactory = Callable[[SimConfig], StateStore]
+LifecycleFactory = Callable[..., Lifecycle]
+
+
+@attrs.frozen
+class Event:
+    """One modeled I/O call, as it returned."""
+
+    attempt: int
+    lifetime: int
+    partition: int
+    operation: str
+    call: int
+    outcome: str
+    selected_fault: bool
+    effect_applied: bool | None
+    observation: str
+    time_ms: int
+    epoch: int
+    frontier: int
+    replacement: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.define
+class Attempt:
+    index: int
+    step: Step
+    fair_recovery: bool
+    result: str = "ok"
+    error: str | None = None
+    used_selectors: int = 0
+    waits_ms: list[int] = attrs.field(factory=list)
+    interleaves: list[str] = attrs.field(factory=list)
+    interleave_kinds: list[tuple[str, str]] = attrs.field(factory=list)  # (at, what)
+    first_event: int = 0
+    last_event: int = 0
+
+
+@attrs.frozen
+class RecordedViolation:
+    kind: str
+    partition: int | None
+    message: str
+    attempt: int
+    where: str
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.define
+class Worker:
+    lifetime: int
+    lifecycle: Lifecycle
+    cursors: FetchCursors
+    replacement: bool
+    stopped: bool = False
+    retired: bool = False
+    assigned: set[int] = attrs.field(factory=set)
+
+
+@attrs.define
+class _Frame:
+    call: IOCall
+    lifetime: int
+    number: int
+    selector: FaultSelector | None
+    held: Token | None
+    replacement: bool
+    interleaved: bool = False
+    at_effect: Token | None = None
+
+
+def raw_records(source: Iterable[SourceRecord]) -> list[RawRecord]:
+    return [RawRecord(r.partition, r.offset, r.visible, r.key, r.value) for r in source]
+
+
+class SimHook:
+    """The simulation's fault hook (see the module docstring)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.frames: list[_Frame] = []
+
+    def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
+        sim = self.sim
+        lifetime = sim.caller
+        worker = sim.workers[lifetime]
+        if worker.stopped or worker.retired:
+            state = "stopped" if worker.stopped else "retired"
+            sim.violation(
+                "io-after-stop",
+                call.partition,
+                f"lifetime {lifetime} ({state}) issued a {call.operation.value} call",
+                "decide",
+            )
+        replacement = lifetime != sim.attempt.step.worker
+        counts = sim.replacement_counts if replacement else sim.call_counts
+        number = counts.get(call.operation, 0) + 1
+        counts[call.operation] = number
+        selector = None if replacement else sim.selector_for(call.operation, number)
+        held = worker.lifecycle.owned().get(call.partition)
+        record = sim.records.get(lifetime)
+        if call.operation is Operation.PROCESS and held is not None and record is not None:
+            installed = sim.installed(call.partition)
+            if held.epoch == installed.epoch and record.offset < installed.frontier:
+                sim.violation(
+                    "repeated-decision",
+                    call.partition,
+                    f"lifetime {lifetime}, the current owner, resubmitted offset "
+                    f"{record.offset} below the durable frontier {installed.frontier}",
+                    "decide",
+                )
+        self.frames.append(_Frame(call, lifetime, number, selector, held, replacement))
+        if selector is None:
+            return COMMIT
+        sim.attempt.used_selectors += 1
+        if selector.delay_ms:
+            sim.clock.advance(selector.delay_ms)
+        return FaultDecision(selector.outcome, selector.delay_ms, selected=True)
+
+    def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
+        frame = self.frames[-1]
+        sel = frame.selector
+        il = None if sel is None else sel.interleave
+        if sel is not None and il is not None and il.at is at and not frame.interleaved:
+            frame.interleaved = True
+            self.sim.interleave(frame, sel)
+        if at is At.BEFORE:
+            frame.at_effect = self.sim.installed(call.partition)
+
+    def returned(self, call: IOCall, report: IOReport) -> None:
+        frame = self.frames.pop()
+        self.sim.io_returned(frame, report)
+
+
+class Simulation:
+    """One deterministic run (see the module docstring)."""
+
+    label = "production-worker-lifecycle; memory I/O and logical time"
+
+    def __init__(
+        self,
+        config: SimConfig,
+        source: Sequence[SourceRecord],
+        *,
+        reserved: Iterable[int] = (),
+        store_factory: StoreFactory | None = None,
+        lifecycle_factory: LifecycleFactory = Lifecycle,
+    ) -> None:
+        self.config = config
+        self.source = tuple(source)
+        self.partitions = tuple(range(config.partitions))
+        self.clock = LogicalClock()
+        self.hook = SimHook(self)
+        self.store = store_factory(config) if store_factory else MemoryStore()
+        self.store.hook = self.hook
+        self._memory = self.store.backend if isinstance(self.store.backend, MemoryBackend) else None
+        self.log = MemorySourceLog(self.source, self.partitions, hook=self.hook)
+        self.oracle = Oracle(raw_records(self.source), self.partitions)
+        self.monitor = Monitor(self.oracle)
+        self._checked: dict[int, int] = {}
+        self.view = MemoryView()
+        self.lifecycle_factory = lifecycle_factory
+        self.retry = RetryPolicy(
+            config.retry_max_calls, tuple(w / 1000 for w in config.retry_waits_ms)
+        )
+        self.workers: dict[int, Worker] = {}
+        self.reserved: set[int] = set(reserved)
+        self.attempts: list[Attempt] = []
+        self.events: list[Event] = []
+        self.violations: list[RecordedViolation] = []
+        self.call_counts: dict[Operation, int] = {}
+        self.replacement_counts: dict[Operation, int] = {}
+        self._callers: list[int] = []
+        self.records: dict[int, SourceRecord] = {}  # the record each lifetime is processing
+        self._attempt: Attempt | None = None
+        self.draining = False
+        self.drained = False
+        self.before_drain: dict[str, Any] | None = None
+
+    # -- plumbing used by the hook ----------------------------------------------------
+    @property
+    def attempt(self) -> Attempt:
+        assert self._attempt is not None, "I/O outside an attempt"
+        return self._attempt
+
+    @property
+    def caller(self) -> int:
+        return self._callers[-1]
+
+    def selector_for(self, operation: Operation, number: int) -> FaultSelector | None:
+        for sel in self.attempt.step.faults:
+            if sel.operation is operation and sel.call == number:
+                return sel
+        return None
+
+    def installed(self, partition: int) -> Token:
+        if self._memory is not None:
+            return self._memory.installed(partition)
+        row = self.store.snapshot().partition(partition)
+        return Token(row.epoch, row.frontier)
+
+    def wait(self, ctx: Context, seconds: float) -> None:
+        ms = round(seconds * 1000)
+        self.clock.advance(ms)
+        self.attempt.waits_ms.append(ms)
+        self.check_all("retry-wait")
+
+    def interleave(self, frame: _Frame, sel: FaultSelector) -> None:
+        il = sel.interleave
+        assert il is not None
+        self.check_all("interleave")
+        original = self.workers[frame.lifetime]
+        what = []
+        if il.stop:
+            original.lifecycle.stop()
+            original.stopped = True
+            what.append("stop")
+        if il.replacement is not None:
+            self._replace(il.replacement, frame.call.partition)
+            what.append(f"replacement {il.replacement}")
+        self.attempt.interleaves.append(
+            f"{sel.operation.value} call {sel.call} {il.at.value}: {', '.join(what)}"
+        )
+        kind = "stop+replacement" if len(what) == 2 else ("stop" if il.stop else "replacement")
+        self.attempt.interleave_kinds.append((il.at.value, kind))
+        self.check_all("interleave")
+
+    def _replace(self, lifetime: int, partition: int) -> None:
+        if lifetime in self.workers:
+            raise InvalidInput(f"replacement lifetime {lifetime} was already started")
+        worker = self._new_worker(lifetime, replacement=True)
+        self._callers.append(lifetime)
+        try:
+            worker.lifecycle.assign([partition])
+            worker.assigned.add(partition)
+            worker.cursors.seek(partition, worker.lifecycle.seek(partition))
+        except RemoraError as exc:
+            worker.retired = True
+            worker.assigned.clear()
+            self.attempt.interleaves.append(f"replacement {lifetime} failed: {_describe(exc)}")
+        finally:
+            self._callers.pop()
+
+    def io_returned(self, frame: _Frame, report: IOReport) -> None:
+        p = frame.call.partition
+        now = self.installed(p)
+        if (
+            frame.call.operation is Operation.PROCESS
+            and report.effect_applied
+            and (frame.held is None or frame.held != frame.at_effect)
+        ):
+            self.violation(
+                "stale-token-commit",
+                p,
+                f"lifetime {frame.lifetime} committed with {frame.held} while "
+                f"{frame.at_effect} was installed",
+                "io-return",
+            )
+        self.events.append(
+            Event(
+                attempt=self.attempt.index,
+                lifetime=frame.lifetime,
+                partition=p,
+                operation=frame.call.operation.value,
+                call=frame.number,
+                outcome=report.decision.outcome.value,
+                selected_fault=report.decision.selected,
+                effect_applied=report.effect_applied,
+                observation=report.observation.value,
+                time_ms=self.clock.ms,
+                epoch=now.epoch,
+                frontier=now.frontier,
+                replacement=frame.replacement,
+            )
+        )
+        self.check_partition(p, "io-return")
+
+    # -- safety -----------------------------------------------------------------------
+    def violation(self, kind: str, partition: int | None, message: str, where: str) -> None:
+        index = self._attempt.index if self._attempt is not None else -1
+        self.violations.append(RecordedViolation(kind, partition, message, index, where))
+
+    def _record(self, found: Sequence[Violation], where: str) -> None:
+        for v in found:
+            self.violation(v.kind, v.partition, v.message, where)
+
+    def observed(self, partition: int) -> Observed:
+        if self._memory is not None:
+            m = self._memory
+            row = m.partition_row(partition)
+            outbox: Sequence[Any] = [
+                (e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in m.outbox(partition)
+            ]
+            quarantine: Sequence[Any] = [
+                (q.offset, q.subject, q.reason) for q in m.quarantine(partition)
+            ]
+            intents: Sequence[Any] = [(i.subject, i.version, i.body) for i in m.intents(partition)]
+            return Observed(partition, row.epoch, row.frontier, outbox, quarantine, intents)
+        snap = self.store.snapshot()
+        row = snap.partition(partition)
+        return Observed(
+            partition,
+            row.epoch,
+            row.frontier,
+            [
+                (e.seq, e.subject, e.version, e.op, e.body, e.offset)
+                for e in snap.outbox
+                if e.partition == partition
+            ],
+            [(q.offset, q.subject, q.reason) for q in snap.quarantine if q.partition == partition],
+            [(i.subject, i.version, i.body) for i in snap.intents if i.partition == partition],
+        )
+
+    def check_partition(self, partition: int, where: str) -> None:
+        if self._memory is not None:
+            # The memory backend counts its committed writes: an unchanged count means an
+            # unchanged partition, already checked.
+            writes = self._memory.writes(partition)
+            if self._checked.get(partition) == writes:
+                return
+            self._checked[partition] = writes
+        self._record(self.monitor.check(self.observed(partition)), where)
+
+    def check_all(self, where: str) -> None:
+        for p in self.partitions:
+            self.check_partition(p, where)
+
+    def check_model(self) -> None:
+        """Lifecycle state against the model of what each lifetime may hold."""
+        holders: dict[tuple[int, int], int] = {}
+        for lifetime in sorted(self.workers):
+            w = self.workers[lifetime]
+            owned = w.lifecycle.owned()
+            if not owned:
+                continue
+            if w.stopped or w.retired:
+                state = "stopped" if w.stopped else "retired"
+                self.violation(
+                    "ownership-retained",
+                    min(owned),
+                    f"lifetime {lifetime} is {state} but holds {sorted(owned)}",
+                    "attempt-end",
+                )
+            extra = set(owned) - w.assigned
+            if extra:
+                self.violation(
+                    "ownership-unassigned",
+                    min(extra),
+                    f"lifetime {lifetime} holds {sorted(extra)} it is not assigned",
+                    "attempt-end",
+                )
+            for p, token in owned.items():
+                other = holders.setdefault((p, token.epoch), lifetime)
+                if other != lifetime:
+                    self.violation(
+                        "duplicate-owner",
+                        p,
+                        f"lifetimes {other} and {lifetime} both hold epoch {token.epoch}",
+                        "attempt-end",
+                    )
+                installed = self.installed(p)
+                if token.epoch == installed.epoch and token.frontier != installed.frontier:
+                    self.violation(
+                        "local-frontier-mismatch",
+                        p,
+                        f"lifetime {lifetime} holds frontier {token.frontier}, durable is "
+                        f"{installed.frontier}",
+                        "attempt-end",
+                    )
+
+    # -- steps ------------------------------------------------------------------------
+    def reserve(self, lifetime: int) -> None:
+        self.reserved.add(lifetime)
+
+    def next_lifetime(self) -> int:
+        used = set(self.workers) | self.reserved
+        return max(used) + 1 if used else 0
+
+    def _new_worker(self, lifetime: int, replacement: bool) -> Worker:
+        lifecycle = self.lifecycle_factory(
+            self.store,
+            self.log,
+            clock=self.clock,
+            wait=self.wait,
+            retry=self.retry,
+            budget=self.config.budget_ms / 1000,
+            name=f"lifetime {lifetime}",
+        )
+        worker = Worker(lifetime, lifecycle, FetchCursors(self.log), replacement)
+        self.workers[lifetime] = worker
+        return worker
+
+    def execute(self, step: Step) -> Attempt:
+        """Run one top-level step as an attempt; returns its record."""
+        attempt = Attempt(len(self.attempts), step, self.draining, first_event=len(self.events))
+        self.attempts.append(attempt)
+        self._attempt = attempt
+        self.call_counts.clear()
+        self.replacement_counts.clear()
+        self._callers.append(step.worker)
+        before = self.workers.get(step.worker)
+        was_live = before is not None and not (before.stopped or before.retired)
+        try:
+            attempt.result = self._act(step)
+        except RemoraError as exc:
+            attempt.result = _classify(exc)
+            attempt.error = _describe(exc)
+            worker = self.workers.get(step.worker)
+            if worker is not None and not isinstance(exc, LifetimeRetired):
+                worker.retired = True
+                worker.assigned.clear()
+        except Exception as exc:  # an internal failure is a finding, not a crash
+            attempt.result = "exception"
+            attempt.error = _describe(exc)
+            self.violation("exception", step.partition, attempt.error, "attempt")
+        finally:
+            self._callers.pop()
+            self.hook.frames.clear()
+            attempt.last_event = len(self.events)
+            self.records.pop(step.worker, None)
+        allowed = {
+            "assign": ("retired",),
+            "seek": ("retired",),
+            "process": ("retired", "unseeked", "idle"),
+        }.get(step.actor)
+        if before is not None and not was_live and allowed and attempt.result not in allowed:
+            self.violation(
+                "callback-after-stop",
+                step.partition,
+                f"lifetime {step.worker} was stopped or retired, yet its {step.actor} "
+                f"ended {attempt.result!r} instead of being rejected",
+                "attempt-end",
+            )
+        self.check_all("attempt-end")
+        self.check_model()
+        self._attempt = None
+        return attempt
+
+    def _act(self, step: Step) -> str:
+        if step.actor == "start":
+            if step.worker in self.workers:
+                raise InvalidInput(f"lifetime {step.worker} was already started")
+            self._new_worker(step.worker, replacement=False)
+            return "ok"
+        worker = self.workers.get(step.worker)
+        if worker is None:
+            return "unstarted"
+        lifecycle = worker.lifecycle
+        if step.actor == "revoke":
+            lifecycle.revoke()
+            worker.cursors.clear()
+            worker.assigned.clear()
+            return "ok"
+        if step.actor == "stop":
+            lifecycle.stop()
+            worker.stopped = True
+            lifecycle.revoke()
+            worker.cursors.clear()
+            worker.assigned.clear()
+            return "ok"
+        p = step.partition
+        assert p is not None
+        if step.actor == "assign":
+            lifecycle.assign([p])
+            worker.assigned.add(p)
+            return "ok"
+        if step.actor == "seek":
+            worker.cursors.seek(p, lifecycle.seek(p))
+            return "ok"
+        try:
+            record = worker.cursors.fetch(p)
+        except Unseeked:
+            return "unseeked"
+        if record is None:
+            return "idle"
+        self.records[step.worker] = record
+        lifecycle.process(p, record)
+        return "ok"
+
+    # -- drain and boundary -------------------------------------------------------------
+    def drain(self) -> None:
+        """Fair recovery: stop old lifetimes, start a fresh one, assign and seek every
+        partition, process to the end without faults, then drain delivery."""
+        self.before_drain = self.summary()
+        self.draining = True
+        for lifetime in sorted(self.workers):
+            if not self.workers[lifetime].stopped:
+                self.execute(Step("stop", lifetime))
+        fresh = self.next_lifetime()
+        self.execute(Step("start", fresh))
+        for p in self.partitions:
+            for actor in ("assign", "seek"):
+                a = self.execute(Step(actor, fresh, p))
+                if a.result != "ok":
+                    self.violation("drain-failed", p, f"recovery {actor}: {a.error}", "drain")
+        for p in self.partitions:
+            if self.workers[fresh].retired:
+                break
+            while True:
+                before = self.installed(p).frontier
+                a = self.execute(Step("process", fresh, p))
+                if a.result == "idle":
+                    break
+                if a.result != "ok" or self.installed(p).frontier <= before:
+                    self.violation(
+                        "drain-no-progress",
+                        p,
+                        f"recovery process attempt {a.index} ({a.result}) did not advance "
+                        f"the durable frontier from {before}",
+                        "drain",
+                    )
+                    break
+        Relay(self._outbox_reader(), self.view).deliver(self.partitions)
+        got = [
+            (r.partition, r.subject, r.version, r.status, self.monitor._body(r.body))
+            for r in self.view.rows()
+        ]
+        frontiers = {p: self.installed(p).frontier for p in self.partitions}
+        want = [tuple(r) for r in self.oracle.view(frontiers)]
+        if got != want:
+            self.violation("view-mismatch", None, f"view {got} != expected {want}", "drain")
+        self.draining = False
+        self.drained = True
+
+    def _outbox_reader(self) -> Any:
+        return self.store.backend
+
+    def summary(self) -> dict[str, Any]:
+        """Status, per-partition boundary and diagnostics of the current state."""
+        boundary = []
+        diagnostics = []
+        for p in self.partitions:
+            obs = self.observed(p)
+            visible = self.oracle.visible_count(p)
+            processed = self.oracle.processed_count(p, obs.frontier)
+            delivered = self.view.delivered(p)
+            reasons: dict[str, int] = {}
+            for q in obs.quarantine:
+                reasons[q[2]] = reasons.get(q[2], 0) + 1
+            complete = processed == visible and delivered == len(obs.outbox)
+            boundary.append(
+                {
+                    "partition": p,
+                    "epoch": obs.epoch,
+                    "frontier": obs.frontier,
+                    "end": self.oracle.end_frontier(p),
+                    "visible": visible,
+                    "processed": processed,
+                    "outbox": len(obs.outbox),
+                    "delivered": delivered,
+                    "quarantine": dict(sorted(reasons.items())),
+                    "complete": complete,
+                }
+            )
+            if processed < visible:
+                diagnostics.append(
+                    f"partition {p}: {visible - processed} visible records unprocessed "
+                    f"from frontier {obs.frontier}"
+                )
+            if delivered < len(obs.outbox):
+                diagnostics.append(
+                    f"partition {p}: {len(obs.outbox) - delivered} outbox entries undelivered"
+                )
+        return {
+            "status": self.status(boundary),
+            "boundary": boundary,
+            "diagnostics": diagnostics,
+        }
+
+    def status(self, boundary: Sequence[dict[str, Any]]) -> str:
+        if self.violations:
+            return "ERROR"
+        if any(b["quarantine"].get("blocked") for b in boundary):
+            return "BLOCKED"
+        if not all(b["complete"] for b in boundary):
+            return "INCOMPLETE"
+        if any(b["quarantine"] for b in boundary):
+            return "PASS_WITH_EXCLUSIONS"
+        return "PASS"
+
+    def failure(self, status: str) -> str | None:
+        """The stable failure string of a non-PASS status (what the reducer preserves)."""
+        if status == "PASS":
+            return None
+        if status == "ERROR":
+            return f"ERROR {self.violations[0].kind}"
+        return status
+
+
+def _classify(exc: RemoraError) -> str:
+    for kind, name in (
+        (LifetimeRetired, "retired"),
+        (Fenced, "fenced"),
+        (RetriesExhausted, "exhausted"),
+        (UnresolvedRead, "unresolved"),
+        (DeadlineExceeded, "deadline"),
+        (Canceled, "canceled"),
+        (InvalidInput, "invalid"),
+        (SourceError, "source-error"),
+    ):
+        if isinstance(exc, kind):
+            return name
+    return "error"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,377 @@
+"""Hypothesis state machines over the real lifecycle.
+
+:class:`WorkerScheduleMachine` is a :class:`~hypothesis.stateful.RuleBasedStateMachine`
+whose rules are the scheduler's actors — ``start``, ``assign``, ``seek``, ``process``,
+``revoke``, ``stop`` — plus faulted variants of the I/O actors that carry fault selectors and
+interleaves (stop and/or a replacement lifetime).  Every rule executes one step through the
+same :class:`~remora.sim.scheduler.Simulation` that ``remora sim-worker`` uses, so:
+
+* safety is checked by the independent oracle at every modeled I/O return, interleave,
+  retry wait and attempt end; the machine's invariant fails on the first violation;
+* teardown runs the fault-free fair drain and requires the final status to be exactly what
+  the oracle predicts from the source alone (``PASS``, ``PASS_WITH_EXCLUSIONS`` or
+  ``BLOCKED``) — never ``ERROR`` or ``INCOMPLETE``;
+* a failing run writes its steps as a ``worker-schedule-v1`` trace, atomically, to
+  ``artifacts/failures/hypothesis-<Machine>.json`` (or ``$REMORA_ARTIFACT_DIR``); every
+  failing example overwrites it, so the final shrunk example's trace is the one that
+  remains, and the failure names the ``remora sim-worker --replay`` command.
+
+Lifetimes flow through three bundles of ``(lifetime, partition)`` handles, so that the
+natural chain assign -> seek -> process is likely without preconditions: ``lifetimes``
+(started), ``owners`` (an assignment succeeded) and ``readers`` (a seek succeeded, or a
+replacement lifetime that started).  Handles stay in their bundles after a stop, a revoke
+or a fence, so late callbacks to invalidated lifetimes are exercised too; ``out_of_order``
+sends seek and process callbacks to lifetimes that never assigned or seeked.
+
+Subclass it to change the shape of the runs (see ``docs/stateful.md``)::
+
+    class MyMachine(WorkerScheduleMachine):
+        partitions = 2
+        classes = ("conflict",)
+
+    TestMyMachine = MyMachine.TestCase
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+import attrs
+from hypothesis import event, note
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
+from hypothesis.stateful import (
+    Bundle,
+    MultipleResults,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+
+from remora.sim.artifacts import atomic_write, failures_dir, replay_command
+from remora.sim.report import build_report
+from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
+from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
+from remora.testing.strategies import SelectorDraft, selector_drafts, source_histories
+from remora.worker import Lifecycle
+
+MAX_PARTITIONS = 8
+partition_indexes = st.integers(0, MAX_PARTITIONS - 1)
+
+
+@attrs.frozen(repr=False)
+class Handle:
+    """A lifetime and the partition a rule will address (printed as ``Handle(3, 0)``)."""
+
+    lifetime: int
+    partition: int
+    sim: Simulation = attrs.field(eq=False)
+
+    def __repr__(self) -> str:
+        return f"Handle({self.lifetime}, {self.partition})"
+
+    def live(self) -> bool:
+        """The lifetime exists and was neither stopped nor retired (as far as the model
+        knows: a lifetime fenced by a newer epoch stays live until it tries I/O)."""
+        worker = self.sim.workers.get(self.lifetime)
+        return worker is not None and not (worker.stopped or worker.retired)
+
+    def current_reader(self) -> bool:
+        """The lifetime is live, holds the partition's installed epoch and has a cursor."""
+        worker = self.sim.workers.get(self.lifetime)
+        if worker is None or worker.stopped or worker.retired:
+            return False
+        token = worker.lifecycle.owned().get(self.partition)
+        return (
+            token is not None
+            and token.epoch == self.sim.installed(self.partition).epoch
+            and worker.cursors.position(self.partition) is not None
+        )
+
+
+def _final_run() -> bool:
+    """True outside Hypothesis, or on the final replay of the minimal failing example."""
+    try:
+        return bool(current_build_context().is_final)
+    except InvalidArgument:
+        return True
+
+
+class ScheduleFailure(AssertionError):
+    """A state machine run broke a safety property or ended in the wrong status.
+
+    ``failure`` is the same string ``remora sim-worker --replay`` reports for the exported
+    trace; ``trace_path`` is where that trace was written."""
+
+    def __init__(self, failure: str, detail: str, trace_path: str) -> None:
+        super().__init__(f"{failure}: {detail}\nreplay: {replay_command(trace_path)}")
+        self.failure = failure
+        self.trace_path = trace_path
+
+
+class WorkerScheduleMachine(RuleBasedStateMachine):
+    """Drives the real lifecycle through the deterministic scheduler (module docstring)."""
+
+    partitions: ClassVar[int] = 1
+    classes: ClassVar[tuple[str, ...]] = ("valid", "conflict")
+    min_records: ClassVar[int] = 6
+    max_records: ClassVar[int] = 20
+    lifecycle_factory: ClassVar[LifecycleFactory] = Lifecycle
+    reach: ClassVar[set[tuple[str, ...]]]  # what the runs of this class reached (see below)
+    kinds_per_run: ClassVar[list[tuple[int, frozenset[str]]]]  # (steps, step kinds) per run
+
+    lifetimes: Bundle[Handle] = Bundle("lifetimes")  # (lifetime, partition) of started lifetimes
+    owners: Bundle[Handle] = Bundle("owners")  # ... after an assignment of that partition succeeded
+    readers: Bundle[Handle] = Bundle(
+        "readers"
+    )  # ... after a seek succeeded (also started replacements)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.reach = set()
+        cls.kinds_per_run = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sim: Simulation | None = None
+        self.trace_class = "custom"
+        self.steps: list[Step] = []
+        self.failed = False
+        self._precondition_cache: dict[tuple[str, str, int], bool] = {}
+
+    # -- set-up ---------------------------------------------------------------------------
+    @initialize(target=lifetimes, data=st.data())
+    def setup(self, data: st.DataObject) -> Handle:
+        self.trace_class = data.draw(st.sampled_from(self.classes), label="class")
+        source = data.draw(
+            source_histories(self.trace_class, self.partitions, self.max_records, self.min_records),
+            label="source",
+        )
+        config = SimConfig(self.partitions, self.trace_class, 0)
+        self.sim = Simulation(config, source, lifecycle_factory=type(self).lifecycle_factory)
+        self._step(Step("start", 0))
+        return Handle(0, 0, self.sim)
+
+    # -- the trace ------------------------------------------------------------------------
+    def trace(self) -> Trace:
+        assert self.sim is not None
+        config = SimConfig(self.partitions, self.trace_class, len(self.steps))
+        return Trace(
+            current_toolchain(f"hypothesis:{type(self).__name__}"),
+            None,
+            config,
+            self.sim.source,
+            tuple(self.steps),
+            True,
+        )
+
+    def export(self) -> str:
+        """Write this run's trace.  While Hypothesis shrinks, only the first failure and
+        the final (shrunk) replay are written: the final one is what remains."""
+        path = failures_dir() / f"hypothesis-{type(self).__name__}.json"
+        if _final_run() or not path.exists():
+            atomic_write(path, self.trace().dumps())
+        note(f"trace written: {replay_command(path)}")
+        return str(path)
+
+    def fail(self, failure: str, detail: str) -> None:
+        self.failed = True
+        path = self.export()
+        raise ScheduleFailure(failure, detail, path)
+
+    # -- steps ----------------------------------------------------------------------------
+    def _step(self, step: Step) -> Attempt:
+        assert self.sim is not None
+        self.steps.append(step)
+        first = len(self.sim.events)
+        attempt = self.sim.execute(step)
+        self._observe(attempt, first)
+        return attempt
+
+    def _observe(self, attempt: Attempt, first_event: int) -> None:
+        assert self.sim is not None
+        reach = type(self).reach
+        actor = attempt.step.actor
+        reach.add(("actor", actor))
+        reach.add(("result", actor, attempt.result))
+        event(f"{actor}: {attempt.result}")
+        for e in self.sim.events[first_event:]:
+            if e.selected_fault:
+                reach.add(("fault", e.operation, e.outcome))
+                event(f"fault {e.operation} {e.outcome} -> {e.observation}")
+        for at, kind in attempt.interleave_kinds:
+            reach.add(("interleave", at, kind))
+            event(f"interleave {at} {kind}")
+
+    def _faulted(
+        self, actor: Actor, handle: Handle, drafts: Iterable[SelectorDraft]
+    ) -> tuple[Attempt, list[Handle]]:
+        """Run a step with fault selectors; returns the attempt and the handles of the
+        replacement lifetimes that actually started (assigned and seeked)."""
+        assert self.sim is not None
+        lifetime, partition = handle.lifetime, handle.partition
+        faults = []
+        reserved = []
+        for draft in drafts:
+            rid = None
+            if draft.replace:
+                rid = self.sim.next_lifetime()
+                self.sim.reserve(rid)
+                reserved.append(rid)
+            faults.append(draft.materialize(rid))
+        attempt = self._step(Step(actor, lifetime, partition, tuple(faults)))
+        started = [Handle(rid, partition, self.sim) for rid in reserved if rid in self.sim.workers]
+        return attempt, started
+
+    def _plain(self, actor: Actor, handle: Handle) -> Attempt:
+        partition = handle.partition if actor not in ("revoke", "stop") else None
+        return self._step(Step(actor, handle.lifetime, partition))
+
+    @staticmethod
+    def _if_ok(
+        attempt: Attempt, handle: Handle, more: Iterable[Handle] = ()
+    ) -> MultipleResults[Handle]:
+        return multiple(*([handle] if attempt.result == "ok" else []), *more)
+
+    def _handles(self, bundle: str) -> list[Handle]:
+        return [self.names_to_values[ref.name] for ref in self.bundle(bundle)]
+
+    def _any(self, bundle: str, test: Callable[[Handle], bool]) -> bool:
+        """Whether ``bundle`` holds a handle passing ``test`` (cached until the next step:
+        preconditions are asked for every rule at every step)."""
+        key = (bundle, test.__name__, len(self.steps))
+        cached = self._precondition_cache.get(key)
+        if cached is None:
+            cached = self._precondition_cache[key] = any(test(h) for h in self._handles(bundle))
+        return cached
+
+    def has_current_reader(self) -> bool:
+        return self._any("readers", Handle.current_reader)
+
+    def has_live_lifetime(self) -> bool:
+        return self._any("lifetimes", Handle.live)
+
+    def has_live_owner(self) -> bool:
+        return self._any("owners", Handle.live)
+
+    @rule(target=lifetimes, partition=partition_indexes)
+    def start(self, partition: int) -> Handle:
+        """A fresh lifetime, meant for ``partition`` (callbacks may still name others)."""
+        assert self.sim is not None
+        lifetime = self.sim.next_lifetime()
+        self._step(Step("start", lifetime))
+        return Handle(lifetime, partition % self.partitions, self.sim)
+
+    @precondition(has_live_lifetime)
+    @rule(target=owners, handle=lifetimes.filter(Handle.live), other=st.none() | partition_indexes)
+    def assign(self, handle: Handle, other: int | None) -> MultipleResults[Handle]:
+        if other is not None:
+            handle = Handle(handle.lifetime, other % self.partitions, handle.sim)
+        return self._if_ok(self._plain("assign", handle), handle)
+
+    @precondition(has_live_owner)
+    @rule(target=readers, handle=owners.filter(Handle.live))
+    def seek(self, handle: Handle) -> MultipleResults[Handle]:
+        return self._if_ok(self._plain("seek", handle), handle)
+
+    @precondition(has_current_reader)
+    @rule(handle=readers.filter(Handle.current_reader), records=st.integers(1, 2))
+    def process(self, handle: Handle, records: int) -> None:
+        """Process up to ``records`` records, one step each (stopping when not ``ok``)."""
+        for _ in range(records):
+            if self._plain("process", handle).result != "ok":
+                break
+
+    @rule(handle=lifetimes, actor=st.sampled_from(["seek", "process", "assign"]))
+    def out_of_order(self, handle: Handle, actor: Actor) -> None:
+        """A callback to any lifetime, live or not: a seek no assignment of this lifetime
+        preceded, a process no seek did, or any callback reaching a stopped or retired
+        lifetime (which must be rejected without I/O)."""
+        self._plain(actor, handle)
+
+    @rule(handle=readers)
+    def process_late(self, handle: Handle) -> None:
+        """Process on any lifetime that once seeked, current or not (stale callbacks)."""
+        self._plain("process", handle)
+
+    @precondition(has_live_lifetime)
+    @rule(handle=lifetimes.filter(Handle.live))
+    def revoke(self, handle: Handle) -> None:
+        self._plain("revoke", handle)
+
+    @precondition(has_live_lifetime)
+    @rule(handle=lifetimes.filter(Handle.live))
+    def stop(self, handle: Handle) -> None:
+        self._plain("stop", handle)
+
+    @precondition(has_live_lifetime)
+    @rule(
+        target=owners,
+        handle=lifetimes.filter(Handle.live),
+        faults=selector_drafts("assign", min_size=1),
+    )
+    def assign_with_faults(
+        self, handle: Handle, faults: list[SelectorDraft]
+    ) -> MultipleResults[Handle]:
+        attempt, started = self._faulted("assign", handle, faults)
+        return self._if_ok(attempt, handle, started)
+
+    @precondition(has_live_owner)
+    @rule(
+        target=readers,
+        handle=owners.filter(Handle.live),
+        faults=selector_drafts("seek", min_size=1),
+    )
+    def seek_with_faults(
+        self, handle: Handle, faults: list[SelectorDraft]
+    ) -> MultipleResults[Handle]:
+        attempt, started = self._faulted("seek", handle, faults)
+        return self._if_ok(attempt, handle, started)
+
+    @precondition(has_current_reader)
+    @rule(
+        target=readers,
+        handle=readers.filter(Handle.current_reader),
+        faults=selector_drafts("process", min_size=1),
+    )
+    def process_with_faults(
+        self, handle: Handle, faults: list[SelectorDraft]
+    ) -> MultipleResults[Handle]:
+        _attempt, started = self._faulted("process", handle, faults)
+        return multiple(*started)
+
+    # -- checks -----------------------------------------------------------------------------
+    @invariant()
+    def safety(self) -> None:
+        """The oracle and boundary safety, checked by the scheduler during every step."""
+        if self.sim is not None and self.sim.violations and not self.failed:
+            first = self.sim.violations[0]
+            self.fail(f"ERROR {first.kind}", first.message)
+
+    def teardown(self) -> None:
+        """Fair drain; the final status must be the one the oracle predicts."""
+        kinds = frozenset(s.actor + (" with faults" if s.faults else "") for s in self.steps)
+        type(self).kinds_per_run.append((len(self.steps), kinds))
+        if self.sim is None or self.failed or self.sim.violations:
+            return
+        before = self.sim.summary()["status"]
+        self.sim.drain()
+        report = build_report(self.sim, self.trace())
+        predicted = report.document["predicted"]
+        reach = type(self).reach
+        reach.add(("status", "before-drain", before))
+        reach.add(("status", "final", report.status))
+        event(f"status before drain: {before}")
+        event(f"status: {report.status}")
+        if report.status != predicted:
+            failure = report.failure or "PASS"
+            self.fail(
+                failure,
+                f"status {report.status} after the fair drain, the oracle "
+                f"predicts {predicted}; diagnostics: {report.document['diagnostics']}",
+            )

@@ -1,0 +1,72 @@
+"""The Hypothesis settings profiles of the suite (registered from ``conftest.py``).
+
+* ``default`` — quick local runs.
+* ``ci`` — set explicitly, so our budget wins over the ``ci`` profile Hypothesis loads by
+  itself when the ``CI`` variable is set.  Derandomized (a CI failure replays bit for bit
+  on a laptop), no example database (a clean clone has nothing to replay, and a database
+  would make runs depend on history), ``print_blob`` on, and enough examples that every
+  rule, operation x outcome, interleave kind and status is reached.
+* ``nightly`` — twenty times the ``ci`` budget, randomized, with an example database so a
+  failure is replayed first next time.  With ``REMORA_HYPOTHESIS_REDIS`` set to a Redis URL
+  the database is a :class:`~hypothesis.extra.redis.RedisExampleDatabase`, so several
+  machines share their failures.
+
+Select one with ``REMORA_HYPOTHESIS_PROFILE`` or pytest's ``--hypothesis-profile``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+
+CI_EXAMPLES = 200
+NIGHTLY_EXAMPLES = 20 * CI_EXAMPLES
+DEFAULT_EXAMPLES = 40
+REDIS_ENV = "REMORA_HYPOTHESIS_REDIS"
+PROFILE_ENV = "REMORA_HYPOTHESIS_PROFILE"
+REDIS_KEY_PREFIX = b"remora-hypothesis:"
+
+
+def nightly_database(key_prefix: bytes = REDIS_KEY_PREFIX) -> ExampleDatabase:
+    """Redis when ``REMORA_HYPOTHESIS_REDIS`` is set, else a local directory."""
+    url = os.environ.get(REDIS_ENV)
+    if url:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+
+        return RedisExampleDatabase(redis.Redis.from_url(url), key_prefix=key_prefix)
+    return DirectoryBasedExampleDatabase(".hypothesis/examples")
+
+
+def register_profiles() -> None:
+    settings.register_profile("default", max_examples=DEFAULT_EXAMPLES, deadline=None)
+    settings.register_profile(
+        "ci",
+        max_examples=CI_EXAMPLES,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    settings.register_profile(
+        "nightly",
+        max_examples=NIGHTLY_EXAMPLES,
+        derandomize=False,
+        database=nightly_database(),
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+def selected_profile() -> str:
+    return os.environ.get(PROFILE_ENV) or ("ci" if os.environ.get("CI") else "default")
+
+
+def full_budget() -> bool:
+    """True under a profile that promises reach (``ci`` or ``nightly`` sized)."""
+    current = settings.default
+    return current is not None and current.max_examples >= CI_EXAMPLES

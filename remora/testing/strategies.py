@@ -1,0 +1,157 @@
+"""Hypothesis strategies for worker schedules.
+
+Everything shrinks toward the simple case: fewer records, visible records without offset
+gaps, the natural next amendment of a subject, no faults, the first call, a plain commit, no
+delay and no interleave.
+
+* :func:`source_histories` — raw source records for the ``valid`` class (only amendments
+  that apply, plus invisible records and offset gaps) or the ``conflict`` class (also
+  conflicts, rejections and malformed values).
+* :func:`selector_drafts` — fault selectors for one actor (operation x call x allowed outcome,
+  ``delay_ms``, interleaves before/after with stop and/or a replacement).  A replacement is a
+  *draft*: the state machine allocates the fresh lifetime id when it runs the step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import attrs
+from hypothesis import strategies as st
+
+from remora.domain import SourceRecord
+from remora.faults import OUTCOMES_FOR, At, Operation, Outcome
+from remora.sim.trace import OPERATIONS_OF, FaultSelector, Interleave
+
+OUTCOME_ORDER = (
+    Outcome.COMMIT,
+    Outcome.ABORT,
+    Outcome.UNKNOWN_COMMITTED,
+    Outcome.UNKNOWN_ABORTED,
+)
+PRIMARY_OPERATION = {
+    "assign": Operation.CLAIM,
+    "seek": Operation.OBSERVE,
+    "process": Operation.PROCESS,
+}
+
+# record drafts: (subject index, kind, flags); flags bit 0 = invisible, bits 1-2 = gap before
+VALID_KINDS = 2  # 0: the natural next op, 1: withdraw when live
+CONFLICT_KINDS = 6  # 2: conflict, 3: rejected op, 4: malformed with subject, 5: garbage
+_GARBAGE = (b"{not json", b"[1, 2]", b'"text"', b"\xff\xfe")
+
+
+def _value(subject: str, op: str, revision: int, body: dict[str, int]) -> bytes:
+    doc = {"subject": subject, "op": op, "revision": revision, "body": body}
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def build_partition(partition: int, drafts: Sequence[tuple[int, int, int]]) -> list[SourceRecord]:
+    """Turn record drafts into raw records, tracking each subject's state so that kind 0
+    is always the amendment that applies next."""
+    revision: dict[str, int] = {}
+    state: dict[str, str] = {}
+    fresh = [0]
+    out: list[SourceRecord] = []
+    offset = 0
+    for subject_index, kind, flags in drafts:
+        invisible, gap, n = bool(flags & 1), flags >> 1, offset
+        offset += gap
+        subject = f"p{partition}-s{subject_index}"
+        if state.get(subject) == "withdrawn" and kind <= 1:
+            subject = f"p{partition}-n{fresh[0]}"
+            fresh[0] += 1
+        current, rev = state.get(subject, "absent"), revision.get(subject, 0)
+        if invisible:
+            value = _value(subject, "correct", rev + 5, {"aborted": n})
+        elif kind <= 1:
+            if current == "absent":
+                op = "submit"
+            elif kind == 1:
+                op = "withdraw"
+            else:
+                op = "correct"
+            revision[subject] = rev + 1
+            state[subject] = "withdrawn" if op == "withdraw" else "live"
+            value = _value(subject, op, rev + 1, {"n": n} if op != "withdraw" else {})
+        elif kind == 2:
+            op = "submit" if current == "absent" else "correct"
+            value = _value(subject, op, rev + 2 + n % 3, {"n": n})
+        elif kind == 3:
+            op = {"absent": "correct", "live": "submit", "withdrawn": "correct"}[current]
+            value = _value(subject, op, rev + 1, {"n": n})
+        elif kind == 4:
+            value = json.dumps({"subject": subject, "op": "submit"}).encode()
+        else:
+            value = _GARBAGE[n % len(_GARBAGE)]
+        out.append(SourceRecord(partition, offset, not invisible, subject, value))
+        offset += 1
+    return out
+
+
+def record_drafts(trace_class: str) -> st.SearchStrategy[tuple[int, int, int]]:
+    """(subject index, kind, flags): all shrink to 0 — subject 0, the natural next op, a
+    visible record with no gap before it."""
+    kinds = VALID_KINDS if trace_class == "valid" else CONFLICT_KINDS
+    return st.tuples(st.integers(0, 2), st.integers(0, kinds - 1), st.integers(0, 7))
+
+
+def source_histories(
+    trace_class: str, partitions: int, max_records: int = 20, min_records: int = 6
+) -> st.SearchStrategy[list[SourceRecord]]:
+    """Raw source records for ``partitions`` partitions of a ``valid``/``conflict`` class."""
+    per_partition = st.lists(record_drafts(trace_class), min_size=min_records, max_size=max_records)
+    return st.tuples(*[per_partition] * partitions).map(
+        lambda parts: [r for p, drafts in enumerate(parts) for r in build_partition(p, drafts)]
+    )
+
+
+@attrs.frozen
+class SelectorDraft:
+    """A fault selector whose replacement, if any, is not yet given an id."""
+
+    operation: Operation
+    call: int
+    outcome: Outcome
+    delay_ms: int = 0
+    at: At | None = None
+    stop: bool = False
+    replace: bool = False
+
+    def materialize(self, replacement: int | None) -> FaultSelector:
+        interleave = None
+        if self.at is not None:
+            interleave = Interleave(self.at, self.stop, replacement if self.replace else None)
+        return FaultSelector(self.operation, self.call, self.outcome, self.delay_ms, interleave)
+
+
+INTERLEAVE_KINDS = ((True, False), (False, True), (True, True))  # (stop, replace)
+
+
+@st.composite
+def _selector(draw: st.DrawFn, actor: str, max_call: int) -> SelectorDraft:
+    primary = PRIMARY_OPERATION[actor]
+    others = sorted(OPERATIONS_OF[actor] - {primary}, key=lambda o: o.value)
+    # Weighted toward the actor's primary operation and its first call, which every
+    # attempt that reaches the store makes (sampled_from shrinks to the first entry).
+    operation = draw(st.sampled_from([primary, primary, *others]))
+    outcome = draw(st.sampled_from([o for o in OUTCOME_ORDER if o in OUTCOMES_FOR[operation]]))
+    call = draw(st.sampled_from([1, 1, 1, *range(2, max_call + 1)]))
+    delay = draw(st.sampled_from([0, 5, 20]))
+    at = draw(st.sampled_from([None, None, None, At.BEFORE, At.AFTER]))
+    stop, replace = (False, False) if at is None else draw(st.sampled_from(INTERLEAVE_KINDS))
+    return SelectorDraft(operation, call, outcome, delay, at, stop, replace)
+
+
+def selector_drafts(
+    actor: str, min_size: int = 0, max_size: int = 2, max_call: int = 3
+) -> st.SearchStrategy[list[SelectorDraft]]:
+    """Fault selectors for one ``assign``/``seek``/``process`` step, at most one per
+    (operation, call)."""
+    return st.lists(
+        _selector(actor, max_call),
+        min_size=min_size,
+        max_size=max_size,
+        unique_by=lambda d: (d.operation, d.call),
+    )

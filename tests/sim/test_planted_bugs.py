@@ -1,0 +1,119 @@
+"""Every simulation-level safety check, shown catching a planted bug (and quiet without it)."""
+
+from __future__ import annotations
+
+import pytest
+
+import remora.delivery.view
+import remora.store.memory
+from remora.delivery.view import ViewRow
+from remora.domain import OutboxEntry
+from remora.sim.report import run_trace
+from remora.sim.trace import Step, Trace
+from remora.worker import Lifecycle
+from tests.sim import planted as bug
+from tests.sim.planted import OWN, sel, trace
+
+CASES: list[tuple[str, Trace, type[Lifecycle]]] = [
+    (
+        "io-after-stop",
+        trace(*OWN, Step("stop", 0), Step("assign", 0, 0)),
+        bug.NeverRetires,
+    ),
+    (
+        "ownership-retained",
+        trace(*OWN, Step("process", 0, 0, (sel("process", "commit", at="before", replacement=1),))),
+        bug.KeepsTokensOnRetire,
+    ),
+    (
+        "ownership-unassigned",
+        trace(*OWN, Step("revoke", 0)),
+        bug.RevokeForgets,
+    ),
+    (
+        "duplicate-owner",
+        trace(
+            Step("start", 0),
+            Step("assign", 0, 0, (sel("claim", "unknown-committed", at="after", replacement=1),)),
+        ),
+        bug.AdoptsReadEpoch,
+    ),
+    (
+        "local-frontier-mismatch",
+        trace(*OWN, Step("process", 0, 0, (sel("process", "unknown-aborted"),))),
+        bug.FrontierBeforeResolution,
+    ),
+    ("drain-no-progress", trace(*OWN), bug.ProcessesNothing),
+    (
+        "repeated-decision",
+        trace(*OWN, Step("process", 0, 0, (sel("process", "unknown-committed"),))),
+        bug.RetriesUnknownBlindly,
+    ),
+    (
+        "io-after-stop",
+        trace(*OWN, Step("process", 0, 0, (sel("process", "abort", at="after", stop=True),))),
+        bug.SkipsCancelAfterWakeup,
+    ),
+    (
+        "callback-after-stop",
+        trace(*OWN, Step("stop", 0), Step("seek", 0, 0)),
+        bug.SeekIgnoresStop,
+    ),
+    ("exception", trace(*OWN, Step("process", 0, 0)), bug.Crashes),
+]
+
+
+@pytest.mark.parametrize(("kind", "schedule", "broken"), CASES, ids=[c[0] for c in CASES])
+def test_planted_lifecycle_bug_is_caught(
+    kind: str, schedule: Trace, broken: type[Lifecycle]
+) -> None:
+    assert run_trace(schedule).status in ("PASS", "PASS_WITH_EXCLUSIONS")  # the real one
+    report = run_trace(schedule, lifecycle_factory=broken)
+    assert report.status == "ERROR"
+    assert report.failure == f"ERROR {kind}"
+
+
+STALE = trace(*OWN, Step("process", 0, 0, (sel("process", "commit", at="before", replacement=1),)))
+
+
+def test_fence_bypass_is_a_stale_token_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_trace(STALE).status == "PASS"
+    monkeypatch.setattr(remora.store.memory, "check_fence", lambda *args: None)
+    report = run_trace(STALE)
+    assert report.failure == "ERROR stale-token-commit"
+
+
+def test_broken_store_write_is_an_oracle_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = remora.store.memory.decide
+
+    def wrong_body(*args: object) -> object:
+        d = real(*args)  # type: ignore[arg-type]
+        entry = getattr(d, "entry", None)
+        if isinstance(entry, OutboxEntry) and entry.seq == 2:
+            object.__setattr__(entry, "body", '{"v":99}')
+        return d
+
+    monkeypatch.setattr(remora.store.memory, "decide", wrong_body)
+    report = run_trace(trace(*OWN, Step("process", 0, 0), Step("process", 0, 0)))
+    assert report.failure == "ERROR outbox-mismatch"
+
+
+def test_broken_materializer_is_a_view_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = remora.delivery.view.materialize
+
+    def stale(entry: OutboxEntry) -> ViewRow:
+        row = real(entry)
+        return ViewRow(row.partition, row.subject, 1, row.status, row.body)
+
+    monkeypatch.setattr(remora.delivery.view, "materialize", stale)
+    report = run_trace(trace(*OWN))
+    assert report.failure == "ERROR view-mismatch"
+
+
+def test_violation_stops_the_run_and_skips_drain() -> None:
+    schedule = trace(*OWN, Step("stop", 0), Step("assign", 0, 0), Step("assign", 0, 0))
+    report = run_trace(schedule, lifecycle_factory=bug.NeverRetires)
+    doc = report.document
+    assert doc["steps"]["executed"] == 5  # stopped after the first violating attempt
+    assert not any(a["fair_recovery"] for a in doc["attempts"])
+    assert doc["violations"][0]["attempt"] == 4

@@ -1,0 +1,51 @@
+"""The suite's worker-schedule state machines (imported by the tests and the campaign)."""
+
+from __future__ import annotations
+
+from hypothesis.stateful import MultipleResults, precondition, rule
+
+from remora.testing.machines import Handle, WorkerScheduleMachine
+from remora.testing.strategies import SelectorDraft, selector_drafts
+
+
+class SinglePartitionHeavyFaults(WorkerScheduleMachine):
+    """One partition, several lifetimes competing for it, and faults on most I/O: extra
+    rules carry two or three selectors each."""
+
+    partitions = 1
+
+    @precondition(WorkerScheduleMachine.has_current_reader)
+    @rule(
+        target=WorkerScheduleMachine.readers,
+        handle=WorkerScheduleMachine.readers.filter(Handle.current_reader),
+        faults=selector_drafts("process", min_size=2, max_size=3),
+    )
+    def process_with_heavy_faults(
+        self, handle: Handle, faults: list[SelectorDraft]
+    ) -> MultipleResults[Handle]:
+        _, started = self._faulted("process", handle, faults)
+        return self._if_ok(_, handle, started)
+
+    @precondition(WorkerScheduleMachine.has_live_lifetime)
+    @rule(
+        target=WorkerScheduleMachine.owners,
+        handle=WorkerScheduleMachine.lifetimes.filter(Handle.live),
+        faults=selector_drafts("assign", min_size=2, max_size=3),
+    )
+    def assign_with_heavy_faults(
+        self, handle: Handle, faults: list[SelectorDraft]
+    ) -> MultipleResults[Handle]:
+        attempt, started = self._faulted("assign", handle, faults)
+        return self._if_ok(attempt, handle, started)
+
+
+class ManyPartitionsAndLifetimes(WorkerScheduleMachine):
+    """Three partitions and many lifetimes: assignment churn, replacements, stops."""
+
+    partitions = 3
+
+
+MACHINES: tuple[type[WorkerScheduleMachine], ...] = (
+    SinglePartitionHeavyFaults,
+    ManyPartitionsAndLifetimes,
+)

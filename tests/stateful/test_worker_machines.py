@@ -1,0 +1,64 @@
+"""The stateful suite: both machines run under the loaded Hypothesis profile; under a
+full-budget profile (ci, nightly) each must also show its reach."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from remora.testing.machines import WorkerScheduleMachine
+from remora.testing.profiles import full_budget
+from tests.stateful.machines import MACHINES
+
+ACTORS = {"start", "assign", "seek", "process", "revoke", "stop"}
+FAULTS = {
+    ("validate", "commit"),
+    ("validate", "abort"),
+    ("observe", "commit"),
+    ("observe", "abort"),
+    *{
+        (op, o)
+        for op in ("claim", "process")
+        for o in ("commit", "abort", "unknown-committed", "unknown-aborted")
+    },
+}
+INTERLEAVES = {
+    (at, k) for at in ("before", "after") for k in ("stop", "replacement", "stop+replacement")
+}
+FINAL_STATUSES = {"PASS", "PASS_WITH_EXCLUSIONS", "BLOCKED"}
+
+
+def missing_reach(machine: type[WorkerScheduleMachine]) -> dict[str, set[object]]:
+    reach = machine.reach
+    gaps = {
+        "actors": ACTORS - {r[1] for r in reach if r[0] == "actor"},
+        "faults": FAULTS - {(r[1], r[2]) for r in reach if r[0] == "fault"},
+        "interleaves": INTERLEAVES - {(r[1], r[2]) for r in reach if r[0] == "interleave"},
+        "final statuses": FINAL_STATUSES
+        - {r[2] for r in reach if r[0] == "status" and r[1] == "final"},
+        "before-drain statuses": {"INCOMPLETE"}
+        - {r[2] for r in reach if r[0] == "status" and r[1] == "before-drain"},
+    }
+    return {k: v for k, v in gaps.items() if v}
+
+
+def swarm_shortfalls(machine: type[WorkerScheduleMachine]) -> list[str]:
+    """Rule swarming must stay effective: among runs of 10+ steps, destructive rules and
+    each fault family are absent from a good share of runs (and present in some)."""
+    runs = [kinds for steps, kinds in machine.kinds_per_run if steps >= 10]
+    problems = []
+    for kind in ("stop", "revoke", "assign with faults", "seek with faults", "process with faults"):
+        absent = sum(kind not in k for k in runs) / max(len(runs), 1)
+        if not 0.2 <= absent <= 0.9:
+            problems.append(f"{kind!r} absent from {absent:.0%} of runs")
+    return problems
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.__name__)
+def test_machine(machine: type[WorkerScheduleMachine]) -> None:
+    machine.reach.clear()
+    machine.kinds_per_run.clear()
+    run_state_machine_as_test(machine)
+    if full_budget():
+        assert missing_reach(machine) == {}
+        assert swarm_shortfalls(machine) == []

@@ -18,7 +18,7 @@ PARTITIONS = 4
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_interrupt_then_restart_on_sqlite(tmp_path: Path, sig: signal.Signals) -> None:
-    records = generate(21, PARTITIONS, 4000)
+    records = generate(21, PARTITIONS, 2500)
     src = write_source_dir(tmp_path / "src", records, PARTITIONS)
     db = tmp_path / "state.sqlite3"
     store_args = ["--db", str(db), "--workers", "4", "--rebalance-every", "300"]

@@ -19,7 +19,7 @@ from tests.postgres.workload import generate, write_source_dir
 pytestmark = pytest.mark.services
 
 PARTITIONS = 4
-PER_PARTITION = 600
+PER_PARTITION = 400
 
 
 def open_transactions(dsn: str) -> int:

@@ -1,0 +1,18 @@
+"""Executable port of ``Remora.tla``: the spec, an exhaustive explorer and liveness checks.
+
+* :mod:`remora.protocol.spec` — constants, state, every operator/action/property by TLA+ name.
+* :mod:`remora.protocol.config` — named configurations and TOML/JSON config files.
+* :mod:`remora.protocol.explore` — breadth-first model checker (TLC-compatible counts).
+* :mod:`remora.protocol.liveness` — fair-SCC liveness checking and the fair drain.
+* :mod:`remora.protocol.trace` — counterexample rendering (text and JSON).
+* :mod:`remora.protocol.cli` — ``remora explore``.
+"""
+
+from remora.protocol.errors import (
+    ConfigError,
+    ExplorationLimitError,
+    ProtocolError,
+    SpecEvaluationError,
+)
+
+__all__ = ["ConfigError", "ExplorationLimitError", "ProtocolError", "SpecEvaluationError"]

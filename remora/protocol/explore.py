@@ -1,0 +1,332 @@
+"""Exhaustive breadth-first exploration of ``Init /\\ [][Next]_vars`` (TLC-compatible).
+
+Counting follows TLC exactly:
+
+* **distinct states** — every state reachable from ``Init`` under ``Next`` (all variables,
+  no symmetry, no state constraint); the ``Done`` self-loop adds no state;
+* **states generated** — the initial states plus every successor computed while expanding
+  each distinct state once, duplicates and ``Done``'s stuttering successor included, with
+  TLC's multiplicity for disjunctive guards (see :mod:`remora.protocol.tlc`);
+* **depth** — the number of BFS levels, the initial states being level 1 (TLC's "depth of
+  the complete state graph search").
+
+Every invariant is checked on every distinct state (in the spec's order) and every action
+property on every generated transition.  A state with no successor at all is a deadlock
+(TLC's default ``CHECK_DEADLOCK``); because ``Done`` is enabled exactly in
+``SystemQuiescent`` states, a deadlock is a non-quiescent state where nothing is enabled.
+The first violation found in BFS order stops the run; its trace is a shortest path.
+
+State keys are exact: ``marshal.dumps(state, 2)`` of the state tuple (format version 2 has no
+back-references, so equal states always give equal bytes; no fingerprint collisions).  For
+each distinct state only its parent index and the index of the action instance that found it
+are kept (two machine integers), so counterexamples are rebuilt by replaying from ``Init``.
+"""
+
+from __future__ import annotations
+
+import marshal
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from remora.protocol.spec import ACTION_PROPERTIES, INVARIANTS, Remora, State, Step
+from remora.protocol.tlc import BRANCHING_ACTIONS, BranchCounter
+from remora.protocol.trace import Renderer, trace_document
+
+_dumps = marshal.dumps
+
+
+@dataclass
+class ActionStats:
+    """Per action (by TLA+ name): successors generated and distinct states first found."""
+
+    generated: int = 0
+    distinct: int = 0
+
+
+@dataclass
+class Violation:
+    """A safety violation (invariant, action property or deadlock) with its shortest trace."""
+
+    kind: str  # "invariant" | "action-property" | "deadlock" | "error"
+    name: str
+    states: list[State]
+    steps: list[Step]
+    detail: str = ""
+
+    def document(self, model: Remora, config_name: str) -> dict[str, Any]:
+        return trace_document(
+            model,
+            config_name,
+            self.states,
+            self.steps,
+            {"kind": self.kind, "name": self.name, "detail": self.detail},
+        )
+
+
+@dataclass
+class StateGraph:
+    """The explored graph (kept only when asked for, e.g. for liveness checking).
+
+    ``succ[i]`` lists ``(j, step_index)`` for every generated transition ``i -> j``
+    (duplicates removed; the ``Done`` self-loop included).
+    """
+
+    steps: tuple[Step, ...]
+    states: list[State] = field(default_factory=list)
+    succ: list[list[tuple[int, int]]] = field(default_factory=list)
+    initial: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ExploreResult:
+    config_name: str
+    distinct: int
+    generated: int
+    depth: int
+    elapsed: float
+    per_action: dict[str, ActionStats]
+    violation: Violation | None
+    complete: bool
+    graph: StateGraph | None = None
+
+    @property
+    def states_per_second(self) -> float:
+        return self.distinct / self.elapsed if self.elapsed > 0 else float("inf")
+
+
+@dataclass
+class ExploreOptions:
+    check_invariants: bool = True
+    check_properties: bool = True
+    check_deadlock: bool = True
+    invariants: tuple[str, ...] = INVARIANTS
+    properties: tuple[str, ...] = tuple(ACTION_PROPERTIES)
+    keep_graph: bool = False
+    max_states: int | None = None
+    progress: TextIO | None = None
+    progress_interval: float = 5.0
+
+
+class _Progress:
+    def __init__(self, stream: TextIO | None, interval: float) -> None:
+        self.stream = stream
+        self.interval = interval
+        self.start = time.monotonic()
+        self.last = self.start
+
+    def maybe(self, depth: int, distinct: int, generated: int, queue: int) -> None:
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            return
+        self.last = now
+        el = now - self.start
+        print(
+            f"progress: depth {depth}, {distinct:,} distinct, {generated:,} generated, "
+            f"{queue:,} queued, {el:.0f}s, {distinct / el:,.0f} distinct/s",
+            file=self.stream,
+            flush=True,
+        )
+
+
+def explore(
+    model: Remora, config_name: str = "custom", options: ExploreOptions | None = None
+) -> ExploreResult:
+    """Breadth-first search from ``Init`` under ``Next`` with all checks (single process)."""
+    opts = options or ExploreOptions()
+    t0 = time.monotonic()
+    steps = model.NextSteps()
+    names = [st.name for st in steps]
+    actions: list[tuple[int, Callable[..., State | None], tuple[int, ...], BranchCounter | None]]
+    actions = [
+        (i, getattr(model, st.name), st.params, BRANCHING_ACTIONS.get(st.name))
+        for i, st in enumerate(steps)
+    ]
+    invariants = (
+        [(n, getattr(model, n)) for n in opts.invariants] if opts.check_invariants else []
+    )
+    props = (
+        [(n, getattr(model, ACTION_PROPERTIES[n])) for n in opts.properties]
+        if opts.check_properties
+        else []
+    )
+    gen_by_step = [0] * len(steps)
+    new_by_step = [0] * len(steps)
+    index: dict[bytes, int] = {}
+    parent = array("q")
+    via = array("l")
+    graph = StateGraph(steps=steps) if opts.keep_graph else None
+    progress = _Progress(opts.progress, opts.progress_interval)
+
+    def finish(violation: Violation | None, depth: int, complete: bool) -> ExploreResult:
+        per_action: dict[str, ActionStats] = {}
+        for i, name in enumerate(names):
+            st = per_action.setdefault(name, ActionStats())
+            st.generated += gen_by_step[i]
+            st.distinct += new_by_step[i]
+        return ExploreResult(
+            config_name=config_name,
+            distinct=len(index),
+            generated=generated,
+            depth=depth,
+            elapsed=time.monotonic() - t0,
+            per_action=per_action,
+            violation=violation,
+            complete=complete,
+            graph=graph,
+        )
+
+    def trace_to(i: int, extra: tuple[Step, State] | None = None) -> tuple[list[State], list[Step]]:
+        chain: list[int] = []
+        while i >= 0:
+            chain.append(via[i])
+            i = parent[i]
+        chain.reverse()
+        # chain[0] encodes the initial state (-1 - init_index); the rest are step indices.
+        s = model.Init()[-1 - chain[0]]
+        states, path = [s], []
+        for k in chain[1:]:
+            t = model.apply(s, steps[k])
+            assert t is not None
+            states.append(t)
+            path.append(steps[k])
+            s = t
+        if extra is not None:
+            path.append(extra[0])
+            states.append(extra[1])
+        return states, path
+
+    def check_state(s: State, i: int) -> Violation | None:
+        for name, inv in invariants:
+            if not inv(s):
+                st, path = trace_to(i)
+                return Violation("invariant", name, st, path, f"{name} is FALSE")
+        return None
+
+    generated = 0
+    frontier: list[tuple[State, int]] = []
+    for k, s in enumerate(model.Init()):
+        generated += 1
+        key = _dumps(tuple(s), 2)
+        if key in index:
+            continue
+        i = len(index)
+        index[key] = i
+        parent.append(-1)
+        via.append(-1 - k)
+        if graph is not None:
+            graph.states.append(s)
+            graph.succ.append([])
+            graph.initial.append(i)
+        frontier.append((s, i))
+        v = check_state(s, i)
+        if v is not None:
+            return finish(v, 1, False)
+    depth = 1 if frontier else 0
+    while frontier:
+        nxt: list[tuple[State, int]] = []
+        for s, si in frontier:
+            any_succ = False
+            edges: list[tuple[int, int]] | None = [] if graph is not None else None
+            for ai, fn, params, counter in actions:
+                t = fn(s, *params)
+                if t is None:
+                    continue
+                any_succ = True
+                n = 1 if counter is None else counter(model, s, params)
+                generated += n
+                gen_by_step[ai] += n
+                for pname, prop in props:
+                    if not prop(s, t):
+                        st, path = trace_to(si, (steps[ai], t))
+                        return finish(
+                            Violation(
+                                "action-property",
+                                pname,
+                                st,
+                                path,
+                                f"{pname}: step {steps[ai].name} violates "
+                                f"{ACTION_PROPERTIES[pname]}",
+                            ),
+                            depth + 1,
+                            False,
+                        )
+                key = _dumps(tuple(t), 2)
+                ti = index.get(key)
+                if ti is None:
+                    ti = len(index)
+                    index[key] = ti
+                    parent.append(si)
+                    via.append(ai)
+                    new_by_step[ai] += 1
+                    if graph is not None:
+                        graph.states.append(t)
+                        graph.succ.append([])
+                    nxt.append((t, ti))
+                    v = check_state(t, ti)
+                    if v is not None:
+                        return finish(v, depth + 1, False)
+                if edges is not None:
+                    edges.append((ti, ai))
+            if graph is not None and edges is not None:
+                graph.succ[si] = list(dict.fromkeys(edges))
+            if not any_succ and opts.check_deadlock:
+                st, path = trace_to(si)
+                return finish(
+                    Violation("deadlock", "Deadlock", st, path, "no action is enabled"),
+                    depth,
+                    False,
+                )
+            if opts.max_states is not None and len(index) > opts.max_states:
+                return finish(None, depth, False)
+            progress.maybe(depth, len(index), generated, len(nxt))
+        frontier = nxt
+        if frontier:
+            depth += 1
+    return finish(None, depth, True)
+
+
+def format_summary(result: ExploreResult, model: Remora) -> str:
+    """The run summary printed by ``remora explore`` (TLC-like wording)."""
+    lines = [
+        f"config: {result.config_name}",
+        f"{result.generated} states generated, {result.distinct} distinct states found, "
+        f"0 states left on queue." if result.complete else
+        f"{result.generated} states generated, {result.distinct} distinct states found "
+        "(search stopped early).",
+        f"The depth of the complete state graph search is {result.depth}."
+        if result.complete
+        else f"Depth reached: {result.depth}.",
+        f"time: {result.elapsed:.2f}s ({result.states_per_second:,.0f} distinct states/s)",
+        "per action (generated / distinct found):",
+    ]
+    for name, st in result.per_action.items():
+        lines.append(f"  {name:<34} {st.generated:>12,} / {st.distinct:>10,}")
+    del model
+    return "\n".join(lines)
+
+
+def violation_text(v: Violation, model: Remora) -> str:
+    r = Renderer(model)
+    head = {
+        "invariant": f"Error: Invariant {v.name} is violated.",
+        "action-property": f"Error: Action property {v.name} is violated.",
+        "deadlock": "Error: Deadlock reached.",
+    }.get(v.kind, f"Error: {v.name}")
+    lines = [head, "The behavior up to this point is:"]
+    for i, s in enumerate(v.states):
+        label = "Initial predicate" if i == 0 else r.step_label(v.steps[i - 1])
+        lines.append(f"State {i + 1}: <{label}>")
+        body = r.state(s) if i == 0 else r.changes(v.states[i - 1], s)
+        for var, val in body.items():
+            lines.append(f"  /\\ {var} = {val}")
+    return "\n".join(lines)
+
+
+def _default_progress() -> TextIO:
+    return sys.stderr

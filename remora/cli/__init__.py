@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from remora import __version__
+from remora.protocol.cli import register as register_explore
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -23,7 +24,8 @@ EXIT_USAGE = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="remora", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"remora {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    register_explore(subparsers)
     return parser
 
 
@@ -33,4 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    func = getattr(args, "func", None)
+    if func is not None:
+        code: int = func(args)
+        return code
     return EXIT_OK  # pragma: no cover - every subcommand returns its own code

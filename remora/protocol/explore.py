@@ -109,6 +109,7 @@ class ExploreOptions:
     max_states: int | None = None
     progress: TextIO | None = None
     progress_interval: float = 5.0
+    on_state: Callable[[State], None] | None = None
 
 
 class _Progress:
@@ -162,6 +163,7 @@ def explore(
     via = array("l")
     graph = StateGraph(steps=steps) if opts.keep_graph else None
     progress = _Progress(opts.progress, opts.progress_interval)
+    on_state = opts.on_state
 
     def finish(violation: Violation | None, depth: int, complete: bool) -> ExploreResult:
         per_action: dict[str, ActionStats] = {}
@@ -224,6 +226,8 @@ def explore(
             graph.succ.append([])
             graph.initial.append(i)
         frontier.append((s, i))
+        if opts.on_state is not None:
+            opts.on_state(s)
         v = check_state(s, i)
         if v is not None:
             return finish(v, 1, False)
@@ -268,6 +272,8 @@ def explore(
                         graph.states.append(t)
                         graph.succ.append([])
                     nxt.append((t, ti))
+                    if on_state is not None:
+                        on_state(t)
                     v = check_state(t, ti)
                     if v is not None:
                         return finish(v, depth + 1, False)

@@ -127,8 +127,9 @@ def run(args: argparse.Namespace) -> int:
     if drain is not None and result.violation is None:
         print(
             f"fair drain: every reachable state drains to SystemQuiescent within "
-            f"{drain.max_length} steps" if drain.failures == 0 else
-            f"fair drain: {drain.failures} state(s) do not drain: {drain.first_failure}"
+            f"{drain.max_length} steps"
+            if drain.failures == 0
+            else f"fair drain: {drain.failures} state(s) do not drain: {drain.first_failure}"
         )
         summary["drain"] = {"max_steps": drain.max_length, "failures": drain.failures}
         if drain.failures:

@@ -148,9 +148,7 @@ def explore(
         (i, getattr(model, st.name), st.params, BRANCHING_ACTIONS.get(st.name))
         for i, st in enumerate(steps)
     ]
-    invariants = (
-        [(n, getattr(model, n)) for n in opts.invariants] if opts.check_invariants else []
-    )
+    invariants = [(n, getattr(model, n)) for n in opts.invariants] if opts.check_invariants else []
     props = (
         [(n, getattr(model, ACTION_PROPERTIES[n])) for n in opts.properties]
         if opts.check_properties
@@ -302,8 +300,9 @@ def format_summary(result: ExploreResult, model: Remora) -> str:
     lines = [
         f"config: {result.config_name}",
         f"{result.generated} states generated, {result.distinct} distinct states found, "
-        f"0 states left on queue." if result.complete else
-        f"{result.generated} states generated, {result.distinct} distinct states found "
+        f"0 states left on queue."
+        if result.complete
+        else f"{result.generated} states generated, {result.distinct} distinct states found "
         "(search stopped early).",
         f"The depth of the complete state graph search is {result.depth}."
         if result.complete

@@ -17,7 +17,7 @@ initial states.  So:
    every ``SF_vars(A)``, ``<<A>>_vars`` is disabled in all states of ``S`` or taken inside
    ``S``.  A WF failure rejects ``S`` and all its subsets; an SF failure removes the states
    of ``S`` where that action is enabled and the remainder is split into SCCs again
-   (the standard Emerson–Lei refinement).
+   (the standard Emerson-Lei refinement).
 
 A fair ``S`` yields a lasso counterexample: shortest prefix from ``Init`` to a ``P`` state,
 a ``~Q`` path into ``S`` and a cycle in ``S`` through a witness for every fairness condition.
@@ -36,6 +36,7 @@ import marshal
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from remora.protocol.explore import StateGraph
@@ -80,7 +81,12 @@ def fairness(model: Remora) -> list[FairnessConjunct]:
     for j in J:
         add("SF", "AuthorizeJob", r.job(j), [Step("AuthorizeAttempt", (j, w)) for w in W])
     for j in J:
-        add("SF", "ActivateJob", r.job(j), [Step("ActivateAttempt", (a,)) for a in model.AttemptsOf[j]])
+        add(
+            "SF",
+            "ActivateJob",
+            r.job(j),
+            [Step("ActivateAttempt", (a,)) for a in model.AttemptsOf[j]],
+        )
     for j in J:
         ex: list[Step] = []
         for a in model.AttemptsOf[j]:
@@ -116,7 +122,12 @@ def fairness(model: Remora) -> list[FairnessConjunct]:
     for j in J:
         add("WF", "ReleaseReservation", r.job(j), [Step("ReleaseReservation", (j,))])
     for j in J:
-        add("WF", "ReapJob", r.job(j), [Step("ReapLostAttempt", (a,)) for a in model.AttemptsOf[j]])
+        add(
+            "WF",
+            "ReapJob",
+            r.job(j),
+            [Step("ReapLostAttempt", (a,)) for a in model.AttemptsOf[j]],
+        )
     for name in (
         "ScheduleRetry",
         "FinalizeCancel",
@@ -167,53 +178,64 @@ def property_instances(model: Remora, names: Iterable[str] = LIVENESS_PROPERTIES
     m = model
     r = Renderer(m)
     out: list[LeadsTo] = []
+
+    def dispatched(j: int) -> LeadsTo:
+        def p(s: State) -> bool:
+            return s.phase[j] == Queued
+
+        def q(s: State) -> bool:
+            return s.phase[j] == Running or m.Terminal(s, j)
+
+        return LeadsTo("EventuallyDispatched", r.job(j), p, q)
+
+    def reaped(a: int) -> LeadsTo:
+        def p(s: State) -> bool:
+            return m.CurrentAuthority(s, a) and s.leaseState[a] != LeaseLive
+
+        def q(s: State) -> bool:
+            return not m.CurrentAuthority(s, a) or m.Terminal(s, m.JobOf(a))
+
+        return LeadsTo("EventuallyReaped", r.attempt(a), p, q)
+
+    def authorized_resolved(a: int) -> LeadsTo:
+        def p(s: State) -> bool:
+            return m.CurrentAuthority(s, a) and s.attemptState[a] == AttemptAuthorized
+
+        def q(s: State) -> bool:
+            return (
+                s.attemptState[a] == AttemptExecuting
+                or not m.CurrentAuthority(s, a)
+                or m.Terminal(s, m.JobOf(a))
+            )
+
+        return LeadsTo("EventuallyAuthorizedResolved", r.attempt(a), p, q)
+
+    def terminal(j: int) -> LeadsTo:
+        def q(s: State) -> bool:
+            return m.Terminal(s, j)
+
+        return LeadsTo("EventuallyTerminal", r.job(j), None, q)
+
+    def staging_cleaned(a: int) -> LeadsTo:
+        def p(s: State) -> bool:
+            return m.CleanupEligible(s, a)
+
+        def q(s: State) -> bool:
+            return s.stageState[a] == StageCleaned
+
+        return LeadsTo("EventuallyNonWinnerStagingCleaned", r.attempt(a), p, q)
+
     for name in names:
         if name == "EventuallyDispatched":
-            for j in m.Jobs:
-                out.append(
-                    LeadsTo(
-                        name,
-                        r.job(j),
-                        lambda s, j=j: s.phase[j] == Queued,
-                        lambda s, j=j: s.phase[j] == Running or m.Terminal(s, j),
-                    )
-                )
+            out += [dispatched(j) for j in m.Jobs]
         elif name == "EventuallyReaped":
-            for a in m.AttemptIds:
-                out.append(
-                    LeadsTo(
-                        name,
-                        r.attempt(a),
-                        lambda s, a=a: m.CurrentAuthority(s, a) and s.leaseState[a] != LeaseLive,
-                        lambda s, a=a: not m.CurrentAuthority(s, a) or m.Terminal(s, m.JobOf(a)),
-                    )
-                )
+            out += [reaped(a) for a in m.AttemptIds]
         elif name == "EventuallyAuthorizedResolved":
-            for a in m.AttemptIds:
-                out.append(
-                    LeadsTo(
-                        name,
-                        r.attempt(a),
-                        lambda s, a=a: m.CurrentAuthority(s, a)
-                        and s.attemptState[a] == AttemptAuthorized,
-                        lambda s, a=a: s.attemptState[a] == AttemptExecuting
-                        or not m.CurrentAuthority(s, a)
-                        or m.Terminal(s, m.JobOf(a)),
-                    )
-                )
+            out += [authorized_resolved(a) for a in m.AttemptIds]
         elif name == "EventuallyTerminal":
-            for j in m.Jobs:
-                out.append(LeadsTo(name, r.job(j), None, lambda s, j=j: m.Terminal(s, j)))
+            out += [terminal(j) for j in m.Jobs]
         elif name == "EventuallyNonWinnerStagingCleaned":
-            for a in m.AttemptIds:
-                out.append(
-                    LeadsTo(
-                        name,
-                        r.attempt(a),
-                        lambda s, a=a: m.CleanupEligible(s, a),
-                        lambda s, a=a: s.stageState[a] == StageCleaned,
-                    )
-                )
+            out += [staging_cleaned(a) for a in m.AttemptIds]
         elif name == "EventuallySystemQuiescent":
             out.append(LeadsTo(name, "", None, m.SystemQuiescent))
         else:
@@ -392,7 +414,12 @@ def _path(ann: _Annotated, src: set[int], dst: set[int], allowed: set[int]) -> l
 
 
 def _lasso(
-    model: Remora, config_name: str, ann: _Annotated, inst: LeadsTo, start: set[int], reach: set[int],
+    model: Remora,
+    config_name: str,
+    ann: _Annotated,
+    inst: LeadsTo,
+    start: set[int],
+    reach: set[int],
     comp: set[int],
 ) -> dict[str, Any]:
     g = ann.graph
@@ -433,7 +460,7 @@ def _lasso(
         nodes += _path(ann, {cur}, {nodes[cycle_start]}, comp)[1:-1]
     states = [g.states[i] for i in nodes]
     steps: list[Step] = []
-    for a, b in zip(nodes, nodes[1:], strict=False):
+    for a, b in pairwise(nodes):
         k = next(k for v, k in g.succ[a] if v == b)
         steps.append(g.steps[k])
     doc = trace_document(
@@ -563,7 +590,8 @@ def fair_drain(
     a state repeats (the deterministic scheduler would loop), or ``max_steps`` is exceeded.
     """
     order = schedule or drain_schedule(model)
-    states, steps = [s], []
+    states: list[State] = [s]
+    steps: list[Step] = []
     seen = {s}
     while not model.SystemQuiescent(s):
         if len(steps) >= max_steps:

@@ -213,9 +213,9 @@ workerVars = VARIABLES[18:21]
 attemptVars = VARIABLES[21:28]
 credentialVars = VARIABLES[28:31]
 jobVars = durableVars + coordinationVars + workerVars + attemptVars
-vars = jobVars + credentialVars  # noqa: A001 - the TLA+ name
+vars = jobVars + credentialVars
 
-_new_state: Callable[[type[State], list[Any]], State] = tuple.__new__  # type: ignore[assignment]
+_new_state: Callable[[type[State], list[Any]], State] = tuple.__new__
 
 
 def _mk(values: list[Any]) -> State:
@@ -265,9 +265,7 @@ class Remora:
         self.AttemptsOf: tuple[range, ...] = tuple(
             range(j * self.MaxAttempts, (j + 1) * self.MaxAttempts) for j in self.Jobs
         )
-        self.CredentialIntents: range = range(
-            len(constants.Jobs) * constants.MaxCredentialIntents
-        )
+        self.CredentialIntents: range = range(len(constants.Jobs) * constants.MaxCredentialIntents)
         self.Services = Services
         self._steps: tuple[Step, ...] | None = None
 
@@ -284,14 +282,24 @@ class Remora:
         need(len(set(k.Workers)) == len(k.Workers), "Workers are distinct model values")
         need(k.InitialWorkers <= frozenset(k.Workers), "InitialWorkers \\subseteq Workers")
         need(len(k.InitialWorkers) > 0, "InitialWorkers # {}")
-        for name in ("MaxAttempts", "MaxProgress", "LeaseLimit", "ReservationLimit",
-                     "LocalLimit", "GlobalLimit"):
+        for name in (
+            "MaxAttempts",
+            "MaxProgress",
+            "LeaseLimit",
+            "ReservationLimit",
+            "LocalLimit",
+            "GlobalLimit",
+        ):
             v = getattr(k, name)
-            need(isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                 f"{name} \\in Nat \\ {{0}}")
+            need(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"{name} \\in Nat \\ {{0}}",
+            )
         need(isinstance(k.FaultsEnabled, bool), "FaultsEnabled \\in BOOLEAN")
-        need(k.FaultServices <= frozenset(SERVICE_NAMES),
-             'FaultServices \\subseteq {"Coordination", "Durable", "Target"}')
+        need(
+            k.FaultServices <= frozenset(SERVICE_NAMES),
+            'FaultServices \\subseteq {"Coordination", "Durable", "Target"}',
+        )
         for name in ("MaxCoordLosses", "MaxPartitions", "MaxCredentialIntents"):
             v = getattr(k, name)
             need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"{name} \\in Nat")
@@ -330,13 +338,13 @@ class Remora:
 
     def LeasedFor(self, s: State, w: int) -> frozenset[int]:
         return frozenset(
-            a for a in self.AttemptIds
-            if s.leaseState[a] == LeaseLive and s.attemptWorker[a] == w
+            a for a in self.AttemptIds if s.leaseState[a] == LeaseLive and s.attemptWorker[a] == w
         )
 
     def ExecutingFor(self, s: State, w: int) -> frozenset[int]:
         return frozenset(
-            a for a in self.AttemptIds
+            a
+            for a in self.AttemptIds
             if s.attemptState[a] == AttemptExecuting and s.attemptWorker[a] == w
         )
 
@@ -347,9 +355,7 @@ class Remora:
         )
 
     def OtherCapacity(self, s: State, w: int) -> bool:
-        return any(
-            w2 != w and s.workerState[w2] in (WorkerUp, WorkerUnused) for w2 in self.Workers
-        )
+        return any(w2 != w and s.workerState[w2] in (WorkerUp, WorkerUnused) for w2 in self.Workers)
 
     def CoordinationClean(self, s: State, j: int) -> bool:
         return (
@@ -610,7 +616,7 @@ class Remora:
         return _mk(n)
 
     def RestoreLink(self, s: State, w: int, service: int) -> State | None:
-        if not s.links[w][service] == LinkDown:
+        if s.links[w][service] != LinkDown:
             return None
         n = list(s)
         n[_links] = _ex(s.links, w, _ex(s.links[w], service, LinkRecovered))
@@ -631,7 +637,7 @@ class Remora:
         return _mk(n)
 
     def StartIncarnation(self, s: State, w: int) -> State | None:
-        if not s.workerState[w] == WorkerUnused:
+        if s.workerState[w] != WorkerUnused:
             return None
         n = list(s)
         n[_workerState] = _ex(s.workerState, w, WorkerUp)
@@ -667,9 +673,7 @@ class Remora:
         ):
             return None
         n = list(s)
-        n[_phase] = _ex(
-            s.phase, j, RetryWait if s.currentToken[j] < self.MaxAttempts else Failed
-        )
+        n[_phase] = _ex(s.phase, j, RetryWait if s.currentToken[j] < self.MaxAttempts else Failed)
         n[_authority] = _ex(s.authority, j, NoAttempt)
         n[_attemptState] = _ex(
             s.attemptState,
@@ -679,7 +683,7 @@ class Remora:
         return _mk(n)
 
     def ScheduleRetry(self, s: State, j: int) -> State | None:
-        if not s.phase[j] == RetryWait:
+        if s.phase[j] != RetryWait:
             return None
         n = list(s)
         n[_phase] = _ex(s.phase, j, Queued)
@@ -698,7 +702,7 @@ class Remora:
         return _mk(n)
 
     def FinalizeCancel(self, s: State, j: int) -> State | None:
-        if not s.phase[j] == Cancelling:
+        if s.phase[j] != Cancelling:
             return None
         n = list(s)
         n[_phase] = _ex(s.phase, j, Cancelled)
@@ -752,10 +756,10 @@ class Remora:
         return _mk(n)
 
     def ClearStaleLiveProgress(self, s: State, j: int) -> State | None:
-        if not s.liveProgressAttempt[j] != NoAttempt:
+        if s.liveProgressAttempt[j] == NoAttempt:
             return None
         a = s.liveProgressAttempt[j]
-        if not (not (self.CurrentAuthority(s, a) and s.leaseState[a] == LeaseLive)):
+        if self.CurrentAuthority(s, a) and s.leaseState[a] == LeaseLive:
             return None
         n = list(s)
         n[_liveProgress] = _ex(s.liveProgress, j, 0)
@@ -837,9 +841,7 @@ class Remora:
             and s.attemptState[a] == AttemptExecuting
             and s.workerState[w] == WorkerUp
             and self.CanReach(s, w, CoordSvc)
-            and (
-                s.liveProgress[j] != s.attemptProgress[a] or s.liveProgressAttempt[j] != a
-            )
+            and (s.liveProgress[j] != s.attemptProgress[a] or s.liveProgressAttempt[j] != a)
         ):
             return None
         n = list(s)
@@ -912,7 +914,7 @@ class Remora:
         return _mk(n)
 
     def AcceptPermanentFailure(self, s: State, a: int) -> State | None:
-        if not s.pendingOutcome[a] == WantsPermanentFailure:
+        if s.pendingOutcome[a] != WantsPermanentFailure:
             return None
         return self.AcceptFailure(s, a, WantsPermanentFailure)
 
@@ -922,7 +924,7 @@ class Remora:
         return self.AcceptFailure(s, a, WantsRetryableFailure)
 
     def AcceptRetryableFailureExhausted(self, s: State, a: int) -> State | None:
-        if not s.currentToken[self.JobOf(a)] == self.MaxAttempts:
+        if s.currentToken[self.JobOf(a)] != self.MaxAttempts:
             return None
         return self.AcceptFailure(s, a, WantsRetryableFailure)
 
@@ -943,11 +945,7 @@ class Remora:
             s.stageState[a] in (StagePartial, StageComplete)
             and s.committedAttempt[j] != a
             and not self.CurrentAuthority(s, a)
-            and (
-                self.Terminal(s, j)
-                or not s.checkpointValid[j]
-                or s.checkpointStageOwner[j] != a
-            )
+            and (self.Terminal(s, j) or not s.checkpointValid[j] or s.checkpointStageOwner[j] != a)
             and (
                 s.attemptState[a] == AttemptStopped
                 or s.workerState[_index(s.attemptWorker[a], "attemptWorker[a]")] == WorkerDown
@@ -960,7 +958,7 @@ class Remora:
 
     # -- credential actions --------------------------------------------------------------------
     def PrepareCredentialIntent(self, s: State, c: int) -> State | None:
-        if not s.credentialIntentState[c] == CredentialIntentUnused:
+        if s.credentialIntentState[c] != CredentialIntentUnused:
             return None
         n = list(s)
         n[_credentialIntentState] = _ex(s.credentialIntentState, c, CredentialIntentPrepared)
@@ -1316,9 +1314,7 @@ class Remora:
 
     def AtMostOneLiveLeasePerJob(self, s: State) -> bool:
         return all(
-            sum(
-                1 for a in self.AttemptIds if self.JobOf(a) == j and s.leaseState[a] == LeaseLive
-            )
+            sum(1 for a in self.AttemptIds if self.JobOf(a) == j and s.leaseState[a] == LeaseLive)
             <= 1
             for j in self.Jobs
         )
@@ -1482,11 +1478,7 @@ class Remora:
             s.stageState[a] in (StagePartial, StageComplete)
             and s.committedAttempt[j] != a
             and not self.CurrentAuthority(s, a)
-            and (
-                self.Terminal(s, j)
-                or not s.checkpointValid[j]
-                or s.checkpointStageOwner[j] != a
-            )
+            and (self.Terminal(s, j) or not s.checkpointValid[j] or s.checkpointStageOwner[j] != a)
             and (
                 s.attemptState[a] == AttemptStopped
                 or s.workerState[_index(s.attemptWorker[a], "attemptWorker[a]")] == WorkerDown

@@ -60,9 +60,7 @@ def _tick(m: Remora, s: State, p: tuple[int, ...]) -> int:
 def _crash_worker(m: Remora, s: State, p: tuple[int, ...]) -> int:
     # OtherCapacity(w) == \E w2 \in Workers : ...
     (w,) = p
-    return sum(
-        1 for w2 in m.Workers if w2 != w and s.workerState[w2] in (WorkerUp, WorkerUnused)
-    )
+    return sum(1 for w2 in m.Workers if w2 != w and s.workerState[w2] in (WorkerUp, WorkerUnused))
 
 
 def _release_reservation(m: Remora, s: State, p: tuple[int, ...]) -> int:
@@ -133,9 +131,7 @@ def _send_outcome(m: Remora, s: State, p: tuple[int, ...]) -> int:
 def _cleanup_stage(m: Remora, s: State, p: tuple[int, ...]) -> int:
     (a,) = p
     j = m.JobOf(a)
-    first = _n(
-        m.Terminal(s, j), not s.checkpointValid[j], s.checkpointStageOwner[j] != a
-    )
+    first = _n(m.Terminal(s, j), not s.checkpointValid[j], s.checkpointStageOwner[j] != a)
     second = _n(
         s.attemptState[a] == AttemptStopped, s.workerState[s.attemptWorker[a]] == WorkerDown
     )

@@ -114,16 +114,34 @@ _ATTEMPT_VALUED = frozenset(
 _WORKER_VALUED = frozenset({"reservation", "attemptWorker"})
 _JOB_DOMAIN = frozenset(
     {
-        "phase", "cancelRequested", "currentToken", "authority", "dispatchNeeded",
-        "committedAttempt", "checkpoint", "checkpointStageOwner", "checkpointValid",
-        "queued", "reservation", "reservationAge", "cancelNotice", "liveProgress",
+        "phase",
+        "cancelRequested",
+        "currentToken",
+        "authority",
+        "dispatchNeeded",
+        "committedAttempt",
+        "checkpoint",
+        "checkpointStageOwner",
+        "checkpointValid",
+        "queued",
+        "reservation",
+        "reservationAge",
+        "cancelNotice",
+        "liveProgress",
         "liveProgressAttempt",
     }
 )
 _ATTEMPT_DOMAIN = frozenset(
     {
-        "leaseState", "leaseAge", "attemptState", "attemptWorker", "attemptProgress",
-        "initialProgress", "resumedFromCheckpoint", "stageState", "pendingOutcome",
+        "leaseState",
+        "leaseAge",
+        "attemptState",
+        "attemptWorker",
+        "attemptProgress",
+        "initialProgress",
+        "resumedFromCheckpoint",
+        "stageState",
+        "pendingOutcome",
     }
 )
 _INTENT_DOMAIN = frozenset(

@@ -25,14 +25,26 @@ def test_named_configs_match_the_issue() -> None:
 
 def test_toml_and_json_files(tmp_path: Path) -> None:
     t = tmp_path / "r.toml"
-    t.write_text('Jobs = ["j1"]\nWorkers = ["w1"]\nInitialWorkers = ["w1"]\n'
-                 "MaxAttempts = 2\nMaxProgress = 2\n")
+    t.write_text(
+        'Jobs = ["j1"]\nWorkers = ["w1"]\nInitialWorkers = ["w1"]\n'
+        "MaxAttempts = 2\nMaxProgress = 2\n"
+    )
     name, k = load_config(str(t))
     assert name == "r" and k == NAMED_CONFIGS["retry"]
     j = tmp_path / "c.json"
-    j.write_text(json.dumps({"name": "creds", "Jobs": ["j1"], "Workers": ["w1"],
-                             "InitialWorkers": ["w1"], "MaxAttempts": 1, "MaxProgress": 1,
-                             "MaxCredentialIntents": 2}))
+    j.write_text(
+        json.dumps(
+            {
+                "name": "creds",
+                "Jobs": ["j1"],
+                "Workers": ["w1"],
+                "InitialWorkers": ["w1"],
+                "MaxAttempts": 1,
+                "MaxProgress": 1,
+                "MaxCredentialIntents": 2,
+            }
+        )
+    )
     name, k = load_config(str(j))
     assert name == "creds" and k == NAMED_CONFIGS["credentials"]
 
@@ -78,8 +90,9 @@ def test_explore_tiny_with_liveness_and_drain(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "summary.json"
-    code = main(["explore", "--config", "tiny", "--liveness", "--drain", "--quiet",
-                 "--json", str(out)])
+    code = main(
+        ["explore", "--config", "tiny", "--liveness", "--drain", "--quiet", "--json", str(out)]
+    )
     text = capsys.readouterr().out
     assert code == 0
     assert "9164 states generated, 1435 distinct states found" in text
@@ -94,8 +107,17 @@ def test_explore_credentials_liveness_violation_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cex = tmp_path / "cex.json"
-    code = main(["explore", "--config", "credentials", "--liveness", "--quiet",
-                 "--counterexample", str(cex)])
+    code = main(
+        [
+            "explore",
+            "--config",
+            "credentials",
+            "--liveness",
+            "--quiet",
+            "--counterexample",
+            str(cex),
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 1
     assert "EventuallySystemQuiescent: VIOLATED" in text

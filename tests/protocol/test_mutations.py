@@ -7,7 +7,6 @@ wrong update); production code has no mutation switch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,24 +19,19 @@ from remora.protocol.spec import (
     AttemptCommitted,
     AttemptExecuting,
     AttemptStopped,
-    AttemptUnused,
     Failed,
     LeaseLive,
     NoAttempt,
-    NoWorker,
-    Queued,
+    Remora,
     RetryWait,
     Running,
-    State,
-    StageCleaned,
     StageComplete,
-    WantsSuccess,
+    State,
     TerminalPhases,
     VaultSecretLive,
-    WantsPermanentFailure,
     WantsRetryableFailure,
+    WantsSuccess,
     _ex,
-    Remora,
 )
 from remora.protocol.trace import replay
 
@@ -70,16 +64,20 @@ class TickPastLeaseLimit(Remora):
 class CompleteWriteMarksDurable(Remora):
     def CompleteCredentialWrite(self, s: State, c: int) -> State | None:
         t = super().CompleteCredentialWrite(s, c)
-        return None if t is None else _patch(
-            t, credentialVersionDurable=_ex(t.credentialVersionDurable, c, True)
+        return (
+            None
+            if t is None
+            else _patch(t, credentialVersionDurable=_ex(t.credentialVersionDurable, c, True))
         )
 
 
 class DestroyLeavesSecretLive(Remora):
     def DestroyClaimedCredentialSecret(self, s: State, c: int) -> State | None:
         t = super().DestroyClaimedCredentialSecret(s, c)
-        return None if t is None else _patch(
-            t, vaultSecretState=_ex(t.vaultSecretState, c, VaultSecretLive)
+        return (
+            None
+            if t is None
+            else _patch(t, vaultSecretState=_ex(t.vaultSecretState, c, VaultSecretLive))
         )
 
 
@@ -92,8 +90,10 @@ class CancelForgetsRequest(Remora):
 class AuthorizeLeavesAttemptUnused(Remora):
     def AuthorizeAttempt(self, s: State, j: int, w: int) -> State | None:
         t = super().AuthorizeAttempt(s, j, w)
-        return None if t is None else _patch(
-            t, attemptState=s.attemptState, attemptWorker=s.attemptWorker
+        return (
+            None
+            if t is None
+            else _patch(t, attemptState=s.attemptState, attemptWorker=s.attemptWorker)
         )
 
 
@@ -101,8 +101,10 @@ class ActivateOverstatesProgress(Remora):
     def ActivateAttempt(self, s: State, a: int) -> State | None:
         t = super().ActivateAttempt(s, a)
         j = self.JobOf(a)
-        return None if t is None else _patch(
-            t, liveProgress=_ex(t.liveProgress, j, s.attemptProgress[a] + 1)
+        return (
+            None
+            if t is None
+            else _patch(t, liveProgress=_ex(t.liveProgress, j, s.attemptProgress[a] + 1))
         )
 
 
@@ -125,13 +127,17 @@ class CapacityIgnoresLiveLeases(Remora):
 class StopMarksCommitted(Remora):
     def CooperativeStop(self, s: State, a: int) -> State | None:
         t = super().CooperativeStop(s, a)
-        return None if t is None else _patch(t, attemptState=_ex(t.attemptState, a, AttemptCommitted))
+        if t is None:
+            return None
+        return _patch(t, attemptState=_ex(t.attemptState, a, AttemptCommitted))
 
 
 class SuccessStopsInsteadOfCommitting(Remora):
     def AcceptSuccess(self, s: State, a: int) -> State | None:
         t = super().AcceptSuccess(s, a)
-        return None if t is None else _patch(t, attemptState=_ex(t.attemptState, a, AttemptStopped))
+        if t is None:
+            return None
+        return _patch(t, attemptState=_ex(t.attemptState, a, AttemptStopped))
 
 
 class SuccessIgnoresCancel(Remora):
@@ -194,8 +200,10 @@ class RetryFromFailed(Remora):
 class RetryRewindsToken(Remora):
     def ScheduleRetry(self, s: State, j: int) -> State | None:
         t = super().ScheduleRetry(s, j)
-        return None if t is None else _patch(
-            t, currentToken=_ex(t.currentToken, j, t.currentToken[j] - 1)
+        return (
+            None
+            if t is None
+            else _patch(t, currentToken=_ex(t.currentToken, j, t.currentToken[j] - 1))
         )
 
 
@@ -281,7 +289,7 @@ def test_planted_mutation_is_reported(case: Case) -> None:
     assert (v.kind, v.name) == (kind, expected)
     # The counterexample replays through the mutated spec and really violates the property.
     doc = v.document(mutant, config)
-    states, steps = replay(mutant, doc)
+    states, _steps = replay(mutant, doc)
     assert len(states) == len(v.states) >= 2
     if kind == "invariant":
         assert not getattr(mutant, expected)(states[-1])
@@ -354,7 +362,3 @@ def test_spec_finding_permit_limits_above_one_allow_two_live_leases() -> None:
     last = r.violation.states[-1]
     assert not m.AtMostOneLiveLeasePerJob(last)
     assert [st.name for st in r.violation.steps][-1] == "ActivateAttempt"
-
-
-_unused: list[Callable[..., object]] = [Queued, AttemptUnused, NoWorker, StageCleaned,
-                                         WantsPermanentFailure]  # type: ignore[list-item]

@@ -18,6 +18,7 @@ from remora.protocol.config import NAMED_CONFIGS, load_config
 from remora.protocol.errors import ProtocolError
 from remora.protocol.explore import ExploreOptions, explore, format_summary, violation_text
 from remora.protocol.liveness import LIVENESS_PROPERTIES, DrainChecker, check_liveness
+from remora.protocol.parallel import explore_parallel
 from remora.protocol.spec import Remora
 from remora.protocol.trace import format_trace
 
@@ -48,6 +49,13 @@ def register(subparsers: Any) -> None:
         "--drain",
         action="store_true",
         help="from every reachable state, run the fault-free fair drain to SystemQuiescent",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: 2, or 1 with --liveness, which keeps the graph)",
     )
     p.add_argument("--no-deadlock", action="store_true", help="do not report deadlocks")
     p.add_argument(
@@ -85,15 +93,25 @@ def run(args: argparse.Namespace) -> int:
     except ProtocolError as exc:
         print(f"remora explore: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    drain = DrainChecker(model) if args.drain else None
+    workers = args.workers if args.workers is not None else (1 if args.liveness else 2)
+    if workers < 1 or (workers > 1 and args.liveness):
+        print("remora explore: --liveness needs --workers 1; N must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    drain = DrainChecker(model) if args.drain and workers == 1 else None
     opts = ExploreOptions(
         check_deadlock=not args.no_deadlock,
         keep_graph=args.liveness,
         progress=None if args.quiet else sys.stderr,
         on_state=drain,
     )
+    drained: tuple[int, int] | None = None
     try:
-        result = explore(model, name, opts)
+        if workers == 1:
+            result = explore(model, name, opts)
+            if drain is not None:
+                drained = (drain.max_length, drain.failures)
+        else:
+            result, drained = explore_parallel(model, name, opts, workers, drain=args.drain)
     except ProtocolError as exc:
         print(f"remora explore: spec evaluation error: {exc}", file=sys.stderr)
         return EXIT_VIOLATION
@@ -104,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         "states_generated": result.generated,
         "depth": result.depth,
         "seconds": round(result.elapsed, 3),
+        "workers": workers,
         "per_action": {
             k: {"generated": v.generated, "distinct": v.distinct}
             for k, v in result.per_action.items()
@@ -124,16 +143,18 @@ def run(args: argparse.Namespace) -> int:
         code = EXIT_VIOLATION
     else:
         print("Model checking completed. No error has been found.")
-    if drain is not None and result.violation is None:
-        print(
-            f"fair drain: every reachable state drains to SystemQuiescent within "
-            f"{drain.max_length} steps"
-            if drain.failures == 0
-            else f"fair drain: {drain.failures} state(s) do not drain: {drain.first_failure}"
-        )
-        summary["drain"] = {"max_steps": drain.max_length, "failures": drain.failures}
-        if drain.failures:
+    if drained is not None and result.violation is None:
+        longest, failures = drained
+        if failures == 0:
+            print(
+                "fair drain: every reachable state drains to SystemQuiescent within "
+                f"{longest} steps"
+            )
+        else:
+            why = f": {drain.first_failure}" if drain is not None else ""
+            print(f"fair drain: {failures} state(s) do not drain{why}")
             code = EXIT_VIOLATION
+        summary["drain"] = {"max_steps": longest, "failures": failures}
     if args.liveness and result.violation is None and result.graph is not None:
         live = check_liveness(model, result.graph, name, LIVENESS_PROPERTIES)
         summary["liveness"] = {}

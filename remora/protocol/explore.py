@@ -37,6 +37,8 @@ from remora.protocol.tlc import BRANCHING_ACTIONS, BranchCounter
 from remora.protocol.trace import Renderer, trace_document
 
 _dumps = marshal.dumps
+_loads = marshal.loads
+_new: Callable[[type[State], Any], State] = tuple.__new__
 
 
 @dataclass
@@ -209,7 +211,9 @@ def explore(
         return None
 
     generated = 0
-    frontier: list[tuple[State, int]] = []
+    # The frontier holds the (already stored) keys, not the states: a level of a large run
+    # would otherwise keep hundreds of thousands of decoded states alive.
+    frontier: list[tuple[bytes, int]] = []
     for k, s in enumerate(model.Init()):
         generated += 1
         key = _dumps(tuple(s), 2)
@@ -223,7 +227,7 @@ def explore(
             graph.states.append(s)
             graph.succ.append([])
             graph.initial.append(i)
-        frontier.append((s, i))
+        frontier.append((key, i))
         if opts.on_state is not None:
             opts.on_state(s)
         v = check_state(s, i)
@@ -231,8 +235,9 @@ def explore(
             return finish(v, 1, False)
     depth = 1 if frontier else 0
     while frontier:
-        nxt: list[tuple[State, int]] = []
-        for s, si in frontier:
+        nxt: list[tuple[bytes, int]] = []
+        for skey, si in frontier:
+            s = _new(State, _loads(skey))
             any_succ = False
             edges: list[tuple[int, int]] | None = [] if graph is not None else None
             for ai, fn, params, counter in actions:
@@ -269,7 +274,7 @@ def explore(
                     if graph is not None:
                         graph.states.append(t)
                         graph.succ.append([])
-                    nxt.append((t, ti))
+                    nxt.append((key, ti))
                     if on_state is not None:
                         on_state(t)
                     v = check_state(t, ti)

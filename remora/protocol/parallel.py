@@ -84,7 +84,7 @@ def _work(
     index: dict[bytes, int] = {}
     parent = array("q")
     via = array("l")
-    frontier: list[tuple[State, int]] = []
+    frontier: list[tuple[bytes, int]] = []  # keys, decoded when expanded (memory)
     violations: list[tuple[Any, ...]] = []
 
     def add(key: bytes, s: State, par: int, step: int) -> None:
@@ -93,7 +93,7 @@ def _work(
         parent.append(par)
         via.append(step)
         gid = local * nw + wid
-        frontier_next.append((s, gid))
+        frontier_next.append((key, gid))
         if checker is not None:
             checker(s)
         for name, inv in invariants:
@@ -101,7 +101,7 @@ def _work(
                 violations.append(("invariant", name, gid))
                 break
 
-    frontier_next: list[tuple[State, int]] = []
+    frontier_next: list[tuple[bytes, int]] = []
     for k, s in enumerate(model.Init()):
         key = _dumps(tuple(s), 2)
         if _crc(key) % nw == wid and key not in index:
@@ -127,9 +127,10 @@ def _work(
         frontier_next = []
         generated = 0
         outbox: list[dict[bytes, tuple[int, int]]] = [{} for _ in range(nw)]
-        for s, gid in frontier:
+        for skey, gid in frontier:
             if violations:
                 break
+            s = _new(State, _loads(skey))
             any_succ = False
             for ai, fn, params, counter in actions:
                 t = fn(s, *params)

@@ -45,7 +45,7 @@ def test_parallel_retry_counts() -> None:
     ids=lambda c: c[0],
 )
 def test_parallel_reports_planted_mutations_with_shortest_traces(case: tuple) -> None:  # type: ignore[type-arg]
-    expected, cls, config, overrides, first = case
+    expected, cls, config, overrides, _first = case
     mutant = cls(Remora(NAMED_CONFIGS[config]._replace(**overrides)).constants)
     single = explore(mutant, config)
     r, _ = explore_parallel(mutant, config, workers=2)

@@ -124,3 +124,48 @@ def test_explore_credentials_liveness_violation_exit_1(
     doc = json.loads(cex.read_text())
     assert doc["violation"]["kind"] == "liveness"
     assert doc["violation"]["name"] == "EventuallySystemQuiescent"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_explore_safety_violation_writes_counterexample(
+    tmp_path: Path,
+    workers: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import remora.protocol.cli as cli
+    from remora.protocol.trace import replay
+
+    from .test_mutations import CancelForgetsRequest
+
+    monkeypatch.setattr(cli, "Remora", CancelForgetsRequest)
+    cex = tmp_path / "cex.json"
+    code = main(
+        [
+            "explore",
+            "--config",
+            "tiny",
+            "--workers",
+            workers,
+            "--quiet",
+            "--counterexample",
+            str(cex),
+        ]
+    )
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "Error: Invariant StateConsistency is violated." in text
+    doc = json.loads(cex.read_text())
+    assert doc["violation"] == {
+        "kind": "invariant",
+        "name": "StateConsistency",
+        "detail": "StateConsistency is FALSE",
+    }
+    assert [s["action"] for s in doc["steps"]] == ["Init", "RequestCancel"]
+    states, _ = replay(CancelForgetsRequest(NAMED_CONFIGS["tiny"]), doc)
+    assert len(states) == 2
+
+
+def test_liveness_needs_one_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", "--config", "tiny", "--liveness", "--workers", "2"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

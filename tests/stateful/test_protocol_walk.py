@@ -157,7 +157,7 @@ for _name in ACTION_PARAMS:
     setattr(ProtocolWalk, _name, _make_rule(_name))
 
 WALK_SETTINGS = settings(
-    stateful_step_count=60,
+    stateful_step_count=100,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 

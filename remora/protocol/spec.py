@@ -28,6 +28,7 @@ are ``Step(state, successor) -> bool``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, TypeAlias
 
 from remora.protocol.errors import ConfigError, SpecEvaluationError
@@ -268,6 +269,8 @@ class Remora:
         self.CredentialIntents: range = range(len(constants.Jobs) * constants.MaxCredentialIntents)
         self.Services = Services
         self._steps: tuple[Step, ...] | None = None
+        self._typeok: list[tuple[int, str, int, int, int]] | None = None
+        self._typeok_memo: dict[tuple[int, tuple[int, ...]], bool] = {}
 
     # -- ASSUME ----------------------------------------------------------------------------
     @staticmethod
@@ -1162,49 +1165,98 @@ class Remora:
         return _some(self.ReapLostAttempt(s, a) for a in self.AttemptsOf[j])
 
     # -- invariants --------------------------------------------------------------------------
-    def TypeOK(self, s: State) -> bool:
-        nJ, nA, nW, nC = (
-            len(self.Jobs),
-            len(self.AttemptIds),
-            len(self.Workers),
-            len(self.CredentialIntents),
-        )
+    def _typeok_domains(self) -> list[tuple[int, str, int, int, int]]:
+        """``TypeOK``'s function sets as ``(variable, kind, |domain|, lo, hi)``.
+
+        ``kind`` is ``"ints"`` (``[D -> lo..hi]``; enumerations are their contiguous codes,
+        ``AttemptIds \\cup {NoAttempt}`` is ``-1..|AttemptIds|-1``, ``Workers \\cup
+        {NoWorker}`` is ``-1..|Workers|-1``), ``"bools"`` (``[D -> BOOLEAN]``), ``"int"`` (a
+        scalar ``lo..hi``) or ``"links"`` (``[Workers -> [Services -> LinkStates]]``).
+        """
+        nJ, nA = len(self.Jobs), len(self.AttemptIds)
+        nW, nC = len(self.Workers), len(self.CredentialIntents)
         M, P = self.MaxAttempts, self.MaxProgress
-        return (
-            _ints(s.phase, nJ, 0, len(Phases) - 1)  # every code of Phases
-            and _bools(s.cancelRequested, nJ)
-            and _ints(s.currentToken, nJ, 0, M)
-            and _ints(s.authority, nJ, -1, nA - 1)  # AttemptIds \cup {NoAttempt}
-            and _bools(s.dispatchNeeded, nJ)
-            and _ints(s.committedAttempt, nJ, -1, nA - 1)
-            and _ints(s.checkpoint, nJ, 0, P)
-            and _ints(s.checkpointStageOwner, nJ, -1, nA - 1)
-            and _bools(s.checkpointValid, nJ)
-            and _bools(s.queued, nJ)
-            and _ints(s.reservation, nJ, -1, nW - 1)  # Workers \cup {NoWorker}
-            and _ints(s.reservationAge, nJ, 0, self.ReservationLimit)
-            and _ints(s.leaseState, nA, 0, len(LeaseStates) - 1)
-            and _ints(s.leaseAge, nA, 0, self.LeaseLimit)
-            and _bools(s.cancelNotice, nJ)
-            and _ints(s.liveProgress, nJ, 0, P)
-            and _ints(s.liveProgressAttempt, nJ, -1, nA - 1)
-            and _int(s.coordLossCount, 0, self.MaxCoordLosses)
-            and _ints(s.workerState, nW, 0, len(WorkerStates) - 1)
-            and type(s.links) is tuple
-            and len(s.links) == nW
-            and all(_ints(row, 3, 0, len(LinkStates) - 1) for row in s.links)
-            and _int(s.partitionCount, 0, self.MaxPartitions)
-            and _ints(s.attemptState, nA, 0, len(AttemptStates) - 1)
-            and _ints(s.attemptWorker, nA, -1, nW - 1)
-            and _ints(s.attemptProgress, nA, 0, P)
-            and _ints(s.initialProgress, nA, 0, P)
-            and _bools(s.resumedFromCheckpoint, nA)
-            and _ints(s.stageState, nA, 0, len(StageStates) - 1)
-            and _ints(s.pendingOutcome, nA, 0, len(OutcomeRequests) - 1)
-            and _ints(s.credentialIntentState, nC, 0, len(CredentialIntentStates) - 1)
-            and _ints(s.vaultSecretState, nC, 0, len(VaultSecretStates) - 1)
-            and _bools(s.credentialVersionDurable, nC)
-        )
+        return [
+            (_phase, "ints", nJ, 0, len(Phases) - 1),
+            (_cancelRequested, "bools", nJ, 0, 0),
+            (_currentToken, "ints", nJ, 0, M),
+            (_authority, "ints", nJ, -1, nA - 1),
+            (_dispatchNeeded, "bools", nJ, 0, 0),
+            (_committedAttempt, "ints", nJ, -1, nA - 1),
+            (_checkpoint, "ints", nJ, 0, P),
+            (_checkpointStageOwner, "ints", nJ, -1, nA - 1),
+            (_checkpointValid, "bools", nJ, 0, 0),
+            (_queued, "bools", nJ, 0, 0),
+            (_reservation, "ints", nJ, -1, nW - 1),
+            (_reservationAge, "ints", nJ, 0, self.ReservationLimit),
+            (_leaseState, "ints", nA, 0, len(LeaseStates) - 1),
+            (_leaseAge, "ints", nA, 0, self.LeaseLimit),
+            (_cancelNotice, "bools", nJ, 0, 0),
+            (_liveProgress, "ints", nJ, 0, P),
+            (_liveProgressAttempt, "ints", nJ, -1, nA - 1),
+            (_coordLossCount, "int", 0, 0, self.MaxCoordLosses),
+            (_workerState, "ints", nW, 0, len(WorkerStates) - 1),
+            (_links, "links", nW, 0, len(LinkStates) - 1),
+            (_partitionCount, "int", 0, 0, self.MaxPartitions),
+            (_attemptState, "ints", nA, 0, len(AttemptStates) - 1),
+            (_attemptWorker, "ints", nA, -1, nW - 1),
+            (_attemptProgress, "ints", nA, 0, P),
+            (_initialProgress, "ints", nA, 0, P),
+            (_resumedFromCheckpoint, "bools", nA, 0, 0),
+            (_stageState, "ints", nA, 0, len(StageStates) - 1),
+            (_pendingOutcome, "ints", nA, 0, len(OutcomeRequests) - 1),
+            (_credentialIntentState, "ints", nC, 0, len(CredentialIntentStates) - 1),
+            (_vaultSecretState, "ints", nC, 0, len(VaultSecretStates) - 1),
+            (_credentialVersionDurable, "bools", nC, 0, 0),
+        ]
+
+    def TypeOK(self, s: State) -> bool:
+        """Every variable is in its function set (a BOOLEAN is never a number here).
+
+        Element types are checked in one pass over the whole state; the range check of a
+        field value is then memoised (its elements are known to be genuine ``int``s, so
+        equal tuples have equal verdicts).
+        """
+        if type(s) is not State:
+            return False
+        table = self._typeok
+        if table is None:
+            table = self._typeok = self._typeok_domains()
+        ranged: list[tuple[int, tuple[int, ...], int, int]] = []
+        ints: list[tuple[Any, ...]] = []
+        bools: list[tuple[Any, ...]] = []
+        for i, kind, n, lo, hi in table:
+            v: Any = s[i]
+            if kind == "int":
+                if not (type(v) is int and lo <= v <= hi):
+                    return False
+                continue
+            if type(v) is not tuple or len(v) != n:
+                return False
+            if kind == "bools":
+                bools.append(v)
+            elif kind == "ints":
+                ints.append(v)
+                ranged.append((i, v, lo, hi))
+            else:  # links
+                for row in v:
+                    if type(row) is not tuple or len(row) != len(Services):
+                        return False
+                    ints.append(row)
+                    ranged.append((i, row, lo, hi))
+        if not set(map(type, chain.from_iterable(ints))) <= _INT_ONLY:
+            return False
+        if not set(map(type, chain.from_iterable(bools))) <= _BOOL_ONLY:
+            return False
+        memo = self._typeok_memo
+        for i, v, lo, hi in ranged:
+            key = (i, v)
+            ok = memo.get(key)
+            if ok is None:
+                ok = memo[key] = not v or (lo <= min(v) and max(v) <= hi)
+            if not ok:
+                return False
+        return True
 
     def CredentialLifecycleWellFormed(self, s: State) -> bool:
         for c in self.CredentialIntents:
@@ -1305,17 +1357,18 @@ class Remora:
         return True
 
     def LiveProgressCompatibleWithLiveLease(self, s: State) -> bool:
-        return all(
-            not (self.JobOf(a) == j and s.leaseState[a] == LeaseLive)
-            or s.liveProgressAttempt[j] in (NoAttempt, a)
-            for j in self.Jobs
-            for a in self.AttemptIds
-        )
+        # \A j, a : (JobOf(a) = j /\ ...) => ...; the attempts with JobOf(a) = j are
+        # exactly AttemptsOf[j].
+        for j in self.Jobs:
+            owner = s.liveProgressAttempt[j]
+            for a in self.AttemptsOf[j]:
+                if s.leaseState[a] == LeaseLive and owner not in (NoAttempt, a):
+                    return False
+        return True
 
     def AtMostOneLiveLeasePerJob(self, s: State) -> bool:
         return all(
-            sum(1 for a in self.AttemptIds if self.JobOf(a) == j and s.leaseState[a] == LeaseLive)
-            <= 1
+            sum(1 for a in self.AttemptsOf[j] if s.leaseState[a] == LeaseLive) <= 1
             for j in self.Jobs
         )
 
@@ -1488,25 +1541,6 @@ class Remora:
 
 _INT_ONLY = frozenset({int})
 _BOOL_ONLY = frozenset({bool})
-
-
-def _int(x: object, lo: int, hi: int) -> bool:
-    """``x \\in lo..hi`` (a BOOLEAN is not a number)."""
-    return type(x) is int and lo <= x <= hi
-
-
-def _ints(t: object, n: int, lo: int, hi: int) -> bool:
-    """``t \\in [D -> lo..hi]`` for a domain ``D`` of ``n`` elements."""
-    return (
-        type(t) is tuple
-        and len(t) == n
-        and (n == 0 or (set(map(type, t)) <= _INT_ONLY and lo <= min(t) and max(t) <= hi))
-    )
-
-
-def _bools(t: object, n: int) -> bool:
-    """``t \\in [D -> BOOLEAN]`` for a domain ``D`` of ``n`` elements."""
-    return type(t) is tuple and len(t) == n and set(map(type, t)) <= _BOOL_ONLY
 
 
 def _index(i: int, what: str) -> int:

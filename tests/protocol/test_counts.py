@@ -59,3 +59,9 @@ def test_every_state_satisfies_every_invariant_and_typeok_rejects_garbage() -> N
     assert not m.TypeOK(s._replace(phase=(True,)))  # a BOOLEAN is not a phase
     assert not m.TypeOK(s._replace(currentToken=(2,)))
     assert not m.TypeOK(s._replace(links=((0, 0),)))
+    assert not m.TypeOK(s._replace(links=((0, 0, 3),)))
+    assert not m.TypeOK(s._replace(cancelRequested=(1,)))  # a number is not a BOOLEAN
+    assert m.TypeOK(s._replace(currentToken=(1,)))
+    assert not m.TypeOK(s._replace(currentToken=(True,)))  # memo must not conflate 1/TRUE
+    assert not m.TypeOK(s._replace(coordLossCount=1))  # MaxCoordLosses = 0
+    assert not m.TypeOK(s._replace(authority=(-2,)))

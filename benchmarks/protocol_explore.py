@@ -8,8 +8,10 @@ Each measurement runs in a fresh interpreter so that peak RSS is per run::
     python benchmarks/protocol_explore.py --json out.json
 
 Reported per run: distinct states, states generated, depth, wall time of the exploration,
-distinct states per second, peak RSS (coordinator and largest worker process; their sum bounds
-the total), the fair-drain bound and, with ``--liveness``, each liveness property's result.
+distinct states per wall-clock second and per CPU second (all processes; the machine may be
+shared, so the 1-minute load average at the end of the run is printed too), peak RSS
+(coordinator and largest worker process; their sum bounds the total), the fair-drain bound
+and, with ``--liveness``, each liveness property's result.
 Speed is measured here only; no test asserts wall-clock time.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -53,7 +56,13 @@ def one(name: str, workers: int, liveness: bool, drain: bool) -> dict[str, Any]:
         drained = (checker.max_length, checker.failures) if checker else None
     else:
         r, drained = explore_parallel(model, name, workers=workers, drain=drain)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    rc = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime + rc.ru_utime + rc.ru_stime
     out.update(
+        cpu_seconds=round(cpu, 2),
+        distinct_per_cpu_second=round(r.distinct / cpu) if cpu else None,
+        load_average_1min=round(os.getloadavg()[0], 2),
         distinct=r.distinct,
         generated=r.generated,
         depth=r.depth,
@@ -122,6 +131,7 @@ def main() -> int:
         print(
             f"| {r['config']} | {r['distinct']:,} | {r['generated']:,} | {r['depth']} | "
             f"{r['explore_seconds']} | {r['distinct_per_second']:,} | "
+            f"{r['distinct_per_cpu_second']:,} | {r['load_average_1min']} | "
             f"{r['peak_rss_mib_coordinator']}/{r['peak_rss_mib_largest_worker']} | "
             f"{drain} | {live_s} |"
         )

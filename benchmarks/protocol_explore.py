@@ -104,10 +104,10 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     print()
     print(
-        "| config | distinct | generated | depth | explore s | distinct/s | RSS MiB "
-        "(coord/worker) | drain bound | liveness |"
+        "| config | distinct | generated | depth | explore s | distinct/s | distinct/CPU-s "
+        "| load | RSS MiB (coord/worker) | drain bound | liveness |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         live = r.get("liveness")
         live_s = (

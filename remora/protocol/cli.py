@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     except ProtocolError as exc:
         print(f"remora explore: spec evaluation error: {exc}", file=sys.stderr)
         return EXIT_VIOLATION
-    print(format_summary(result, model))
+    print(format_summary(result))
     summary: dict[str, Any] = {
         "config": name,
         "distinct_states": result.distinct,
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     code = EXIT_OK
     if result.violation is not None:
         v = result.violation
-        print(violation_text(v, model))
+        print(violation_text(v, model, name))
         doc = v.document(model, name)
         path = _cex_path(args, name)
         _write_json(path, doc)

@@ -25,7 +25,6 @@ are kept (two machine integers), so counterexamples are rebuilt by replaying fro
 from __future__ import annotations
 
 import marshal
-import sys
 import time
 from array import array
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from typing import Any, TextIO
 
 from remora.protocol.spec import ACTION_PROPERTIES, INVARIANTS, Remora, State, Step
 from remora.protocol.tlc import BRANCHING_ACTIONS, BranchCounter
-from remora.protocol.trace import Renderer, trace_document
+from remora.protocol.trace import format_trace, trace_document
 
 _dumps = marshal.dumps
 _loads = marshal.loads
@@ -321,7 +320,7 @@ def explore(
     return finish(None, depth, True)
 
 
-def format_summary(result: ExploreResult, model: Remora) -> str:
+def format_summary(result: ExploreResult) -> str:
     """The run summary printed by ``remora explore`` (TLC-like wording)."""
     lines = [
         f"config: {result.config_name}",
@@ -338,26 +337,15 @@ def format_summary(result: ExploreResult, model: Remora) -> str:
     ]
     for name, st in result.per_action.items():
         lines.append(f"  {name:<34} {st.generated:>12,} / {st.distinct:>10,}")
-    del model
     return "\n".join(lines)
 
 
-def violation_text(v: Violation, model: Remora) -> str:
-    r = Renderer(model)
+def violation_text(v: Violation, model: Remora, config_name: str = "custom") -> str:
+    """TLC-like report of a safety violation: the error line and the behaviour."""
     head = {
         "invariant": f"Error: Invariant {v.name} is violated.",
         "action-property": f"Error: Action property {v.name} is violated.",
         "deadlock": "Error: Deadlock reached.",
     }.get(v.kind, f"Error: {v.name}")
-    lines = [head, "The behavior up to this point is:"]
-    for i, s in enumerate(v.states):
-        label = "Initial predicate" if i == 0 else r.step_label(v.steps[i - 1])
-        lines.append(f"State {i + 1}: <{label}>")
-        body = r.state(s) if i == 0 else r.changes(v.states[i - 1], s)
-        for var, val in body.items():
-            lines.append(f"  /\\ {var} = {val}")
-    return "\n".join(lines)
-
-
-def _default_progress() -> TextIO:
-    return sys.stderr
+    body = format_trace(v.document(model, config_name))
+    return f"{head}\nThe behavior up to this point is:\n{body}"

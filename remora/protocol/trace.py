@@ -356,6 +356,10 @@ def format_trace(document: dict[str, Any]) -> str:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, dict):
+        if not v:
+            return "<<>>"
+        if set(v) <= set(SERVICE_NAMES):  # a record [Services -> LinkStates]
+            return "[" + ", ".join(f"{k} |-> {_fmt(x)}" for k, x in v.items()) + "]"
         return "(" + " @@ ".join(f"{k} :> {_fmt(x)}" for k, x in v.items()) + ")"
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"

@@ -23,6 +23,11 @@ TLC_COUNTS: dict[str, tuple[int, int, int]] = {
     "crash": (642180, 6128601, 30),
     "two-jobs": (931381, 9713307, 31),
     "faults-1w": (1454754, 13271164, 31),
+    # Not named in the issue; chosen to exercise TLC's branch multiplicity of Tick (two live
+    # timers) and of CrashWorker/ReleaseReservation/CleanupStage (several witnesses).
+    # retry-g2 is run without the two live-lease invariants (see the permit-limit finding).
+    "retry-g2": (32375, 267862, 28),
+    "crash3": (2164334, 22893112, 32),
 }
 
 

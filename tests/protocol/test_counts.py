@@ -6,7 +6,8 @@ import pytest
 
 from remora.protocol.config import NAMED_CONFIGS
 from remora.protocol.explore import ExploreOptions, explore
-from remora.protocol.spec import Remora
+from remora.protocol.parallel import explore_parallel
+from remora.protocol.spec import INVARIANTS, Remora
 
 from .helpers import SLOW, TLC_COUNTS
 
@@ -27,6 +28,27 @@ def test_counts_equal_tlc_large(name: str) -> None:
     r = explore(Remora(NAMED_CONFIGS[name]), name)
     assert r.violation is None and r.complete
     assert (r.distinct, r.generated, r.depth) == TLC_COUNTS[name]
+
+
+def test_counts_equal_tlc_when_tick_branches_twice() -> None:
+    m = Remora(NAMED_CONFIGS["retry"]._replace(MaxProgress=1, GlobalLimit=2))
+    skip = ("LiveProgressCompatibleWithLiveLease", "AtMostOneLiveLeasePerJob")
+    r = explore(
+        m, "retry-g2", ExploreOptions(invariants=tuple(i for i in INVARIANTS if i not in skip))
+    )
+    assert r.violation is None and r.complete
+    assert (r.distinct, r.generated, r.depth) == TLC_COUNTS["retry-g2"]
+
+
+@SLOW
+@pytest.mark.slow
+def test_counts_equal_tlc_with_three_workers() -> None:
+    k = NAMED_CONFIGS["crash"]._replace(
+        Workers=("w1", "w2", "w3"), FaultServices=frozenset(), MaxCoordLosses=0
+    )
+    r, _ = explore_parallel(Remora(k), "crash3", workers=2)
+    assert r.violation is None and r.complete
+    assert (r.distinct, r.generated, r.depth) == TLC_COUNTS["crash3"]
 
 
 def test_dfs_reachability_agrees_with_bfs() -> None:

@@ -8,9 +8,7 @@ from remora.protocol.liveness import _Annotated, _fair_set
 A, B = 1, 2  # fairness conjunct bits
 
 
-def ann(
-    edges: dict[int, dict[int, int]], en: list[int], wf: int = 0, sf: int = 0
-) -> _Annotated:
+def ann(edges: dict[int, dict[int, int]], en: list[int], wf: int = 0, sf: int = 0) -> _Annotated:
     n = len(en)
     taken = [edges.get(u, {}) for u in range(n)]
     return _Annotated(StateGraph(steps=()), [], en, taken, wf, sf, [True] * n)

@@ -24,6 +24,7 @@ from remora.cli import sim as sim_cmd
 from remora.cli import status as status_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from remora.errors import InvalidInput, RemoraError
+from remora.protocol.cli import register as register_explore
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.register(sub)
     status_cmd.register(sub)
     sim_cmd.register(sub)
+    register_explore(sub)
     return parser
 
 

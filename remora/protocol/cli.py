@@ -1,0 +1,177 @@
+"""``remora explore``: exhaustive model checking of the executable ``Remora.tla`` port.
+
+Exit codes: 0 no violation; 1 invariant/action-property violation, deadlock, liveness or
+drain failure; 2 bad usage or a rejected configuration file (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from remora.protocol.config import NAMED_CONFIGS, load_config
+from remora.protocol.errors import ProtocolError
+from remora.protocol.explore import ExploreOptions, explore, format_summary, violation_text
+from remora.protocol.liveness import LIVENESS_PROPERTIES, DrainChecker, check_liveness
+from remora.protocol.parallel import explore_parallel
+from remora.protocol.spec import Remora
+from remora.protocol.trace import format_trace
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_USAGE = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``explore`` subcommand to ``remora``'s subparsers."""
+    p = subparsers.add_parser(
+        "explore",
+        help="exhaustively explore the Remora.tla port (TLC-compatible counts)",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    p.add_argument(
+        "--config",
+        required=True,
+        metavar="NAME|FILE",
+        help=f"named configuration ({', '.join(NAMED_CONFIGS)}) or a .toml/.json file",
+    )
+    p.add_argument(
+        "--liveness",
+        action="store_true",
+        help="keep the state graph and check the liveness properties (fair SCCs)",
+    )
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="from every reachable state, run the fault-free fair drain to SystemQuiescent",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: 2, or 1 with --liveness, which keeps the graph)",
+    )
+    p.add_argument("--no-deadlock", action="store_true", help="do not report deadlocks")
+    p.add_argument(
+        "--counterexample",
+        metavar="PATH",
+        default=None,
+        help="where to write the counterexample JSON (default: "
+        "$REMORA_ARTIFACT_DIR or artifacts/protocol/<config>-counterexample.json)",
+    )
+    p.add_argument("--json", metavar="PATH", default=None, help="write the run summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=run)
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def _cex_path(args: argparse.Namespace, name: str) -> Path:
+    if args.counterexample:
+        return Path(args.counterexample)
+    base = Path(os.environ.get("REMORA_ARTIFACT_DIR") or "artifacts") / "protocol"
+    return base / f"{Path(name).name}-counterexample.json"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        name, constants = load_config(args.config)
+        model = Remora(constants)
+    except ProtocolError as exc:
+        print(f"remora explore: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    workers = args.workers if args.workers is not None else (1 if args.liveness else 2)
+    if workers < 1 or (workers > 1 and args.liveness):
+        print("remora explore: --liveness needs --workers 1; N must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    drain = DrainChecker(model) if args.drain and workers == 1 else None
+    opts = ExploreOptions(
+        check_deadlock=not args.no_deadlock,
+        keep_graph=args.liveness,
+        progress=None if args.quiet else sys.stderr,
+        on_state=drain,
+    )
+    drained: tuple[int, int] | None = None
+    try:
+        if workers == 1:
+            result = explore(model, name, opts)
+            if drain is not None:
+                drained = (drain.max_length, drain.failures)
+        else:
+            result, drained = explore_parallel(model, name, opts, workers, drain=args.drain)
+    except ProtocolError as exc:
+        print(f"remora explore: spec evaluation error: {exc}", file=sys.stderr)
+        return EXIT_VIOLATION
+    print(format_summary(result))
+    summary: dict[str, Any] = {
+        "config": name,
+        "distinct_states": result.distinct,
+        "states_generated": result.generated,
+        "depth": result.depth,
+        "seconds": round(result.elapsed, 3),
+        "workers": workers,
+        "per_action": {
+            k: {"generated": v.generated, "distinct": v.distinct}
+            for k, v in result.per_action.items()
+        },
+        "violation": None,
+        "liveness": None,
+        "drain": None,
+    }
+    code = EXIT_OK
+    if result.violation is not None:
+        v = result.violation
+        print(violation_text(v, model, name))
+        doc = v.document(model, name)
+        path = _cex_path(args, name)
+        _write_json(path, doc)
+        print(f"counterexample written to {path}")
+        summary["violation"] = {"kind": v.kind, "name": v.name, "file": str(path)}
+        code = EXIT_VIOLATION
+    else:
+        print("Model checking completed. No error has been found.")
+    if drained is not None and result.violation is None:
+        longest, failures = drained
+        if failures == 0:
+            print(
+                "fair drain: every reachable state drains to SystemQuiescent within "
+                f"{longest} steps"
+            )
+        else:
+            why = f": {drain.first_failure}" if drain is not None else ""
+            print(f"fair drain: {failures} state(s) do not drain{why}")
+            code = EXIT_VIOLATION
+        summary["drain"] = {"max_steps": longest, "failures": failures}
+    if args.liveness and result.violation is None and result.graph is not None:
+        live = check_liveness(model, result.graph, name, LIVENESS_PROPERTIES)
+        summary["liveness"] = {}
+        first_bad = None
+        for lr in live:
+            status = "holds" if lr.holds else "VIOLATED"
+            print(f"liveness: {lr.label}: {status}")
+            summary["liveness"][lr.label] = lr.holds
+            if not lr.holds and first_bad is None:
+                first_bad = lr
+        if first_bad is not None and first_bad.lasso is not None:
+            print(f"Error: Temporal property {first_bad.label} is violated by this lasso:")
+            print(format_trace(first_bad.lasso))
+            path = _cex_path(args, name)
+            _write_json(path, first_bad.lasso)
+            print(f"counterexample written to {path}")
+            code = EXIT_VIOLATION
+    if args.json:
+        _write_json(Path(args.json), summary)
+    return code

@@ -14,6 +14,7 @@ from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import Reducer
 from remora.sim.report import run_trace
+from remora.sim.stores import STORES, store_factory
 from remora.sim.trace import Trace, loads
 
 
@@ -55,6 +56,14 @@ def register(sub: Any) -> None:
     p.add_argument("--no-drain", action="store_true", help="skip fair recovery at the end")
     p.add_argument("--save", metavar="FILE", help="save the generated trace")
     p.add_argument("--report", metavar="FILE", help="also write the report to FILE")
+    p.add_argument(
+        "--store",
+        choices=STORES,
+        default="memory",
+        help="run on a fresh store of this kind (default memory; postgres needs --dsn, whose "
+        "user may create a scratch database)",
+    )
+    p.add_argument("--dsn", help="PostgreSQL server for --store postgres (libpq DSN or URI)")
     p.set_defaults(func=sim_worker)
 
     c = sub.add_parser("corpus", help="run the fixed corpus (seeds 1-8 x valid/conflict)")
@@ -90,7 +99,8 @@ def sim_worker(args: argparse.Namespace) -> int:
         )
         if args.save:
             atomic_write(args.save, trace.dumps())
-    report = run_trace(trace)
+    with store_factory(args.store, args.dsn) as factory:
+        report = run_trace(trace, store_factory=factory)
     text = report.dumps()
     if args.report:
         atomic_write(args.report, text)

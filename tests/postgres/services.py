@@ -12,15 +12,14 @@ gate itself is :func:`tests.services.unavailable`, shared with the Redis tests.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from remora.store.postgres import scratch_database
 from tests.services import unavailable
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -57,29 +56,11 @@ def dsn_for(dbname: str, base: str | None = None) -> str:
     return make_conninfo(base or pg_maintenance_dsn(), dbname=dbname)
 
 
-def create_database(maintenance: str) -> str:
-    name = f"remora_test_{secrets.token_hex(6)}"
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return name
-
-
-def drop_database(maintenance: str, name: str) -> None:
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-
-
 @contextmanager
 def fresh_database() -> Iterator[str]:
     """A DSN of a brand-new, empty database, dropped on exit."""
-    maintenance = require_postgres()
-    name = create_database(maintenance)
-    try:
-        yield dsn_for(name, maintenance)
-    finally:
-        drop_database(maintenance, name)
+    with scratch_database(require_postgres(), prefix="remora_test") as dsn:
+        yield dsn
 
 
 def database_name(dsn: str) -> str:

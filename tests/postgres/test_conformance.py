@@ -12,9 +12,6 @@ identical: status, final boundary, the boundary before the drain, every attempt 
 from __future__ import annotations
 
 import json
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +19,11 @@ import pytest
 
 from remora.sim.generate import generate
 from remora.sim.report import run_trace
-from remora.sim.trace import SimConfig, Trace, loads
-from remora.store import SqliteStore, StateStore
-from remora.store.postgres import PostgresBackend, PostgresStore
-from tests.postgres.services import fresh_database
+from remora.sim.stores import store_factory
+from remora.sim.trace import Trace, loads
+from remora.store import StateStore
+from remora.store.postgres import PostgresBackend
+from tests.postgres.services import fresh_database, require_postgres
 
 pytestmark = pytest.mark.services
 
@@ -42,24 +40,10 @@ COMPARED = (
     "diagnostics",
 )
 
-StoreFactory = Callable[[SimConfig], StateStore] | None
-
-
-@contextmanager
-def store_factory(kind: str) -> Iterator[StoreFactory]:
-    with ExitStack() as stack:
-        if kind == "memory":
-            yield None
-        elif kind == "sqlite":
-            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            yield lambda _config: SqliteStore(tmp / "state.sqlite3")
-        else:
-            dsn = stack.enter_context(fresh_database())
-            yield lambda _config: PostgresStore(dsn)
-
 
 def report_of(trace: Trace, kind: str) -> dict[str, Any]:
-    with store_factory(kind) as factory:
+    dsn = require_postgres() if kind == "postgres" else None
+    with store_factory(kind, dsn) as factory:
         document = run_trace(trace, store_factory=factory).document
     return {key: json.loads(json.dumps(document.get(key), sort_keys=True)) for key in COMPARED}
 
@@ -107,3 +91,36 @@ def test_planted_boundary_bug_is_caught() -> None:
         if planted != memory:
             return
     raise AssertionError("committing unknown-aborted writes went unnoticed by the comparison")
+
+
+def test_cli_replays_on_every_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from remora.cli import main
+
+    path = SCENARIOS / "epoch-order-replacement-after-commit.trace.json"
+    outputs = {}
+    for args in (
+        [],
+        ["--store", "sqlite"],
+        ["--store", "postgres", "--dsn", require_postgres()],
+    ):
+        assert main(["sim-worker", "--replay", str(path), *args]) == 0
+        outputs[tuple(args[:2])] = capsys.readouterr().out
+    assert len(set(outputs.values())) == 1  # byte-identical reports
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--store", "postgres"], "--dsn is required"),
+        (["--dsn", "postgresql://x@127.0.0.1/x"], "--dsn is required"),
+        (["--store", "postgres", "--dsn", "host=127.0.0.1 port=1 connect_timeout=1"], "scratch"),
+    ],
+)
+def test_cli_store_errors_are_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from remora.cli import main
+
+    code = main(["sim-worker", "--seed", "1", *args])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and message in err and err.count("\n") == 1

@@ -120,3 +120,32 @@ def test_memory_backend_observer_reads() -> None:
     assert [q.reason for q in store.backend.quarantine(4)] == ["malformed"]
     assert [i.version for i in store.backend.intents(4)] == [1]
     assert store.snapshot().partition(9).epoch == 0
+
+
+def test_logical_timers_fire_inside_advance() -> None:
+    clock = LogicalClock()
+    fired: list[str] = []
+    clock.call_later(0.5, lambda: fired.append("a"))
+    disarm = clock.call_later(0.3, lambda: fired.append("never"))
+    clock.call_later(0.5, lambda: fired.append("b"))
+    disarm()
+    disarm()
+    clock.advance(400)
+    assert fired == []
+    clock.advance(100)
+    assert fired == ["a", "b"]  # in arming order at equal times
+
+
+def test_monotonic_timers_fire_once_and_disarm() -> None:
+    import threading
+
+    clock = MonotonicClock()
+    done = threading.Event()
+    fired: list[int] = []
+    disarms = [clock.call_later(0.05, lambda i=i: fired.append(i)) for i in range(200)]
+    for disarm in disarms[1:]:
+        disarm()  # compacts the heap once most timers are disarmed
+    clock.call_later(0.1, done.set)
+    clock.call_later(0.06, lambda: 1 / 0)  # a failing callback does not stop the watchdog
+    assert done.wait(5)
+    assert fired == [0]

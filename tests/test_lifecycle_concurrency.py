@@ -109,3 +109,27 @@ def test_sqlite_lock_timeout_is_unavailable(tmp_path: Path) -> None:
         blocker.execute("ROLLBACK")
         blocker.close()
         backend.close()
+
+
+def test_budget_interrupts_blocked_io() -> None:
+    """The operation budget does not just fail the next check: when it runs out, the
+    operation's context is canceled, which ends I/O that is blocked."""
+    h = Harness(records(0, amendment("s", "submit", 1)))
+    lifecycle = Lifecycle(h.store, h.log, clock=MonotonicClock(), budget=0.2)
+    h.hook.on_boundary(Operation.CLAIM, 1, At.BEFORE, lambda ctx: ctx.sleep(BOUND))
+    outcome: list[BaseException] = []
+
+    def assign() -> None:
+        try:
+            lifecycle.assign([0])
+        except BaseException as exc:  # recorded for the assertion
+            outcome.append(exc)
+
+    worker = threading.Thread(target=assign)
+    worker.start()
+    worker.join(BOUND)
+    assert not worker.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], DeadlineExceeded)
+    assert "budget" in str(outcome[0])
+    assert h.calls()[-1] == ("claim", "commit", False, "canceled")
+    assert lifecycle.retired is outcome[0] and lifecycle.owned() == {}

@@ -188,6 +188,10 @@ class Lifecycle:
 
     def _guarded(self, operation: str, run: Callable[[Context], T]) -> T:
         ctx = self._ctx.child(budget=self.budget)  # the budget includes the mutex wait
+        expired = DeadlineExceeded(f"{self.name}: {operation} exceeded its {self.budget} s budget")
+        # When the budget runs out the operation's context is canceled, which interrupts
+        # I/O that is blocked (a lock wait, an unanswered server) through its callbacks.
+        disarm = self.clock.call_later(self.budget, lambda: ctx.cancel(expired))
         try:
             remaining = ctx.remaining()
             timeout = -1.0 if remaining is None else max(0.0, remaining)
@@ -206,6 +210,7 @@ class Lifecycle:
             finally:
                 self._mutex.release()
         finally:
+            disarm()
             ctx.close()
 
     def _why_not_live(self) -> str:

@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS remora_outbox (
     partition INTEGER NOT NULL, seq INTEGER NOT NULL, subject TEXT NOT NULL,
     version INTEGER NOT NULL, op TEXT NOT NULL, body TEXT NOT NULL, "offset" INTEGER NOT NULL,
     PRIMARY KEY (partition, seq));
+CREATE UNIQUE INDEX IF NOT EXISTS remora_outbox_offset ON remora_outbox (partition, "offset");
 CREATE TABLE IF NOT EXISTS remora_quarantine (
     partition INTEGER NOT NULL, "offset" INTEGER NOT NULL, subject TEXT,
     reason TEXT NOT NULL, detail TEXT NOT NULL,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -131,8 +132,7 @@ def main() -> int:
     print(table(outcomes))
     killed = [o for o in outcomes if o.killed]
     if killed:
-        times = sorted(o.seconds for o in killed)
-        print(f"median time to kill: {times[len(times) // 2]:.2f} s")
+        print(f"median time to kill: {statistics.median(o.seconds for o in killed):.2f} s")
     return 0 if len(killed) == len(outcomes) else 1
 
 

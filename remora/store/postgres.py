@@ -63,7 +63,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from remora.context import Context
 from remora.domain import (
-    Applied,
     Intent,
     OutboxEntry,
     QuarantineEntry,
@@ -82,6 +81,7 @@ from remora.errors import (
 )
 from remora.faults import NO_FAULTS, IOHook
 from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+from remora.store.sql import decision_writes
 
 T = TypeVar("T")
 
@@ -434,42 +434,10 @@ class PostgresBackend:
             decision = decide(record, parsed, current, next_seq)
             result = Token(epoch, record.offset + 1)
             with cur.connection.pipeline():
-                if isinstance(decision, Applied):
-                    e = decision.entry
-                    cur.execute(
-                        "INSERT INTO remora_outbox (partition, seq, subject, version, op, body, "
-                        '"offset") VALUES (%s, %s, %s, %s, %s, %s, %s)',
-                        (e.partition, e.seq, e.subject, e.version, e.op, e.body, e.offset),
-                    )
-                    if decision.intent is not None:
-                        i = decision.intent
-                        cur.execute(
-                            "INSERT INTO remora_intent (partition, subject, version, body, "
-                            '"offset") VALUES (%s, %s, %s, %s, %s)',
-                            (i.partition, i.subject, i.version, i.body, record.offset),
-                        )
-                    next_seq += 1
-                else:
-                    q = decision.entry
-                    cur.execute(
-                        'INSERT INTO remora_quarantine (partition, "offset", subject, reason, '
-                        "detail) VALUES (%s, %s, %s, %s, %s)",
-                        (q.partition, q.offset, q.subject, q.reason, q.detail),
-                    )
-                if decision.subject is not None:
-                    s = decision.subject
-                    cur.execute(
-                        "INSERT INTO remora_subject (partition, subject, revision, status, "
-                        "blocked, body) VALUES (%s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (partition, subject) DO UPDATE SET "
-                        "revision = excluded.revision, status = excluded.status, "
-                        "blocked = excluded.blocked, body = excluded.body",
-                        (partition, s.subject, s.revision, s.status, s.blocked, s.body),
-                    )
-                cur.execute(
-                    "UPDATE remora_partition SET frontier = %s, next_seq = %s WHERE partition = %s",
-                    (result.frontier, next_seq, partition),
-                )
+                for statement, params in decision_writes(
+                    partition, record, decision, next_seq, placeholder="%s", intent_offset=True
+                ):
+                    cur.execute(statement, params)
             return result
 
         return self._write(ctx, commit, "process", body)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from remora.context import Context
 from remora.domain import (
-    Applied,
     Intent,
     OutboxEntry,
     QuarantineEntry,
@@ -29,6 +28,7 @@ from remora.domain import (
 from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.faults import NO_FAULTS, IOHook
 from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+from remora.store.sql import decision_writes
 
 SCHEMA_VERSION = 1
 
@@ -196,42 +196,11 @@ class SqliteBackend:
                 if row is not None:
                     current = SubjectState(parsed.subject, row[0], row[1], bool(row[2]), row[3])
             decision = decide(record, parsed, current, next_seq)
-            if isinstance(decision, Applied):
-                e = decision.entry
-                conn.execute(
-                    "INSERT INTO remora_outbox(partition, seq, subject, version, op, body, "
-                    '"offset") VALUES (?, ?, ?, ?, ?, ?, ?)',
-                    (e.partition, e.seq, e.subject, e.version, e.op, e.body, e.offset),
-                )
-                if decision.intent is not None:
-                    i = decision.intent
-                    conn.execute(
-                        "INSERT INTO remora_intent(partition, subject, version, body) "
-                        "VALUES (?, ?, ?, ?)",
-                        (i.partition, i.subject, i.version, i.body),
-                    )
-                next_seq += 1
-            else:
-                q = decision.entry
-                conn.execute(
-                    'INSERT INTO remora_quarantine(partition, "offset", subject, reason, detail) '
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (q.partition, q.offset, q.subject, q.reason, q.detail),
-                )
-            if decision.subject is not None:
-                s = decision.subject
-                conn.execute(
-                    "INSERT INTO remora_subject(partition, subject, revision, status, blocked, "
-                    "body) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(partition, subject) DO UPDATE "
-                    "SET revision = excluded.revision, status = excluded.status, "
-                    "blocked = excluded.blocked, body = excluded.body",
-                    (partition, s.subject, s.revision, s.status, int(s.blocked), s.body),
-                )
+            for statement, params in decision_writes(
+                partition, record, decision, next_seq, placeholder="?"
+            ):
+                conn.execute(statement, params)
             result = Token(epoch, record.offset + 1)
-            conn.execute(
-                "UPDATE remora_partition SET frontier = ?, next_seq = ? WHERE partition = ?",
-                (result.frontier, next_seq, partition),
-            )
         return result
 
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import marshal
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -159,6 +159,22 @@ class _Progress:
         )
 
 
+def replay_chain(
+    model: Remora, chain: Sequence[int], steps: Sequence[Step]
+) -> tuple[list[State], list[Step]]:
+    """Rebuild a path from its chain: ``chain[0]`` encodes the initial state
+    (``-1 - init_index``), the rest are indexes into ``steps``."""
+    s = model.Init()[-1 - chain[0]]
+    states, path = [s], []
+    for k in chain[1:]:
+        t = model.apply(s, steps[k])
+        assert t is not None
+        states.append(t)
+        path.append(steps[k])
+        s = t
+    return states, path
+
+
 def explore(
     model: Remora, config_name: str = "custom", options: ExploreOptions | None = None
 ) -> ExploreResult:
@@ -207,15 +223,7 @@ def explore(
             chain.append(via[i])
             i = parent[i]
         chain.reverse()
-        # chain[0] encodes the initial state (-1 - init_index); the rest are step indices.
-        s = model.Init()[-1 - chain[0]]
-        states, path = [s], []
-        for k in chain[1:]:
-            t = model.apply(s, steps[k])
-            assert t is not None
-            states.append(t)
-            path.append(steps[k])
-            s = t
+        states, path = replay_chain(model, chain, steps)
         if extra is not None:
             path.append(extra[0])
             states.append(extra[1])

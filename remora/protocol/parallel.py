@@ -32,6 +32,7 @@ from remora.protocol.explore import (
     Violation,
     _Progress,
     property_checks,
+    replay_chain,
 )
 from remora.protocol.liveness import DrainChecker
 from remora.protocol.spec import ACTION_PROPERTIES, Remora, State, Step
@@ -286,15 +287,8 @@ def _build_violation(
     found: tuple[Any, ...],
 ) -> Violation:
     kind, name, gid = found[0], found[1], found[2]
-    chain = _chain(conns, nw, gid)
-    s = model.Init()[-1 - chain[0]]
-    states, path = [s], []
-    for k in chain[1:]:
-        t = model.apply(s, steps[k])
-        assert t is not None
-        states.append(t)
-        path.append(steps[k])
-        s = t
+    states, path = replay_chain(model, _chain(conns, nw, gid), steps)
+    s = states[-1]
     if kind == "action-property":
         step = steps[found[3]]
         t = model.apply(s, step)

@@ -6,6 +6,8 @@ even if processing then fails, and a replacement lifetime must seek its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from remora.domain import SourceRecord
 from remora.errors import Unseeked
 from remora.source.log import MemorySourceLog
@@ -24,6 +26,24 @@ class FetchCursors:
 
     def clear(self) -> None:
         self._positions.clear()
+
+    def fetch_round_robin(self, partitions: Sequence[int], max_records: int) -> list[SourceRecord]:
+        """Up to ``max_records`` records, one partition at a time in turn, until every
+        positioned partition is idle (partitions without a cursor are skipped)."""
+        out: list[SourceRecord] = []
+        progressing = True
+        while len(out) < max_records and progressing:
+            progressing = False
+            for partition in partitions:
+                if self._positions.get(partition) is None:
+                    continue
+                record = self.fetch(partition)
+                if record is not None:
+                    out.append(record)
+                    progressing = True
+                    if len(out) >= max_records:
+                        break
+        return out
 
     def fetch(self, partition: int) -> SourceRecord | None:
         """Deliver the next visible record and advance past it; None when idle.

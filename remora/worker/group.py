@@ -155,17 +155,7 @@ class GroupClient:
                 self.partitions = parts
                 if parts and self._on_assigned is not None:
                     self._on_assigned(parts)  # assign + seek through the lifecycle
-            out: list[SourceRecord] = []
-            progressing = True
-            while len(out) < max_records and progressing:
-                progressing = False
-                for partition in self.partitions:
-                    record = self.cursors.fetch(partition)
-                    if record is not None:
-                        out.append(record)
-                        progressing = True
-                        if len(out) >= max_records:
-                            break
+            out = self.cursors.fetch_round_robin(self.partitions, max_records)
             if out:
                 coordinator.progress(len(out))
                 return out

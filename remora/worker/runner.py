@@ -125,20 +125,7 @@ class LogClient:
         if not self._assigned and self._on_assigned is not None:
             self._assigned = True
             self._on_assigned(self.partitions)
-        out: list[SourceRecord] = []
-        progressing = True
-        while len(out) < max_records and progressing:
-            progressing = False
-            for partition in self.partitions:
-                if self.cursors.position(partition) is None:
-                    continue
-                record = self.cursors.fetch(partition)
-                if record is not None:
-                    out.append(record)
-                    progressing = True
-                    if len(out) >= max_records:
-                        break
-        return out
+        return self.cursors.fetch_round_robin(self.partitions, max_records)
 
     def close(self) -> None:
         if self._assigned and self._on_revoked is not None:

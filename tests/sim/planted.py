@@ -136,3 +136,15 @@ class SkipsCancelAfterWakeup(Lifecycle):
             self.wait(ctx, self.retry.wait_before(call))
         else:
             ctx.check()
+
+
+class NeverAssignsTwice(Lifecycle):
+    """Refuses every assignment after the first lifetime's (recovery cannot take over)."""
+
+    assigned_once = False
+
+    def _claim(self, ctx: Context, partition: int) -> Token:
+        if NeverAssignsTwice.assigned_once and self.name != "lifetime 0":
+            raise UnknownResult("planted: claims after the first lifetime never resolve")
+        NeverAssignsTwice.assigned_once = True
+        return super()._claim(ctx, partition)

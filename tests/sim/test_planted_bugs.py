@@ -44,6 +44,7 @@ CASES: list[tuple[str, Trace, type[Lifecycle]]] = [
         bug.FrontierBeforeResolution,
     ),
     ("drain-no-progress", trace(*OWN), bug.ProcessesNothing),
+    ("drain-failed", trace(*OWN), bug.NeverAssignsTwice),
     (
         "repeated-decision",
         trace(*OWN, Step("process", 0, 0, (sel("process", "unknown-committed"),))),
@@ -68,6 +69,7 @@ def test_planted_lifecycle_bug_is_caught(
     kind: str, schedule: Trace, broken: type[Lifecycle]
 ) -> None:
     assert run_trace(schedule).status in ("PASS", "PASS_WITH_EXCLUSIONS")  # the real one
+    bug.NeverAssignsTwice.assigned_once = False
     report = run_trace(schedule, lifecycle_factory=broken)
     assert report.status == "ERROR"
     assert report.failure == f"ERROR {kind}"

@@ -14,6 +14,7 @@ never as a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -66,5 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"remora {args.command}: interrupted", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:
+        # The reader went away (e.g. `remora … | head`): stop quietly, and keep Python's
+        # final flush of stdout from raising again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILED
     return code

@@ -126,7 +126,7 @@ def test_run_cli_with_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFi
     [
         (["--workers", "0"], "--workers: must be at least 1"),
         (["--workers", "x"], "--workers: not an integer"),
-        (["--rebalance-every", "-1"], "--rebalance-every: must be 0 or more"),
+        (["--rebalance-every", "-1"], "--rebalance-every: must be at least 0"),
         (["--db", "a", "--dsn", "b"], "not allowed with argument"),
     ],
 )

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress
+from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress, int_at_least
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
 from remora.source import load_source_dir
 from remora.source.log import MemorySourceLog
@@ -25,24 +25,8 @@ __all__ = ["DEFAULT_DB", "print_table", "register", "run", "summarize"]
 DEFAULT_REBALANCE_EVERY = 500
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_positive = int_at_least(1)
+_non_negative = int_at_least(0)
 
 
 def register(sub: Any) -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress
+from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress, int_at_least
 from remora.errors import InvalidInput
 from remora.sim.artifacts import atomic_write, failures_dir, replay_command
 from remora.sim.corpus import manifest_text, run_corpus, write_evidence
@@ -29,14 +29,7 @@ def read_trace(path: str) -> Trace:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
+_non_negative = int_at_least(0)
 
 
 def register(sub: Any) -> None:
@@ -48,11 +41,11 @@ def register(sub: Any) -> None:
         "otherwise, 2 for bad usage or a rejected trace.",
     )
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--seed", type=_positive, help="generate the schedule from this seed")
+    which.add_argument("--seed", type=_non_negative, help="generate the schedule from this seed")
     which.add_argument("--replay", metavar="FILE", help="replay a saved trace (never regenerates)")
     p.add_argument("--class", dest="trace_class", choices=GENERATED_CLASSES, default="valid")
-    p.add_argument("--steps", type=_positive, default=DEFAULT_STEPS)
-    p.add_argument("--partitions", type=_positive, default=None)
+    p.add_argument("--steps", type=_non_negative, default=DEFAULT_STEPS)
+    p.add_argument("--partitions", type=_non_negative, default=None)
     p.add_argument("--no-drain", action="store_true", help="skip fair recovery at the end")
     p.add_argument("--save", metavar="FILE", help="save the generated trace")
     p.add_argument("--report", metavar="FILE", help="also write the report to FILE")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from remora.clock import LogicalClock, MonotonicClock, logical_wait, real_wait
+from remora.clock import LogicalClock, MonotonicClock
 from remora.context import Context
 from remora.errors import Canceled, DeadlineExceeded, InvalidInput
 from remora.faults import (
@@ -63,15 +65,22 @@ def test_deadline_on_logical_clock() -> None:
 def test_real_sleep_wakes_on_cancel() -> None:
     ctx = Context(MonotonicClock())
     assert ctx.sleep(0.0)
-    ctx.cancel()
-    real_wait(ctx, 60.0)  # returns at once
-    assert not ctx.sleep(60.0)
+    child = ctx.child()
+    threading.Timer(0.05, ctx.cancel).start()
+    assert not child.sleep(60.0)  # woken by the parent's cancellation, not after 60 s
+    assert not ctx.sleep(60.0)  # already canceled: returns at once
 
 
-def test_logical_wait_advances_clock() -> None:
+def test_logical_sleep_advances_the_clock_instead_of_sleeping() -> None:
     clock = LogicalClock()
-    logical_wait(clock)(Context(clock), 0.2)
+    ctx = Context(clock)
+    assert ctx.sleep(0.2)
     assert clock.ms == 200 and clock.now() == 0.2
+    budget = ctx.child(budget=0.5)
+    clock.call_later(0.5, budget.cancel)  # a budget timer firing during the wait
+    assert not budget.sleep(1.0)  # cut short by the cancellation ...
+    assert clock.ms == 1200  # ... yet the whole logical time passed, as the schedule says
+    assert not budget.sleep(0.1) and clock.ms == 1300
 
 
 def test_no_faults_hook_commits() -> None:
@@ -137,8 +146,6 @@ def test_logical_timers_fire_inside_advance() -> None:
 
 
 def test_monotonic_timers_fire_once_and_disarm() -> None:
-    import threading
-
     clock = MonotonicClock()
     done = threading.Event()
     fired: list[int] = []

@@ -21,6 +21,7 @@ trace replays through exactly the code that found it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -130,6 +131,20 @@ def raw_records(source: Iterable[SourceRecord]) -> list[RawRecord]:
     return [RawRecord(r.partition, r.offset, r.visible, r.key, r.value) for r in source]
 
 
+class SimClock(LogicalClock):
+    """The simulation's logical clock: every wait through it is reported to ``on_sleep``
+    (in milliseconds) after the time has passed, so the scheduler records and checks it."""
+
+    def __init__(self, on_sleep: Callable[[int], None]) -> None:
+        super().__init__()
+        self.on_sleep = on_sleep
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        full = super().sleep(seconds, wake)
+        self.on_sleep(round(seconds * 1000))
+        return full
+
+
 class SimHook:
     """The simulation's fault hook (see the module docstring)."""
 
@@ -206,7 +221,7 @@ class Simulation:
         self.config = config
         self.source = tuple(source)
         self.partitions = tuple(range(config.partitions))
-        self.clock = LogicalClock()
+        self.clock = SimClock(self.waited)
         self.hook = SimHook(self)
         self.store = store_factory(config) if store_factory else MemoryStore()
         self.store.hook = self.hook
@@ -256,9 +271,7 @@ class Simulation:
         row = self.store.snapshot().partition(partition)
         return Token(row.epoch, row.frontier)
 
-    def wait(self, ctx: Context, seconds: float) -> None:
-        ms = round(seconds * 1000)
-        self.clock.advance(ms)
+    def waited(self, ms: int) -> None:
         self.attempt.waits_ms.append(ms)
         self.check_all("retry-wait")
 
@@ -438,7 +451,6 @@ class Simulation:
             self.store,
             self.log,
             clock=self.clock,
-            wait=self.wait,
             retry=self.retry,
             budget=self.config.budget_ms / 1000,
             name=f"lifetime {lifetime}",

@@ -119,15 +119,19 @@ def test_memory_backend_observer_reads() -> None:
     store = MemoryStore()
     ctx = Context(LogicalClock())
     assert store.backend.partition_row(4).epoch == 0
-    assert store.backend.outbox(4) == [] == store.backend.quarantine(4) == store.backend.intents(4)
+    empty = store.backend.partition_state(4)
+    assert empty.outbox == () == empty.quarantine == empty.intents
+    assert store.backend.change_count(4) == 0
     token = store.claim(4, ctx)
     recs = records(4, amendment("s", "submit", 1), "x")
     token = store.process(4, token, recs[0], ctx)
     store.process(4, token, recs[1], ctx)
     assert store.backend.partition_row(4).frontier == 2
-    assert [e.seq for e in store.backend.outbox(4)] == [1]
-    assert [q.reason for q in store.backend.quarantine(4)] == ["malformed"]
-    assert [i.version for i in store.backend.intents(4)] == [1]
+    state = store.backend.partition_state(4)
+    assert [e.seq for e in state.outbox] == [1]
+    assert [q.reason for q in state.quarantine] == ["malformed"]
+    assert [i.version for i in state.intents] == [1]
+    assert store.backend.change_count(4) == 3  # one claim, two process writes
     assert store.snapshot().partition(9).epoch == 0
 
 

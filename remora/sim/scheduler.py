@@ -48,7 +48,6 @@ from remora.oracle import Monitor, Observed, Oracle, RawRecord, Violation
 from remora.sim.trace import FaultSelector, SimConfig, Step
 from remora.source import FetchCursors, MemorySourceLog
 from remora.store import MemoryStore, StateStore, Token
-from remora.store.memory import MemoryBackend
 from remora.worker import Lifecycle, RetryPolicy
 
 StoreFactory = Callable[[SimConfig], StateStore]
@@ -225,7 +224,6 @@ class Simulation:
         self.hook = SimHook(self)
         self.store = store_factory(config) if store_factory else MemoryStore()
         self.store.hook = self.hook
-        self._memory = self.store.backend if isinstance(self.store.backend, MemoryBackend) else None
         self.log = MemorySourceLog(self.source, self.partitions, hook=self.hook)
         self.oracle = Oracle(raw_records(self.source), self.partitions)
         self.monitor = Monitor(self.oracle)
@@ -266,9 +264,7 @@ class Simulation:
         return None
 
     def installed(self, partition: int) -> Token:
-        if self._memory is not None:
-            return self._memory.installed(partition)
-        row = self.store.snapshot().partition(partition)
+        row = self.store.backend.partition_row(partition)
         return Token(row.epoch, row.frontier)
 
     def waited(self, ms: int) -> None:
@@ -355,37 +351,21 @@ class Simulation:
             self.violation(v.kind, v.partition, v.message, where)
 
     def observed(self, partition: int) -> Observed:
-        if self._memory is not None:
-            m = self._memory
-            row = m.partition_row(partition)
-            outbox: Sequence[Any] = [
-                (e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in m.outbox(partition)
-            ]
-            quarantine: Sequence[Any] = [
-                (q.offset, q.subject, q.reason) for q in m.quarantine(partition)
-            ]
-            intents: Sequence[Any] = [(i.subject, i.version, i.body) for i in m.intents(partition)]
-            return Observed(partition, row.epoch, row.frontier, outbox, quarantine, intents)
-        snap = self.store.snapshot()
-        row = snap.partition(partition)
+        state = self.store.backend.partition_state(partition)
         return Observed(
             partition,
-            row.epoch,
-            row.frontier,
-            [
-                (e.seq, e.subject, e.version, e.op, e.body, e.offset)
-                for e in snap.outbox
-                if e.partition == partition
-            ],
-            [(q.offset, q.subject, q.reason) for q in snap.quarantine if q.partition == partition],
-            [(i.subject, i.version, i.body) for i in snap.intents if i.partition == partition],
+            state.row.epoch,
+            state.row.frontier,
+            [(e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in state.outbox],
+            [(q.offset, q.subject, q.reason) for q in state.quarantine],
+            [(i.subject, i.version, i.body) for i in state.intents],
         )
 
     def check_partition(self, partition: int, where: str) -> None:
-        if self._memory is not None:
-            # The memory backend counts its committed writes: an unchanged count means an
-            # unchanged partition, already checked.
-            writes = self._memory.writes(partition)
+        # A backend that counts its committed writes: an unchanged count means an
+        # unchanged partition, already checked.
+        writes = self.store.backend.change_count(partition)
+        if writes is not None:
             if self._checked.get(partition) == writes:
                 return
             self._checked[partition] = writes
@@ -579,7 +559,7 @@ class Simulation:
                         "drain",
                     )
                     break
-        Relay(self._outbox_reader(), self.view).deliver(self.partitions)
+        Relay(self.store.backend, self.view).deliver(self.partitions)
         got = [
             (r.partition, r.subject, r.version, r.status, self.monitor._body(r.body))
             for r in self.view.rows()
@@ -590,9 +570,6 @@ class Simulation:
             self.violation("view-mismatch", None, f"view {got} != expected {want}", "drain")
         self.draining = False
         self.drained = True
-
-    def _outbox_reader(self) -> Any:
-        return self.store.backend
 
     def summary(self) -> dict[str, Any]:
         """Status, per-partition boundary and diagnostics of the current state."""

@@ -55,7 +55,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
-import attrs
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
@@ -80,7 +79,16 @@ from remora.errors import (
     UnknownResult,
 )
 from remora.faults import NO_FAULTS, IOHook
-from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+from remora.store.base import (
+    Backend,
+    PartitionRow,
+    PartitionState,
+    PartitionSummary,
+    StateStore,
+    StoreSnapshot,
+    Token,
+    check_fence,
+)
 from remora.store.sql import decision_writes
 
 T = TypeVar("T")
@@ -170,19 +178,7 @@ def describe_dsn(dsn: str) -> str:
     return " ".join(parts) or "(libpq defaults)"
 
 
-@attrs.frozen
-class PartitionSummary:
-    """One partition's counters, as ``remora status`` shows them."""
-
-    partition: int
-    epoch: int
-    frontier: int
-    next_seq: int
-    outbox: int
-    quarantine: int
-
-
-class PostgresBackend:
+class PostgresBackend(Backend):
     """A :class:`~remora.store.base.Backend` on PostgreSQL (see the module docstring)."""
 
     lock_sql = LOCK_PARTITION_SQL
@@ -442,20 +438,48 @@ class PostgresBackend:
 
         return self._write(ctx, commit, "process", body)
 
-    # -- observer reads (not modeled I/O) -------------------------------------------
+    # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
-        """Outbox entries of ``partition`` with seq > ``seq``, in seq order (the relay's
-        read)."""
         with self._connection(None) as conn:
             try:
                 rows = conn.execute(
-                    'SELECT partition, seq, subject, version, op, body, "offset" '
-                    "FROM remora_outbox WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
+                    f"{_OUTBOX} WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
                     (partition, seq, limit),
                 ).fetchall()
             except psycopg.Error as exc:
                 raise self._failure(exc, None, "outbox read") from exc
-        return [OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6])) for r in rows]
+        return [_outbox_entry(r) for r in rows]
+
+    def partition_row(self, partition: int) -> PartitionRow:
+        def body(cur: psycopg.Cursor[Any]) -> PartitionRow:
+            row = cur.execute(
+                f"{_PARTITIONS} WHERE partition = %s AND epoch > 0", (partition,)
+            ).fetchone()
+            return PartitionRow(partition, 0, 0, 1) if row is None else _partition_row(row)
+
+        return self._read("partition read", body)
+
+    def partition_state(self, partition: int) -> PartitionState:
+        def body(cur: psycopg.Cursor[Any]) -> PartitionState:
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return cur.execute(sql, (partition,)).fetchall()
+
+            row = rows(f"{_PARTITIONS} WHERE partition = %s AND epoch > 0")
+            return PartitionState(
+                _partition_row(row[0]) if row else PartitionRow(partition, 0, 0, 1),
+                tuple(map(_outbox_entry, rows(f"{_OUTBOX} WHERE partition = %s ORDER BY seq"))),
+                tuple(
+                    map(
+                        _quarantine_entry,
+                        rows(f'{_QUARANTINE} WHERE partition = %s ORDER BY "offset"'),
+                    )
+                ),
+                tuple(
+                    Intent(*r) for r in rows(f'{_INTENTS} WHERE partition = %s ORDER BY "offset"')
+                ),
+            )
+
+        return self._read("partition read", body)
 
     def _read(self, what: str, body: Callable[[psycopg.Cursor[Any]], T]) -> T:
         """A consistent read-only snapshot across several statements."""
@@ -475,35 +499,18 @@ class PostgresBackend:
             def rows(sql: str) -> list[tuple[Any, ...]]:
                 return cur.execute(sql).fetchall()
 
-            parts = rows(
-                "SELECT partition, epoch, frontier, next_seq FROM remora_partition "
-                "WHERE epoch > 0 ORDER BY partition"
-            )
-            outbox = rows(
-                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
-                "ORDER BY partition, seq"
-            )
-            quarantine = rows(
-                'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine '
-                'ORDER BY partition, "offset"'
-            )
-            intents = rows(
-                "SELECT partition, subject, version, body FROM remora_intent "
-                'ORDER BY partition, "offset"'
-            )
+            parts = rows(f"{_PARTITIONS} WHERE epoch > 0 ORDER BY partition")
+            outbox = rows(f"{_OUTBOX} ORDER BY partition, seq")
+            quarantine = rows(f'{_QUARANTINE} ORDER BY partition, "offset"')
+            intents = rows(f'{_INTENTS} ORDER BY partition, "offset"')
             subjects = rows(
                 "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
                 'ORDER BY partition, subject COLLATE "C"'
             )
             return StoreSnapshot(
-                partitions=tuple(PartitionRow(*(int(v) for v in r)) for r in parts),
-                outbox=tuple(
-                    OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6]))
-                    for r in outbox
-                ),
-                quarantine=tuple(
-                    QuarantineEntry(int(r[0]), int(r[1]), r[2], r[3], r[4]) for r in quarantine
-                ),
+                partitions=tuple(map(_partition_row, parts)),
+                outbox=tuple(map(_outbox_entry, outbox)),
+                quarantine=tuple(map(_quarantine_entry, quarantine)),
                 intents=tuple(Intent(*r) for r in intents),
                 subjects=tuple(
                     (r[0], SubjectState(r[1], r[2], r[3], bool(r[4]), r[5])) for r in subjects
@@ -597,6 +604,24 @@ class PostgresBackend:
             idle, self._idle = self._idle, []
         for conn in idle:
             _close_quietly(conn)
+
+
+_PARTITIONS = "SELECT partition, epoch, frontier, next_seq FROM remora_partition"
+_OUTBOX = 'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox'
+_QUARANTINE = 'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine'
+_INTENTS = "SELECT partition, subject, version, body FROM remora_intent"
+
+
+def _partition_row(r: tuple[Any, ...]) -> PartitionRow:
+    return PartitionRow(*(int(v) for v in r))
+
+
+def _outbox_entry(r: tuple[Any, ...]) -> OutboxEntry:
+    return OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6]))
+
+
+def _quarantine_entry(r: tuple[Any, ...]) -> QuarantineEntry:
+    return QuarantineEntry(int(r[0]), int(r[1]), r[2], r[3], r[4])
 
 
 def _cancel_quietly(conn: psycopg.Connection[Any]) -> None:

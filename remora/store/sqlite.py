@@ -27,7 +27,16 @@ from remora.domain import (
 )
 from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.faults import NO_FAULTS, IOHook
-from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+from remora.store.base import (
+    Backend,
+    PartitionRow,
+    PartitionState,
+    PartitionSummary,
+    StateStore,
+    StoreSnapshot,
+    Token,
+    check_fence,
+)
 from remora.store.sql import decision_writes
 
 SCHEMA_VERSION = 1
@@ -62,7 +71,9 @@ class _Rollback(Exception):
     pass
 
 
-class SqliteBackend:
+class SqliteBackend(Backend):
+    """An SQLite database file (or ``:memory:``) on one connection (module docstring)."""
+
     def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         self.path = str(path)
         self.lock_timeout = lock_timeout
@@ -203,34 +214,71 @@ class SqliteBackend:
             result = Token(epoch, record.offset + 1)
         return result
 
+    # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
+    _OUTBOX = 'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox'
+    _QUARANTINE = 'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine'
+    _INTENTS = "SELECT partition, subject, version, body FROM remora_intent"
+    _PARTITIONS = "SELECT partition, epoch, frontier, next_seq FROM remora_partition"
+
+    def partition_row(self, partition: int) -> PartitionRow:
+        with self._lock:
+            row = self._conn.execute(
+                f"{self._PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
+            ).fetchone()
+        return PartitionRow(partition, 0, 0, 1) if row is None else PartitionRow(*row)
+
+    def partition_state(self, partition: int) -> PartitionState:
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN")  # one consistent read
+            try:
+                row = c.execute(
+                    f"{self._PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
+                ).fetchone()
+                outbox = c.execute(
+                    f"{self._OUTBOX} WHERE partition = ? ORDER BY seq", (partition,)
+                ).fetchall()
+                quarantine = c.execute(
+                    f'{self._QUARANTINE} WHERE partition = ? ORDER BY "offset"', (partition,)
+                ).fetchall()
+                intents = c.execute(
+                    f"{self._INTENTS} WHERE partition = ? ORDER BY rowid", (partition,)
+                ).fetchall()
+            finally:
+                c.execute("COMMIT")
+        return PartitionState(
+            PartitionRow(partition, 0, 0, 1) if row is None else PartitionRow(*row),
+            tuple(OutboxEntry(*r) for r in outbox),
+            tuple(QuarantineEntry(*r) for r in quarantine),
+            tuple(Intent(*r) for r in intents),
+        )
+
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
         with self._lock:
             rows = self._conn.execute(
-                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
-                "WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
+                f"{self._OUTBOX} WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (partition, seq, limit),
             ).fetchall()
         return [OutboxEntry(*r) for r in rows]
 
+    def partition_summaries(self) -> list[PartitionSummary]:
+        """Counted by SQLite (on the primary-key indexes), not loaded."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT p.partition, p.epoch, p.frontier, p.next_seq, "
+                "(SELECT count(*) FROM remora_outbox o WHERE o.partition = p.partition), "
+                "(SELECT count(*) FROM remora_quarantine q WHERE q.partition = p.partition) "
+                "FROM remora_partition p WHERE p.epoch > 0 ORDER BY p.partition"
+            ).fetchall()
+        return [PartitionSummary(*r) for r in rows]
+
     def snapshot(self) -> StoreSnapshot:
         with self._lock:
             c = self._conn
-            parts = c.execute(
-                "SELECT partition, epoch, frontier, next_seq FROM remora_partition "
-                "WHERE epoch > 0 ORDER BY partition"
-            ).fetchall()
-            outbox = c.execute(
-                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
-                "ORDER BY partition, seq"
-            ).fetchall()
-            quarantine = c.execute(
-                'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine '
-                'ORDER BY partition, "offset"'
-            ).fetchall()
-            intents = c.execute(
-                "SELECT partition, subject, version, body FROM remora_intent "
-                "ORDER BY partition, rowid"
-            ).fetchall()
+            parts = c.execute(f"{self._PARTITIONS} WHERE epoch > 0 ORDER BY partition").fetchall()
+            outbox = c.execute(f"{self._OUTBOX} ORDER BY partition, seq").fetchall()
+            quarantine = c.execute(f'{self._QUARANTINE} ORDER BY partition, "offset"').fetchall()
+            intents = c.execute(f"{self._INTENTS} ORDER BY partition, rowid").fetchall()
             subjects = c.execute(
                 "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
                 "ORDER BY partition, subject"

@@ -10,11 +10,11 @@ import pytest
 
 from remora.cli import main
 from remora.faults import Operation, ScriptedFaults
+from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import MemoryStore, SqliteStore
 from remora.worker import Lifecycle
 from remora.worker.group import WorkerGroup
-from tests.postgres.checks import final_problems, oracle_for
 from tests.postgres.workload import generate, write_source_dir
 from tests.support import decision
 
@@ -31,7 +31,7 @@ def test_group_processes_everything_exactly_once(workers: int, rebalance_every: 
     stats = group.run()
     assert stats.errors == [] and stats.done and not stats.stopped
     assert stats.processed == sum(1 for r in log.all_records() if r.visible)
-    assert final_problems(store.snapshot(), oracle_for(log.all_records(), log.partitions)) == []
+    assert Checker(log.all_records(), log.partitions).final_problems(store.snapshot()) == []
     if rebalance_every:
         assert stats.rebalances > 0
         # Every rebalance re-claims: epochs show the partitions really moved.
@@ -78,7 +78,7 @@ def test_member_failure_stops_the_group_and_a_restart_finishes() -> None:
     store.hook = ScriptedFaults()
     stats = WorkerGroup(store, log, 3, rebalance_every=5, batch=3).run()
     assert stats.errors == [] and stats.done
-    assert final_problems(store.snapshot(), oracle_for(log.all_records(), log.partitions)) == []
+    assert Checker(log.all_records(), log.partitions).final_problems(store.snapshot()) == []
 
 
 def test_stop_from_another_thread_is_clean_and_resumable(tmp_path: Path) -> None:
@@ -94,14 +94,12 @@ def test_stop_from_another_thread_is_clean_and_resumable(tmp_path: Path) -> None
 
     stats = group.run(progress=progress, interval=0.01)
     assert stats.errors == [] and stats.stopped and not stats.done
-    oracle = oracle_for(log.all_records(), log.partitions)
+    checker = Checker(log.all_records(), log.partitions)
     snap = store.snapshot()
-    assert final_problems(snap, oracle) != []  # incomplete…
-    from tests.postgres.checks import violations
-
-    assert violations(snap, oracle) == []  # …but safe
+    assert checker.final_problems(snap) != []  # incomplete…
+    assert checker.problems(snap) == []  # …but safe
     stats = WorkerGroup(store, log, 2, rebalance_every=50).run()
-    assert stats.done and final_problems(store.snapshot(), oracle) == []
+    assert stats.done and checker.final_problems(store.snapshot()) == []
     store.close()
 
 
@@ -115,7 +113,7 @@ def test_run_cli_with_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFi
     assert doc["workers"] == 4 and doc["rebalances"] > 0 and not doc["interrupted"]
     assert all(p["complete"] for p in doc["partitions"])
     store = SqliteStore(db)
-    assert final_problems(store.snapshot(), oracle_for(records, range(4))) == []
+    assert Checker(records, range(4)).final_problems(store.snapshot()) == []
     store.close()
     assert main(args) == 0  # a second run resumes at the frontiers: nothing more to do
     assert "processed 0 records" in capsys.readouterr().out

@@ -44,7 +44,8 @@ from remora.errors import (
     Unseeked,
 )
 from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport, Operation
-from remora.oracle import Monitor, Observed, Oracle, RawRecord, Violation
+from remora.oracle import Violation
+from remora.sim.checker import Checker, Holding, failure
 from remora.sim.trace import FaultSelector, SimConfig, Step
 from remora.source import FetchCursors, MemorySourceLog
 from remora.store import MemoryStore, StateStore, Token
@@ -124,10 +125,6 @@ class _Frame:
     replacement: bool
     interleaved: bool = False
     at_effect: Token | None = None
-
-
-def raw_records(source: Iterable[SourceRecord]) -> list[RawRecord]:
-    return [RawRecord(r.partition, r.offset, r.visible, r.key, r.value) for r in source]
 
 
 class SimClock(LogicalClock):
@@ -225,9 +222,7 @@ class Simulation:
         self.store = store_factory(config) if store_factory else MemoryStore()
         self.store.hook = self.hook
         self.log = MemorySourceLog(self.source, self.partitions, hook=self.hook)
-        self.oracle = Oracle(raw_records(self.source), self.partitions)
-        self.monitor = Monitor(self.oracle)
-        self._checked: dict[int, int] = {}
+        self.checker = Checker(self.source, self.partitions)
         self.view = MemoryView()
         self.lifecycle_factory = lifecycle_factory
         self.retry = RetryPolicy(
@@ -341,7 +336,7 @@ class Simulation:
         )
         self.check_partition(p, "io-return")
 
-    # -- safety -----------------------------------------------------------------------
+    # -- safety: recorded here, judged by the checker -----------------------------------
     def violation(self, kind: str, partition: int | None, message: str, where: str) -> None:
         index = self._attempt.index if self._attempt is not None else -1
         self.violations.append(RecordedViolation(kind, partition, message, index, where))
@@ -350,73 +345,20 @@ class Simulation:
         for v in found:
             self.violation(v.kind, v.partition, v.message, where)
 
-    def observed(self, partition: int) -> Observed:
-        state = self.store.backend.partition_state(partition)
-        return Observed(
-            partition,
-            state.row.epoch,
-            state.row.frontier,
-            [(e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in state.outbox],
-            [(q.offset, q.subject, q.reason) for q in state.quarantine],
-            [(i.subject, i.version, i.body) for i in state.intents],
-        )
-
     def check_partition(self, partition: int, where: str) -> None:
-        # A backend that counts its committed writes: an unchanged count means an
-        # unchanged partition, already checked.
-        writes = self.store.backend.change_count(partition)
-        if writes is not None:
-            if self._checked.get(partition) == writes:
-                return
-            self._checked[partition] = writes
-        self._record(self.monitor.check(self.observed(partition)), where)
+        self._record(self.checker.check_store(self.store.backend, (partition,)), where)
 
     def check_all(self, where: str) -> None:
-        for p in self.partitions:
-            self.check_partition(p, where)
+        self._record(self.checker.check_store(self.store.backend, self.partitions), where)
 
     def check_model(self) -> None:
         """Lifecycle state against the model of what each lifetime may hold."""
-        holders: dict[tuple[int, int], int] = {}
+        holdings = []
         for lifetime in sorted(self.workers):
             w = self.workers[lifetime]
-            owned = w.lifecycle.owned()
-            if not owned:
-                continue
-            if w.stopped or w.retired:
-                state = "stopped" if w.stopped else "retired"
-                self.violation(
-                    "ownership-retained",
-                    min(owned),
-                    f"lifetime {lifetime} is {state} but holds {sorted(owned)}",
-                    "attempt-end",
-                )
-            extra = set(owned) - w.assigned
-            if extra:
-                self.violation(
-                    "ownership-unassigned",
-                    min(extra),
-                    f"lifetime {lifetime} holds {sorted(extra)} it is not assigned",
-                    "attempt-end",
-                )
-            for p, token in owned.items():
-                other = holders.setdefault((p, token.epoch), lifetime)
-                if other != lifetime:
-                    self.violation(
-                        "duplicate-owner",
-                        p,
-                        f"lifetimes {other} and {lifetime} both hold epoch {token.epoch}",
-                        "attempt-end",
-                    )
-                installed = self.installed(p)
-                if token.epoch == installed.epoch and token.frontier != installed.frontier:
-                    self.violation(
-                        "local-frontier-mismatch",
-                        p,
-                        f"lifetime {lifetime} holds frontier {token.frontier}, durable is "
-                        f"{installed.frontier}",
-                        "attempt-end",
-                    )
+            state = "stopped" if w.stopped else "retired" if w.retired else "live"
+            holdings.append(Holding(lifetime, w.lifecycle.owned(), state, frozenset(w.assigned)))
+        self._record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
 
     # -- steps ------------------------------------------------------------------------
     def reserve(self, lifetime: int) -> None:
@@ -560,77 +502,20 @@ class Simulation:
                     )
                     break
         Relay(self.store.backend, self.view).deliver(self.partitions)
-        got = [
-            (r.partition, r.subject, r.version, r.status, self.monitor._body(r.body))
-            for r in self.view.rows()
-        ]
         frontiers = {p: self.installed(p).frontier for p in self.partitions}
-        want = [tuple(r) for r in self.oracle.view(frontiers)]
-        if got != want:
-            self.violation("view-mismatch", None, f"view {got} != expected {want}", "drain")
+        self._record(self.checker.check_view(self.view, frontiers), "drain")
         self.draining = False
         self.drained = True
 
     def summary(self) -> dict[str, Any]:
         """Status, per-partition boundary and diagnostics of the current state."""
-        boundary = []
-        diagnostics = []
-        for p in self.partitions:
-            obs = self.observed(p)
-            visible = self.oracle.visible_count(p)
-            processed = self.oracle.processed_count(p, obs.frontier)
-            delivered = self.view.delivered(p)
-            reasons: dict[str, int] = {}
-            for q in obs.quarantine:
-                reasons[q[2]] = reasons.get(q[2], 0) + 1
-            complete = processed == visible and delivered == len(obs.outbox)
-            boundary.append(
-                {
-                    "partition": p,
-                    "epoch": obs.epoch,
-                    "frontier": obs.frontier,
-                    "end": self.oracle.end_frontier(p),
-                    "visible": visible,
-                    "processed": processed,
-                    "outbox": len(obs.outbox),
-                    "delivered": delivered,
-                    "quarantine": dict(sorted(reasons.items())),
-                    "complete": complete,
-                }
-            )
-            if processed < visible:
-                diagnostics.append(
-                    f"partition {p}: {visible - processed} visible records unprocessed "
-                    f"from frontier {obs.frontier}"
-                )
-            if delivered < len(obs.outbox):
-                diagnostics.append(
-                    f"partition {p}: {len(obs.outbox) - delivered} outbox entries undelivered"
-                )
-        return {
-            "status": self.status(boundary),
-            "boundary": boundary,
-            "diagnostics": diagnostics,
-        }
-
-    def status(self, boundary: Sequence[dict[str, Any]]) -> str:
-        if self.violations:
-            return "ERROR"
-        if any(b["quarantine"].get("blocked") for b in boundary):
-            return "BLOCKED"
-        if not all(b["complete"] for b in boundary):
-            return "INCOMPLETE"
-        if any(b["quarantine"] for b in boundary):
-            return "PASS_WITH_EXCLUSIONS"
-        return "PASS"
+        return self.checker.summary(
+            self.store.backend, self.view, self.partitions, bool(self.violations)
+        )
 
     def failure(self, status: str) -> str | None:
         """The stable failure string of a non-PASS status (what the reducer preserves)."""
-        if status == "PASS":
-            return None
-        if status == "ERROR":
-            return f"ERROR {self.violations[0].kind}"
-        return status
+        return failure(status, self.violations[0].kind if self.violations else None)
 
 
 def _classify(exc: RemoraError) -> str:

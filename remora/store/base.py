@@ -72,6 +72,10 @@ class StoreSnapshot:
             tuple(i for i in self.intents if i.partition == partition),
         )
 
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        """Entries of ``partition`` with seq > ``seq``, in seq order, at most ``limit``."""
+        return [e for e in self.partition_state(partition).outbox if e.seq > seq][:limit]
+
     def summaries(self) -> list[PartitionSummary]:
         """The counters of every claimed partition."""
         outbox: dict[int, int] = {}
@@ -178,8 +182,7 @@ class Backend(abc.ABC):
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
         """Entries of ``partition`` with seq > ``seq``, in seq order, at most ``limit`` (the
         relay's read)."""
-        entries = self.snapshot().partition_state(partition).outbox
-        return [e for e in entries if e.seq > seq][:limit]
+        return self.snapshot().outbox_after(partition, seq, limit)
 
     def partition_summaries(self) -> list[PartitionSummary]:
         """The counters of every claimed partition, in partition order."""

@@ -19,7 +19,9 @@ Violations are :class:`remora.oracle.Violation` values; each ``kind`` is stable:
   :class:`~remora.oracle.Monitor`);
 * ``view-mismatch`` — the view delivered from the outbox differs from the oracle's;
 * ``ownership-retained``, ``ownership-unassigned``, ``duplicate-owner``,
-  ``local-frontier-mismatch`` — a lifetime holds what the ownership model forbids.
+  ``local-frontier-mismatch`` — a lifetime holds what the ownership model forbids;
+* ``io-after-stop``, ``repeated-decision``, ``stale-token-commit``, ``callback-after-stop``
+  — what a lifetime did at one I/O call or callback.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ from remora.delivery import MemoryView, Relay
 from remora.domain import SourceRecord
 from remora.oracle import Monitor, Observed, Oracle, RawRecord, Violation
 from remora.store import Backend, PartitionState, StoreSnapshot, Token
+
+_REJECTED = {
+    "assign": ("retired",),
+    "seek": ("retired",),
+    "process": ("retired", "unseeked", "idle"),
+}
+"""The results a callback to a stopped or retired lifetime may end in."""
 
 STATUSES = ("PASS", "PASS_WITH_EXCLUSIONS", "INCOMPLETE", "BLOCKED", "ERROR")
 """Boundary statuses, lowest precedence first."""
@@ -180,6 +189,51 @@ class Checker:
                         )
                     )
         return found
+
+    # -- one call or callback of a lifetime ---------------------------------------------
+    def check_caller(
+        self, lifetime: int, state: str, operation: str, partition: int
+    ) -> list[Violation]:
+        """A lifetime issuing I/O must be live."""
+        if state == "live":
+            return []
+        message = f"lifetime {lifetime} ({state}) issued a {operation} call"
+        return [Violation("io-after-stop", partition, message)]
+
+    def check_submission(
+        self, lifetime: int, partition: int, held: Token, offset: int, installed: Token
+    ) -> list[Violation]:
+        """The current owner never resubmits a record below the durable frontier (a decision
+        already committed)."""
+        if held.epoch == installed.epoch and offset < installed.frontier:
+            message = (
+                f"lifetime {lifetime}, the current owner, resubmitted offset {offset} below "
+                f"the durable frontier {installed.frontier}"
+            )
+            return [Violation("repeated-decision", partition, message)]
+        return []
+
+    def check_commit(
+        self, lifetime: int, partition: int, held: Token | None, at_effect: Token | None
+    ) -> list[Violation]:
+        """A process that committed held the token installed when its effect ran."""
+        if held is None or held != at_effect:
+            message = f"lifetime {lifetime} committed with {held} while {at_effect} was installed"
+            return [Violation("stale-token-commit", partition, message)]
+        return []
+
+    def check_rejected(
+        self, lifetime: int, actor: str, partition: int | None, result: str
+    ) -> list[Violation]:
+        """A callback to a stopped or retired lifetime ends rejected (or finds nothing)."""
+        allowed = _REJECTED.get(actor)
+        if allowed and result not in allowed:
+            message = (
+                f"lifetime {lifetime} was stopped or retired, yet its {actor} ended "
+                f"{result!r} instead of being rejected"
+            )
+            return [Violation("callback-after-stop", partition, message)]
+        return []
 
     # -- status rules -----------------------------------------------------------------
     def summary(

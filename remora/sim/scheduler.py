@@ -15,6 +15,10 @@ through the production lifecycle on memory I/O and a logical clock; the simulati
 * records an event for every modeled I/O return (replacement I/O inside the original
   attempt), and checks safety at every I/O return, interleave, retry wait and attempt end.
 
+The simulation steps; it does not judge.  Every check — the oracle, the ownership model, the
+view, the status rules — is the :class:`~remora.sim.checker.Checker`'s, which reads the store
+through the :class:`~remora.store.Backend` reads every store has.
+
 The same class serves the CLI, replay and the Hypothesis state machines, so an exported
 trace replays through exactly the code that found it.
 """
@@ -114,6 +118,9 @@ class Worker:
     retired: bool = False
     assigned: set[int] = attrs.field(factory=set)
 
+    def state(self) -> str:
+        return "stopped" if self.stopped else "retired" if self.retired else "live"
+
 
 @attrs.define
 class _Frame:
@@ -152,14 +159,11 @@ class SimHook:
         sim = self.sim
         lifetime = sim.caller
         worker = sim.workers[lifetime]
-        if worker.stopped or worker.retired:
-            state = "stopped" if worker.stopped else "retired"
-            sim.violation(
-                "io-after-stop",
-                call.partition,
-                f"lifetime {lifetime} ({state}) issued a {call.operation.value} call",
-                "decide",
-            )
+        checker = sim.checker
+        state = worker.state()
+        sim.record(
+            checker.check_caller(lifetime, state, call.operation.value, call.partition), "decide"
+        )
         replacement = lifetime != sim.attempt.step.worker
         counts = sim.replacement_counts if replacement else sim.call_counts
         number = counts.get(call.operation, 0) + 1
@@ -169,14 +173,10 @@ class SimHook:
         record = sim.records.get(lifetime)
         if call.operation is Operation.PROCESS and held is not None and record is not None:
             installed = sim.installed(call.partition)
-            if held.epoch == installed.epoch and record.offset < installed.frontier:
-                sim.violation(
-                    "repeated-decision",
-                    call.partition,
-                    f"lifetime {lifetime}, the current owner, resubmitted offset "
-                    f"{record.offset} below the durable frontier {installed.frontier}",
-                    "decide",
-                )
+            found = checker.check_submission(
+                lifetime, call.partition, held, record.offset, installed
+            )
+            sim.record(found, "decide")
         self.frames.append(_Frame(call, lifetime, number, selector, held, replacement))
         if selector is None:
             return COMMIT
@@ -305,18 +305,9 @@ class Simulation:
     def io_returned(self, frame: _Frame, report: IOReport) -> None:
         p = frame.call.partition
         now = self.installed(p)
-        if (
-            frame.call.operation is Operation.PROCESS
-            and report.effect_applied
-            and (frame.held is None or frame.held != frame.at_effect)
-        ):
-            self.violation(
-                "stale-token-commit",
-                p,
-                f"lifetime {frame.lifetime} committed with {frame.held} while "
-                f"{frame.at_effect} was installed",
-                "io-return",
-            )
+        if frame.call.operation is Operation.PROCESS and report.effect_applied:
+            found = self.checker.check_commit(frame.lifetime, p, frame.held, frame.at_effect)
+            self.record(found, "io-return")
         self.events.append(
             Event(
                 attempt=self.attempt.index,
@@ -341,15 +332,15 @@ class Simulation:
         index = self._attempt.index if self._attempt is not None else -1
         self.violations.append(RecordedViolation(kind, partition, message, index, where))
 
-    def _record(self, found: Sequence[Violation], where: str) -> None:
+    def record(self, found: Sequence[Violation], where: str) -> None:
         for v in found:
             self.violation(v.kind, v.partition, v.message, where)
 
     def check_partition(self, partition: int, where: str) -> None:
-        self._record(self.checker.check_store(self.store.backend, (partition,)), where)
+        self.record(self.checker.check_store(self.store.backend, (partition,)), where)
 
     def check_all(self, where: str) -> None:
-        self._record(self.checker.check_store(self.store.backend, self.partitions), where)
+        self.record(self.checker.check_store(self.store.backend, self.partitions), where)
 
     def check_model(self) -> None:
         """Lifecycle state against the model of what each lifetime may hold."""
@@ -358,7 +349,7 @@ class Simulation:
             w = self.workers[lifetime]
             state = "stopped" if w.stopped else "retired" if w.retired else "live"
             holdings.append(Holding(lifetime, w.lifecycle.owned(), state, frozenset(w.assigned)))
-        self._record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
+        self.record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
 
     # -- steps ------------------------------------------------------------------------
     def reserve(self, lifetime: int) -> None:
@@ -390,7 +381,7 @@ class Simulation:
         self.replacement_counts.clear()
         self._callers.append(step.worker)
         before = self.workers.get(step.worker)
-        was_live = before is not None and not (before.stopped or before.retired)
+        was_live = before is not None and before.state() == "live"
         try:
             attempt.result = self._act(step)
         except RemoraError as exc:
@@ -409,19 +400,11 @@ class Simulation:
             self.hook.frames.clear()
             attempt.last_event = len(self.events)
             self.records.pop(step.worker, None)
-        allowed = {
-            "assign": ("retired",),
-            "seek": ("retired",),
-            "process": ("retired", "unseeked", "idle"),
-        }.get(step.actor)
-        if before is not None and not was_live and allowed and attempt.result not in allowed:
-            self.violation(
-                "callback-after-stop",
-                step.partition,
-                f"lifetime {step.worker} was stopped or retired, yet its {step.actor} "
-                f"ended {attempt.result!r} instead of being rejected",
-                "attempt-end",
+        if before is not None and not was_live:
+            found = self.checker.check_rejected(
+                step.worker, step.actor, step.partition, attempt.result
             )
+            self.record(found, "attempt-end")
         self.check_all("attempt-end")
         self.check_model()
         self._attempt = None
@@ -503,7 +486,7 @@ class Simulation:
                     break
         Relay(self.store.backend, self.view).deliver(self.partitions)
         frontiers = {p: self.installed(p).frontier for p in self.partitions}
-        self._record(self.checker.check_view(self.view, frontiers), "drain")
+        self.record(self.checker.check_view(self.view, frontiers), "drain")
         self.draining = False
         self.drained = True
 

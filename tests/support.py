@@ -10,9 +10,10 @@ from typing import Any
 
 from remora.clock import LogicalClock
 from remora.domain import SourceRecord
-from remora.faults import FaultDecision, Operation, Outcome, ScriptedFaults
+from remora.faults import FaultDecision, Operation, Outcome
 from remora.source import MemorySourceLog, parse_source_line
 from remora.store import MemoryStore, StateStore
+from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
 
 FIXTURES = Path(__file__).parent / "fixtures"

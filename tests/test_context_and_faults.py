@@ -16,10 +16,10 @@ from remora.faults import (
     IOCall,
     Operation,
     Outcome,
-    ScriptedFaults,
     controlled_call,
 )
 from remora.store import MemoryStore, Token
+from remora.testing.faults import ScriptedFaults
 from remora.worker import RetryPolicy
 from tests.support import amendment, records
 

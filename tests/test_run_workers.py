@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from remora.cli import main
-from remora.faults import Operation, ScriptedFaults
+from remora.faults import Operation
 from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import MemoryStore, SqliteStore
+from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
 from remora.worker.group import WorkerGroup
 from tests.postgres.workload import generate, write_source_dir

@@ -16,8 +16,9 @@ from remora.errors import LifetimeRetired
 from remora.faults import Operation
 from remora.source import MemorySourceLog
 from remora.store import MemoryStore, SqliteStore
+from remora.testing.clients import LogClient
 from remora.worker import Lifecycle
-from remora.worker.runner import LogClient, Runner
+from remora.worker.runner import Runner
 from tests.support import Harness, amendment, decision, records
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "source"

@@ -11,7 +11,7 @@ from remora.clock import LogicalClock
 from remora.context import Context
 from remora.domain import OutboxEntry, SourceRecord
 from remora.errors import Canceled, Fenced, InvalidInput, Unavailable, UnknownResult
-from remora.faults import At, Operation, ScriptedFaults
+from remora.faults import At, Operation
 from remora.store import (
     Backend,
     MemoryBackend,
@@ -21,6 +21,7 @@ from remora.store import (
     StoreSnapshot,
     Token,
 )
+from remora.testing.faults import ScriptedFaults
 from tests.conftest import StoreFactory
 from tests.support import amendment, decision, records
 

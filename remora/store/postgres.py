@@ -47,7 +47,6 @@ serialize, and a second start changes nothing.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 import weakref
@@ -57,7 +56,6 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from remora.context import Context
@@ -657,28 +655,6 @@ class PostgresStore(StateStore):
         super().__init__(PostgresBackend(dsn, lock_timeout=lock_timeout), hook)
 
 
-@contextmanager
-def scratch_database(dsn: str, prefix: str = "remora_scratch") -> Iterator[str]:
-    """Create an empty database named ``<prefix>_<random>`` on the server ``dsn`` points at
-    (its user needs CREATEDB), yield its DSN, and drop it on exit."""
-    name = f"{prefix}_{secrets.token_hex(6)}"
-    parse_dsn(dsn)
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.Error as exc:
-        raise Unavailable(
-            f"cannot create a scratch database on {describe_dsn(dsn)}: {one_line(exc)}"
-        ) from None
-    try:
-        yield make_conninfo(dsn, dbname=name)
-    finally:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
@@ -688,5 +664,4 @@ __all__ = [
     "describe_dsn",
     "one_line",
     "parse_dsn",
-    "scratch_database",
 ]

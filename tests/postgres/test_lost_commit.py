@@ -25,11 +25,11 @@ from remora.clock import MonotonicClock
 from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import RemoraError, UnknownResult
-from remora.faults import ScriptedFaults
 from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import StateStore, Token
 from remora.store.postgres import PostgresBackend, PostgresStore
+from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
 from tests.postgres.proxy import Cut, PgProxy
 from tests.postgres.workload import generate

@@ -106,3 +106,17 @@ def test_a_planted_import_is_caught(tmp_path: Path, where: str, source: str, cau
     assert boundary_violations(root) == []
     (root / where).write_text(source)
     assert [v for v in boundary_violations(root) if v.endswith(caught)] != []
+
+
+def test_every_remora_directory_is_a_shipped_package() -> None:
+    """A directory without ``__init__.py`` is a namespace package that setuptools'
+    ``find_packages`` leaves out of the wheel (``remora.sim`` was)."""
+    import setuptools
+
+    shipped = set(setuptools.find_packages(str(REMORA.parent), include=["remora*"]))
+    directories = {
+        ".".join(d.relative_to(REMORA.parent).parts)
+        for d in [REMORA, *REMORA.rglob("*")]
+        if d.is_dir() and d.name != "__pycache__"
+    }
+    assert directories - shipped == set()

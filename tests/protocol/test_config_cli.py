@@ -133,7 +133,7 @@ def test_explore_safety_violation_writes_counterexample(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import remora.protocol.cli as cli
+    import remora.cli.explore as cli
     from remora.protocol.trace import replay
 
     from .test_mutations import CancelForgetsRequest

@@ -15,8 +15,7 @@ from typing import Any
 
 from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress, int_at_least, print_table
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
-from remora.source import load_source_dir
-from remora.source.log import MemorySourceLog
+from remora.source import SourceLog, open_source_dir
 from remora.store import PartitionSummary, StateStore
 from remora.worker.group import GroupProgress, WorkerGroup
 
@@ -61,7 +60,7 @@ def register(sub: Any) -> None:
 HEADERS = ["partition", "epoch", "frontier", "outbox", "quarantine", "complete"]
 
 
-def summarize(store: StateStore, log: MemorySourceLog) -> list[dict[str, Any]]:
+def summarize(store: StateStore, log: SourceLog) -> list[dict[str, Any]]:
     """Per-partition frontier, outbox and quarantine counts (counted by the store, not
     loaded), and whether the partition is complete."""
     counted = {s.partition: s for s in store.backend.partition_summaries()}
@@ -107,7 +106,11 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    log = load_source_dir(args.source_dir)
+    with open_source_dir(args.source_dir) as log:  # validated whole, then streamed
+        return _run(args, log)
+
+
+def _run(args: argparse.Namespace, log: SourceLog) -> int:
     store = open_store(args)
     where = describe(args)
     progress = Progress()

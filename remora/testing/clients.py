@@ -6,17 +6,18 @@ from collections.abc import Sequence
 
 from remora.domain import SourceRecord
 from remora.source.cursor import FetchCursors
-from remora.source.log import MemorySourceLog
+from remora.source.log import SourceLog
 from remora.worker.runner import AssignCallback
 
 
 class LogClient:
-    """An in-process source client over a :class:`MemorySourceLog`.
+    """An in-process source client over a source log (usually a
+    :class:`~remora.source.MemorySourceLog`).
 
     It plays a single-member consumer group: the first ``poll`` invokes ``on_assigned``
     with ``partitions`` (all of the log's by default); ``close`` invokes ``on_revoked``."""
 
-    def __init__(self, log: MemorySourceLog, partitions: Sequence[int] | None = None) -> None:
+    def __init__(self, log: SourceLog, partitions: Sequence[int] | None = None) -> None:
         self.log = log
         self.partitions = list(log.partitions if partitions is None else partitions)
         self.cursors = FetchCursors(log)

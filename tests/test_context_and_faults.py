@@ -21,7 +21,7 @@ from remora.faults import (
 from remora.store import MemoryStore, Token
 from remora.testing.faults import ScriptedFaults
 from remora.worker import RetryPolicy
-from tests.support import amendment, records
+from tests.common.support import amendment, records
 
 
 def test_cancel_propagates_to_children_and_callbacks() -> None:

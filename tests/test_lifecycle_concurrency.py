@@ -14,7 +14,7 @@ from remora.errors import Canceled, DeadlineExceeded, LifetimeRetired
 from remora.faults import At, Operation
 from remora.store import SqliteStore, Token
 from remora.worker import Lifecycle
-from tests.support import Harness, amendment, records
+from tests.common.support import Harness, amendment, records
 
 BOUND = 10.0  # seconds: generous upper bound so a hang fails instead of blocking CI
 

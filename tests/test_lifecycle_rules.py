@@ -16,7 +16,7 @@ from remora.errors import (
 )
 from remora.faults import At, Operation
 from remora.store import Token
-from tests.support import Harness, amendment, records
+from tests.common.support import Harness, amendment, records
 
 OK = "commit"
 

@@ -24,7 +24,7 @@ from remora.source import (
 )
 from remora.store import MemoryStore
 from remora.worker.group import WorkerGroup
-from tests.postgres.workload import generate
+from tests.common.workload import generate
 
 
 def rec(offset: int, visible: bool = True, partition: int = 0) -> SourceRecord:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import attrs
 import pytest
@@ -17,13 +19,14 @@ from remora.store import (
     MemoryBackend,
     PartitionState,
     PartitionSummary,
+    SqliteStore,
     StateStore,
     StoreSnapshot,
     Token,
 )
 from remora.testing.faults import ScriptedFaults
+from tests.common.support import amendment, decision, records
 from tests.conftest import StoreFactory
-from tests.support import amendment, decision, records
 
 P = 0
 
@@ -432,3 +435,18 @@ def test_a_backend_needs_only_the_required_methods() -> None:
 
     with pytest.raises(TypeError, match="abstract"):
         Incomplete()  # type: ignore[abstract]
+
+
+# -- SQLite specifics ------------------------------------------------------------
+
+
+def test_sqlite_schema_newer_version_rejected(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    SqliteStore(db).close()
+    SqliteStore(db).close()  # migration is idempotent
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE remora_meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InvalidInput, match="schema version 99"):
+        SqliteStore(db)

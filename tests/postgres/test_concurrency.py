@@ -25,8 +25,8 @@ from remora.source import MemorySourceLog
 from remora.store import StateStore
 from remora.store.postgres import PostgresStore
 from remora.worker import Lifecycle
+from tests.common.workload import generate
 from tests.postgres.test_fence_lock_order import NoFence
-from tests.postgres.workload import generate
 
 pytestmark = pytest.mark.services
 

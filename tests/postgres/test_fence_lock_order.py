@@ -33,7 +33,7 @@ from remora.source import MemorySourceLog
 from remora.store import StateStore, Token
 from remora.store.postgres import LOCK_PARTITION_SQL, PostgresBackend, PostgresStore
 from remora.worker import Lifecycle
-from tests.postgres.workload import generate
+from tests.common.workload import generate
 
 pytestmark = pytest.mark.services
 

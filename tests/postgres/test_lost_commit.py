@@ -31,8 +31,8 @@ from remora.store import StateStore, Token
 from remora.store.postgres import PostgresBackend, PostgresStore
 from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
+from tests.common.workload import generate
 from tests.postgres.proxy import Cut, PgProxy
-from tests.postgres.workload import generate
 
 pytestmark = pytest.mark.services
 

@@ -13,8 +13,9 @@ import pytest
 
 from remora.sim.checker import Checker
 from remora.store.postgres import PostgresStore
-from tests.postgres.processes import finish, interrupt, pg_progress, remora_run
-from tests.postgres.workload import generate, write_source_dir
+from tests.common.processes import finish, interrupt, remora_run
+from tests.common.workload import generate, write_source_dir
+from tests.postgres.services import pg_progress
 
 pytestmark = pytest.mark.services
 

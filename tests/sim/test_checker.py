@@ -22,7 +22,7 @@ from remora.domain import Applied, Decision, Intent, OutboxEntry, QuarantineEntr
 from remora.oracle import Observed
 from remora.sim.checker import Checker, failure, observed, raw_records, status
 from remora.store import MemoryStore, PartitionRow, PartitionState, SqliteStore, StateStore, Token
-from tests.support import amendment, records
+from tests.common.support import amendment, records
 
 SOURCE = records(
     0,

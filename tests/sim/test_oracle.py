@@ -13,7 +13,7 @@ import pytest
 
 from remora.oracle import Monitor, Observed, Oracle, RawRecord
 from remora.sim.checker import raw_records
-from tests.support import FIXTURES, fixture_records, load_fixture
+from tests.common.support import FIXTURES, fixture_records, load_fixture
 
 ORACLE_DIR = Path(__file__).resolve().parents[2] / "remora" / "oracle"
 FORBIDDEN = ("remora.worker", "remora.domain", "remora.store")

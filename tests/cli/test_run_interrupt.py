@@ -10,8 +10,8 @@ import pytest
 
 from remora.sim.checker import Checker
 from remora.store import SqliteStore
-from tests.postgres.processes import finish, interrupt, remora_run, sqlite_progress
-from tests.postgres.workload import generate, write_source_dir
+from tests.common.processes import finish, interrupt, remora_run, sqlite_progress
+from tests.common.workload import generate, write_source_dir
 
 PARTITIONS = 4
 

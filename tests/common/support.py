@@ -16,7 +16,7 @@ from remora.store import MemoryStore, StateStore
 from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def load_fixture(path: Path) -> dict[str, Any]:

@@ -344,11 +344,11 @@ class Simulation:
 
     def check_model(self) -> None:
         """Lifecycle state against the model of what each lifetime may hold."""
-        holdings = []
-        for lifetime in sorted(self.workers):
-            w = self.workers[lifetime]
-            state = "stopped" if w.stopped else "retired" if w.retired else "live"
-            holdings.append(Holding(lifetime, w.lifecycle.owned(), state, frozenset(w.assigned)))
+        holdings = [
+            Holding(lifetime, owned, w.state(), frozenset(w.assigned))
+            for lifetime, w in sorted(self.workers.items())
+            if (owned := w.lifecycle.owned())  # holding nothing is always allowed
+        ]
         self.record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
 
     # -- steps ------------------------------------------------------------------------

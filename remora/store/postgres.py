@@ -87,7 +87,14 @@ from remora.store.base import (
     Token,
     check_fence,
 )
-from remora.store.sql import decision_writes
+from remora.store.sql import (
+    SELECT_INTENTS,
+    SELECT_OUTBOX,
+    SELECT_PARTITIONS,
+    SELECT_QUARANTINE,
+    SELECT_SUMMARIES,
+    decision_writes,
+)
 
 T = TypeVar("T")
 
@@ -441,7 +448,7 @@ class PostgresBackend(Backend):
         with self._connection(None) as conn:
             try:
                 rows = conn.execute(
-                    f"{_OUTBOX} WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
+                    f"{SELECT_OUTBOX} WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
                     (partition, seq, limit),
                 ).fetchall()
             except psycopg.Error as exc:
@@ -451,7 +458,7 @@ class PostgresBackend(Backend):
     def partition_row(self, partition: int) -> PartitionRow:
         def body(cur: psycopg.Cursor[Any]) -> PartitionRow:
             row = cur.execute(
-                f"{_PARTITIONS} WHERE partition = %s AND epoch > 0", (partition,)
+                f"{SELECT_PARTITIONS} WHERE partition = %s AND epoch > 0", (partition,)
             ).fetchone()
             return PartitionRow(partition, 0, 0, 1) if row is None else _partition_row(row)
 
@@ -462,18 +469,21 @@ class PostgresBackend(Backend):
             def rows(sql: str) -> list[tuple[Any, ...]]:
                 return cur.execute(sql, (partition,)).fetchall()
 
-            row = rows(f"{_PARTITIONS} WHERE partition = %s AND epoch > 0")
+            row = rows(f"{SELECT_PARTITIONS} WHERE partition = %s AND epoch > 0")
             return PartitionState(
                 _partition_row(row[0]) if row else PartitionRow(partition, 0, 0, 1),
-                tuple(map(_outbox_entry, rows(f"{_OUTBOX} WHERE partition = %s ORDER BY seq"))),
+                tuple(
+                    map(_outbox_entry, rows(f"{SELECT_OUTBOX} WHERE partition = %s ORDER BY seq"))
+                ),
                 tuple(
                     map(
                         _quarantine_entry,
-                        rows(f'{_QUARANTINE} WHERE partition = %s ORDER BY "offset"'),
+                        rows(f'{SELECT_QUARANTINE} WHERE partition = %s ORDER BY "offset"'),
                     )
                 ),
                 tuple(
-                    Intent(*r) for r in rows(f'{_INTENTS} WHERE partition = %s ORDER BY "offset"')
+                    Intent(*r)
+                    for r in rows(f'{SELECT_INTENTS} WHERE partition = %s ORDER BY "offset"')
                 ),
             )
 
@@ -497,10 +507,10 @@ class PostgresBackend(Backend):
             def rows(sql: str) -> list[tuple[Any, ...]]:
                 return cur.execute(sql).fetchall()
 
-            parts = rows(f"{_PARTITIONS} WHERE epoch > 0 ORDER BY partition")
-            outbox = rows(f"{_OUTBOX} ORDER BY partition, seq")
-            quarantine = rows(f'{_QUARANTINE} ORDER BY partition, "offset"')
-            intents = rows(f'{_INTENTS} ORDER BY partition, "offset"')
+            parts = rows(f"{SELECT_PARTITIONS} WHERE epoch > 0 ORDER BY partition")
+            outbox = rows(f"{SELECT_OUTBOX} ORDER BY partition, seq")
+            quarantine = rows(f'{SELECT_QUARANTINE} ORDER BY partition, "offset"')
+            intents = rows(f'{SELECT_INTENTS} ORDER BY partition, "offset"')
             subjects = rows(
                 "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
                 'ORDER BY partition, subject COLLATE "C"'
@@ -521,12 +531,7 @@ class PostgresBackend(Backend):
         """Per-partition counters, computed by the server (cheap on a large store)."""
 
         def body(cur: psycopg.Cursor[Any]) -> list[PartitionSummary]:
-            rows = cur.execute(
-                "SELECT p.partition, p.epoch, p.frontier, p.next_seq, "
-                "(SELECT count(*) FROM remora_outbox o WHERE o.partition = p.partition), "
-                "(SELECT count(*) FROM remora_quarantine q WHERE q.partition = p.partition) "
-                "FROM remora_partition p WHERE p.epoch > 0 ORDER BY p.partition"
-            ).fetchall()
+            rows = cur.execute(SELECT_SUMMARIES).fetchall()
             return [PartitionSummary(*(int(v) for v in r)) for r in rows]
 
         return self._read("status", body)
@@ -602,12 +607,6 @@ class PostgresBackend(Backend):
             idle, self._idle = self._idle, []
         for conn in idle:
             _close_quietly(conn)
-
-
-_PARTITIONS = "SELECT partition, epoch, frontier, next_seq FROM remora_partition"
-_OUTBOX = 'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox'
-_QUARANTINE = 'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine'
-_INTENTS = "SELECT partition, subject, version, body FROM remora_intent"
 
 
 def _partition_row(r: tuple[Any, ...]) -> PartitionRow:

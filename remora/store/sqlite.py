@@ -37,7 +37,14 @@ from remora.store.base import (
     Token,
     check_fence,
 )
-from remora.store.sql import decision_writes
+from remora.store.sql import (
+    SELECT_INTENTS,
+    SELECT_OUTBOX,
+    SELECT_PARTITIONS,
+    SELECT_QUARANTINE,
+    SELECT_SUMMARIES,
+    decision_writes,
+)
 
 SCHEMA_VERSION = 1
 
@@ -215,15 +222,10 @@ class SqliteBackend(Backend):
         return result
 
     # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
-    _OUTBOX = 'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox'
-    _QUARANTINE = 'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine'
-    _INTENTS = "SELECT partition, subject, version, body FROM remora_intent"
-    _PARTITIONS = "SELECT partition, epoch, frontier, next_seq FROM remora_partition"
-
     def partition_row(self, partition: int) -> PartitionRow:
         with self._lock:
             row = self._conn.execute(
-                f"{self._PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
+                f"{SELECT_PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
             ).fetchone()
         return PartitionRow(partition, 0, 0, 1) if row is None else PartitionRow(*row)
 
@@ -233,16 +235,16 @@ class SqliteBackend(Backend):
             c.execute("BEGIN")  # one consistent read
             try:
                 row = c.execute(
-                    f"{self._PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
+                    f"{SELECT_PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
                 ).fetchone()
                 outbox = c.execute(
-                    f"{self._OUTBOX} WHERE partition = ? ORDER BY seq", (partition,)
+                    f"{SELECT_OUTBOX} WHERE partition = ? ORDER BY seq", (partition,)
                 ).fetchall()
                 quarantine = c.execute(
-                    f'{self._QUARANTINE} WHERE partition = ? ORDER BY "offset"', (partition,)
+                    f'{SELECT_QUARANTINE} WHERE partition = ? ORDER BY "offset"', (partition,)
                 ).fetchall()
                 intents = c.execute(
-                    f"{self._INTENTS} WHERE partition = ? ORDER BY rowid", (partition,)
+                    f"{SELECT_INTENTS} WHERE partition = ? ORDER BY rowid", (partition,)
                 ).fetchall()
             finally:
                 c.execute("COMMIT")
@@ -256,7 +258,7 @@ class SqliteBackend(Backend):
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
         with self._lock:
             rows = self._conn.execute(
-                f"{self._OUTBOX} WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
+                f"{SELECT_OUTBOX} WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (partition, seq, limit),
             ).fetchall()
         return [OutboxEntry(*r) for r in rows]
@@ -264,21 +266,16 @@ class SqliteBackend(Backend):
     def partition_summaries(self) -> list[PartitionSummary]:
         """Counted by SQLite (on the primary-key indexes), not loaded."""
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT p.partition, p.epoch, p.frontier, p.next_seq, "
-                "(SELECT count(*) FROM remora_outbox o WHERE o.partition = p.partition), "
-                "(SELECT count(*) FROM remora_quarantine q WHERE q.partition = p.partition) "
-                "FROM remora_partition p WHERE p.epoch > 0 ORDER BY p.partition"
-            ).fetchall()
+            rows = self._conn.execute(SELECT_SUMMARIES).fetchall()
         return [PartitionSummary(*r) for r in rows]
 
     def snapshot(self) -> StoreSnapshot:
         with self._lock:
             c = self._conn
-            parts = c.execute(f"{self._PARTITIONS} WHERE epoch > 0 ORDER BY partition").fetchall()
-            outbox = c.execute(f"{self._OUTBOX} ORDER BY partition, seq").fetchall()
-            quarantine = c.execute(f'{self._QUARANTINE} ORDER BY partition, "offset"').fetchall()
-            intents = c.execute(f"{self._INTENTS} ORDER BY partition, rowid").fetchall()
+            parts = c.execute(f"{SELECT_PARTITIONS} WHERE epoch > 0 ORDER BY partition").fetchall()
+            outbox = c.execute(f"{SELECT_OUTBOX} ORDER BY partition, seq").fetchall()
+            quarantine = c.execute(f'{SELECT_QUARANTINE} ORDER BY partition, "offset"').fetchall()
+            intents = c.execute(f"{SELECT_INTENTS} ORDER BY partition, rowid").fetchall()
             subjects = c.execute(
                 "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
                 "ORDER BY partition, subject"

@@ -120,3 +120,9 @@ def test_every_remora_directory_is_a_shipped_package() -> None:
         if d.is_dir() and d.name != "__pycache__"
     }
     assert directories - shipped == set()
+
+
+def test_the_clock_imports_nothing_of_remora() -> None:
+    """Time is the bottom layer: the clock knows no context (the former import circle)."""
+    clock = REMORA / "clock.py"
+    assert [n for n in imported_names("remora.clock", clock) if n.startswith("remora")] == []

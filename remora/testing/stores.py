@@ -1,55 +1,90 @@
-"""Which store a simulation runs on: memory (the default), SQLite or PostgreSQL.
+"""Fresh stores of any kind: memory (the default), SQLite or PostgreSQL.
 
-Every replay gets a fresh, empty store — a temporary SQLite file, or a scratch PostgreSQL
-database created on the server the DSN names and dropped afterwards — so a trace replays to
-the same report on every store (the fault outcomes apply at the same boundary)."""
+:func:`backend_factory` is the one place that knows how to make a fresh, empty
+:class:`~remora.store.Backend` of a kind — a :class:`~remora.store.MemoryBackend`, an SQLite
+file in a temporary directory, or a PostgreSQL database of its own created on the server a
+DSN names (its user needs CREATEDB) and dropped afterwards.  The factory it yields is the
+shape every consumer agrees on: a **zero-argument callable returning a fresh Backend**.
+The pytest plugin's fixtures (:mod:`remora.testing.plugin`) and ``remora sim-worker
+--store`` (:func:`store_factory`) both use it, so a trace replays to the same report on every
+store (the fault outcomes apply at the same boundary).
+"""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from remora.errors import InvalidInput
 from remora.sim.scheduler import StoreFactory
 from remora.sim.trace import SimConfig
-from remora.store import SqliteStore, StateStore
+from remora.store import Backend, MemoryBackend, SqliteBackend, StateStore
 
 STORES = ("memory", "sqlite", "postgres")
+
+BackendFactory = Callable[[], Backend]
+"""A zero-argument callable returning a fresh, empty :class:`~remora.store.Backend`."""
+
+
+@contextmanager
+def backend_factory(
+    kind: str, dsn: str | None = None, directory: Path | None = None
+) -> Iterator[BackendFactory]:
+    """A factory of fresh backends of ``kind``; on exit every backend it made is closed and
+    its file or database removed.  ``dsn`` (PostgreSQL only, required there) names the
+    server; ``directory`` is where SQLite files go (a temporary directory by default)."""
+    if kind not in STORES:
+        raise InvalidInput(f"unknown store {kind!r} (one of {', '.join(STORES)})")
+    if (kind == "postgres") != (dsn is not None):
+        raise InvalidInput("a DSN is required for a postgres store, and only then")
+    with ExitStack() as stack:
+
+        def keep(backend: Backend) -> Backend:
+            stack.callback(backend.close)  # closed before its file or database goes
+            return backend
+
+        if kind == "memory":
+            yield lambda: keep(MemoryBackend())
+            return
+        if kind == "sqlite":
+            where = directory
+            if where is None:
+                where = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="remora-")))
+            base = where
+
+            def sqlite() -> Backend:
+                return keep(SqliteBackend(Path(tempfile.mkdtemp(dir=base)) / "state.sqlite3"))
+
+            yield sqlite
+            return
+        from remora.store.postgres import PostgresBackend
+        from remora.testing.scratch import scratch_database
+
+        assert dsn is not None
+        server = dsn
+
+        def postgres() -> Backend:
+            return keep(
+                PostgresBackend(stack.enter_context(scratch_database(server, "remora_sim")))
+            )
+
+        yield postgres
 
 
 @contextmanager
 def store_factory(kind: str, dsn: str | None = None) -> Iterator[StoreFactory | None]:
-    """A factory of fresh stores of ``kind`` (None for memory); everything it made is closed
-    and removed on exit."""
-    if kind not in STORES:
-        raise InvalidInput(f"unknown store {kind!r} (one of {', '.join(STORES)})")
+    """The simulation's store factory for ``remora sim-worker --store`` (None for memory,
+    the simulation's own default)."""
     if (kind == "postgres") != (dsn is not None):
         raise InvalidInput("--dsn is required with --store postgres, and only then")
-    with ExitStack() as stack:
-
-        def keep(store: StateStore) -> StateStore:
-            stack.callback(store.close)  # closed before its file or database goes
-            return store
-
+    with backend_factory(kind, dsn) as make:
         if kind == "memory":
             yield None
             return
-        if kind == "sqlite":
-            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="remora-sim-")))
 
-            def sqlite(config: SimConfig) -> StateStore:
-                return keep(SqliteStore(Path(tempfile.mkdtemp(dir=tmp)) / "state.sqlite3"))
+        def stores(config: SimConfig) -> StateStore:
+            return StateStore(make())
 
-            yield sqlite
-            return
-        from remora.store.postgres import PostgresStore
-        from remora.testing.scratch import scratch_database
-
-        assert dsn is not None
-
-        def postgres(config: SimConfig) -> StateStore:
-            return keep(PostgresStore(stack.enter_context(scratch_database(dsn, "remora_sim"))))
-
-        yield postgres
+        yield stores

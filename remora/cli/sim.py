@@ -7,15 +7,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress, int_at_least
 from remora.errors import InvalidInput
-from remora.sim.artifacts import atomic_write, failures_dir, replay_command
+from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
 from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import Reducer
-from remora.sim.report import run_trace
+from remora.sim.report import Report, run_trace
 from remora.sim.trace import Trace, loads
+from remora.testing.mutations import NAMES as MUTATION_NAMES
+from remora.testing.mutations import mutation
+from remora.testing.runs import prepared
 from remora.testing.stores import STORES, store_factory
+
+MUTATION_SEEDS = 100
+"""``--mutation`` without ``--seed`` tries seeds 1..100 and keeps the first failing one."""
 
 
 def read_trace(path: str) -> Trace:
@@ -40,9 +48,15 @@ def register(sub: Any) -> None:
         "memory I/O and logical time; print the JSON report. Exit 0 on strict PASS, 1 "
         "otherwise, 2 for bad usage or a rejected trace.",
     )
-    which = p.add_mutually_exclusive_group(required=True)
+    which = p.add_mutually_exclusive_group()
     which.add_argument("--seed", type=_non_negative, help="generate the schedule from this seed")
     which.add_argument("--replay", metavar="FILE", help="replay a saved trace (never regenerates)")
+    p.add_argument(
+        "--mutation",
+        metavar="NAME",
+        help="run against a named planted bug (" + ", ".join(MUTATION_NAMES) + "); without "
+        f"--seed, seeds 1..{MUTATION_SEEDS} are tried and the first failing run is kept",
+    )
     p.add_argument("--class", dest="trace_class", choices=GENERATED_CLASSES, default="valid")
     p.add_argument("--steps", type=_non_negative, default=DEFAULT_STEPS)
     p.add_argument("--partitions", type=_non_negative, default=None)
@@ -78,31 +92,55 @@ def register(sub: Any) -> None:
     r.set_defaults(func=reduce)
 
 
+def _generated(args: argparse.Namespace, seed: int) -> Trace:
+    trace = generate(seed, args.trace_class, args.steps, args.partitions, drain=not args.no_drain)
+    if args.mutation is not None:
+        trace = attrs.evolve(trace, config=attrs.evolve(trace.config, mutation=args.mutation))
+    return trace
+
+
+def _run(trace: Trace, args: argparse.Namespace) -> Report:
+    with prepared(trace.config) as setup, store_factory(args.store, args.dsn) as factory:
+        return run_trace(trace, store_factory=factory, lifecycle_factory=setup.lifecycle_factory)
+
+
 def sim_worker(args: argparse.Namespace) -> int:
     if args.replay is not None:
-        for flag in ("save",):
+        for flag in ("save", "mutation"):
             if getattr(args, flag):
-                raise InvalidInput(f"--{flag} only applies to a generated schedule (--seed)")
+                raise InvalidInput(
+                    f"--{flag} only applies to a generated schedule (a replay runs what its "
+                    "trace records)"
+                )
         trace = read_trace(args.replay)
+        report = _run(trace, args)
     else:
+        if args.seed is None and args.mutation is None:
+            raise InvalidInput("one of --seed, --replay or --mutation is required")
         if args.steps < 3:
             raise InvalidInput("--steps must be at least 3")
-        trace = generate(
-            args.seed, args.trace_class, args.steps, args.partitions, drain=not args.no_drain
-        )
+        if args.mutation is not None:
+            mutation(args.mutation)  # an unknown name is bad usage
+        seeds = [args.seed] if args.seed is not None else range(1, MUTATION_SEEDS + 1)
+        for seed in seeds:
+            trace = _generated(args, seed)
+            report = _run(trace, args)
+            if report.status == "ERROR":
+                break
         if args.save:
             atomic_write(args.save, trace.dumps())
-    with store_factory(args.store, args.dsn) as factory:
-        report = run_trace(trace, store_factory=factory)
     text = report.dumps()
     if args.report:
         atomic_write(args.report, text)
     sys.stdout.write(text)
     if report.status == "ERROR" and args.replay is None:
-        saved = atomic_write(failures_dir() / f"sim-worker-seed-{args.seed}.json", trace.dumps())
+        planted = f"{trace.config.mutation}-" if trace.config.mutation else ""
+        saved = atomic_write(
+            failures_dir() / f"sim-worker-{planted}seed-{trace.seed}.json", trace.dumps()
+        )
         print(
-            f"remora sim-worker: {report.failure}; trace saved; replay with:\n"
-            f"  {replay_command(saved)}",
+            f"remora sim-worker: {report.failure} (seed {trace.seed}); trace saved; replay "
+            f"with:\n  {replay_command(saved)}\nsee it with:\n  {show_command(saved)}",
             file=sys.stderr,
         )
     elif report.status != "PASS":
@@ -146,20 +184,26 @@ def evidence(args: argparse.Namespace) -> int:
 
 def reduce(args: argparse.Namespace) -> int:
     trace = read_trace(args.file)
-    try:
-        reducer = Reducer(trace)
-    except InvalidInput as exc:
-        print(f"remora reduce: {args.file}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    where = failures_dir()
-    stem = Path(args.file).stem.removesuffix("-reduced")
-    original = atomic_write(where / f"{stem}.json", trace.dumps())
-    best = reducer.run()
+    with prepared(trace.config) as setup:
+
+        def failure_of(candidate: Trace) -> str | None:
+            return run_trace(candidate, lifecycle_factory=setup.lifecycle_factory).failure
+
+        try:
+            reducer = Reducer(trace, failure_of)
+        except InvalidInput as exc:
+            print(f"remora reduce: {args.file}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        where = failures_dir()
+        stem = Path(args.file).stem.removesuffix("-reduced")
+        original = atomic_write(where / f"{stem}.json", trace.dumps())
+        best = reducer.run()
     reduced = atomic_write(where / f"{stem}-reduced.json", best.dumps())
     print(f"failure: {reducer.failure}")
     print(f"steps: {len(trace.steps)} -> {len(best.steps)} ({reducer.tries} replays)")
     print(f"original: {replay_command(original)}")
     print(f"reduced:  {replay_command(reduced)}")
+    print(f"see it:   {show_command(reduced)}")
     return EXIT_OK
 
 

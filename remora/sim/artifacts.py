@@ -35,3 +35,8 @@ def atomic_write(path: str | Path, text: str) -> Path:
 
 def replay_command(path: str | Path) -> str:
     return f"remora sim-worker --replay {shlex.quote(str(path))}"
+
+
+def show_command(path: str | Path) -> str:
+    """The command that draws the run of a trace (or report) as one HTML page."""
+    return f"remora show {shlex.quote(str(path))}"

@@ -86,15 +86,20 @@ class SimConfig:
     retry_max_calls: int = 3
     retry_waits_ms: tuple[int, ...] = (100, 200)
     budget_ms: int = 20_000
+    mutation: str | None = None  # a named planted bug (remora.testing.mutations) it runs
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "partitions": self.partitions,
             "class": self.trace_class,
             "steps": self.steps,
             "retry": {"max_calls": self.retry_max_calls, "waits_ms": list(self.retry_waits_ms)},
             "budget_ms": self.budget_ms,
         }
+        # Optional keys appear only when set, so the digests of earlier traces stay valid.
+        if self.mutation is not None:
+            out["mutation"] = self.mutation
+        return out
 
     def digest(self) -> str:
         return config_digest(self.to_json())
@@ -274,8 +279,19 @@ def _choice(value: Any, path: str, make: Callable[[str], T], what: str) -> T:
         raise TraceError(path, f"{text!r} is not a valid {what}") from None
 
 
+MAX_NAME = 200
+"""The longest name a trace may give (a mutation, a ``module:qualname`` reference)."""
+
+
+def _name(value: Any, path: str) -> str:
+    text = _str(value, path)
+    if not text or len(text) > MAX_NAME or not text.isprintable():
+        raise TraceError(path, f"expected a printable name of 1..{MAX_NAME} characters")
+    return text
+
+
 def _parse_config(doc: Any, path: str) -> SimConfig:
-    d = _object(doc, path, ["partitions", "class", "steps", "retry", "budget_ms"])
+    d = _object(doc, path, ["partitions", "class", "steps", "retry", "budget_ms"], ["mutation"])
     retry = _object(d["retry"], f"{path}.retry", ["max_calls", "waits_ms"])
     max_calls = _int(retry["max_calls"], f"{path}.retry.max_calls", 1, 10)
     waits = tuple(
@@ -296,6 +312,7 @@ def _parse_config(doc: Any, path: str) -> SimConfig:
         retry_max_calls=max_calls,
         retry_waits_ms=waits,
         budget_ms=_int(d["budget_ms"], f"{path}.budget_ms", 1),
+        mutation=_name(d["mutation"], f"{path}.mutation") if "mutation" in d else None,
     )
 
 

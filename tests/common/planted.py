@@ -14,7 +14,30 @@ from remora.errors import UnknownResult
 from remora.faults import At, Operation, Outcome
 from remora.sim.trace import FaultSelector, Interleave, SimConfig, Step, Toolchain, Trace
 from remora.store import Token
+from remora.testing.mutations import (  # the named mutations' lifecycles live in the package
+    AdoptsReadEpoch,
+    FrontierBeforeResolution,
+    KeepsTokensOnRetire,
+    RetriesUnknownBlindly,
+    RevokeForgets,
+    SeekIgnoresStop,
+    SkipsCancelAfterWakeup,
+)
 from remora.worker import Lifecycle
+
+__all__ = [
+    "AdoptsReadEpoch",
+    "Crashes",
+    "FrontierBeforeResolution",
+    "KeepsTokensOnRetire",
+    "NeverAssignsTwice",
+    "NeverRetires",
+    "ProcessesNothing",
+    "RetriesUnknownBlindly",
+    "RevokeForgets",
+    "SeekIgnoresStop",
+    "SkipsCancelAfterWakeup",
+]
 
 
 def am(subject: str, op: str, rev: int, **body: Any) -> bytes:
@@ -65,38 +88,6 @@ class NeverRetires(Lifecycle):
             ctx.sleep(self.retry.wait_before(call))
 
 
-class KeepsTokensOnRetire(Lifecycle):
-    def _retire(self, error: Any) -> None:
-        if self._retired is None:
-            self._retired = error
-
-
-class RevokeForgets(Lifecycle):
-    def revoke(self) -> None:
-        with self._mutex:
-            pass
-
-
-class AdoptsReadEpoch(Lifecycle):
-    """After an unknown claim, adopts the epoch it reads instead of claiming afresh."""
-
-    def _claim(self, ctx: Context, partition: int) -> Token:
-        try:
-            return self.store.claim(partition, ctx)
-        except UnknownResult:
-            return self._recovery_read(ctx, partition)
-
-
-class FrontierBeforeResolution(Lifecycle):
-    """Treats an unknown process result as done without re-reading."""
-
-    def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
-        try:
-            return self.store.process(partition, saved, record, ctx)
-        except UnknownResult:
-            return Token(saved.epoch, record.offset + 1)
-
-
 class ProcessesNothing(Lifecycle):
     def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
         return saved
@@ -105,37 +96,6 @@ class ProcessesNothing(Lifecycle):
 class Crashes(Lifecycle):
     def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
         raise KeyError("planted")
-
-
-class RetriesUnknownBlindly(Lifecycle):
-    """Retries the same record after an unknown result without re-reading."""
-
-    def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
-        for call in range(1, self.retry.max_calls + 1):
-            self._before_call(ctx, call)
-            try:
-                return self.store.process(partition, saved, record, ctx)
-            except UnknownResult:
-                continue
-        raise UnknownResult("gave up")
-
-
-class SeekIgnoresStop(Lifecycle):
-    """Admits seek callbacks on a stopped or retired lifetime."""
-
-    def _admit(self, operation: str) -> None:
-        if operation != "seek":
-            super()._admit(operation)
-
-
-class SkipsCancelAfterWakeup(Lifecycle):
-    """Makes the retry call without re-checking cancellation after the wait."""
-
-    def _before_call(self, ctx: Context, call: int) -> None:
-        if call > 1:
-            ctx.sleep(self.retry.wait_before(call))
-        else:
-            ctx.check()
 
 
 class NeverAssignsTwice(Lifecycle):

@@ -3,8 +3,9 @@
     python -m tests.stateful.campaign [--machine NAME] [--no-shrink]
 
 Prints, per mutation: killed?, the machine that killed it, examples and seconds to the first
-failure, the shrunk trace length (steps of the exported replay trace) and the failure.  Uses
-the ``ci`` profile's budget (derandomized, no database).  Exit 1 if any mutation survives.
+failure, the shrunk trace length (steps of the exported replay trace) and the failure; the
+shrunk traces stay in ``artifacts/campaign/``.  Uses the ``ci`` profile's budget
+(derandomized, no database).  Exit 1 if any mutation survives.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,9 +24,12 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from remora.sim.trace import loads
 from remora.testing.machines import ScheduleFailure, WorkerScheduleMachine
+from remora.testing.mutations import MUTATIONS, Mutation
 from remora.testing.profiles import register_profiles
 from tests.stateful.machines import MACHINES
-from tests.stateful.mutations import MUTATIONS, Mutation
+
+CAMPAIGN_DIR = Path("artifacts") / "campaign"
+"""Where the campaign keeps each mutation's exported (shrunk) trace."""
 
 
 @attrs.define
@@ -69,10 +72,9 @@ def hunt(
     Mutant.__name__ = Mutant.__qualname__ = f"{machine.__name__}-{mutation.name}"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("REMORA_ARTIFACT_DIR", str(artifacts))
-        if mutation.patch is not None:
-            mutation.patch(mp)
         try:
-            run_state_machine_as_test(Mutant, settings=ci_settings(shrink))
+            with mutation.applied():
+                run_state_machine_as_test(Mutant, settings=ci_settings(shrink))
         except ScheduleFailure as exc:
             trace = loads(Path(exc.trace_path).read_text())
             return Outcome(
@@ -88,17 +90,19 @@ def hunt(
 
 
 def run_campaign(
-    machines: tuple[type[WorkerScheduleMachine], ...] = MACHINES, shrink: bool = True
+    machines: tuple[type[WorkerScheduleMachine], ...] = MACHINES,
+    shrink: bool = True,
+    artifacts: Path = CAMPAIGN_DIR,
 ) -> list[Outcome]:
+    """Every mutation against ``machines``; the traces stay under ``artifacts``."""
     outcomes = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for mutation in MUTATIONS:
-            outcome = Outcome(mutation.name, False)
-            for machine in machines:
-                outcome = hunt(mutation, machine, shrink, Path(tmp))
-                if outcome.killed:
-                    break
-            outcomes.append(outcome)
+    for mutation in MUTATIONS:
+        outcome = Outcome(mutation.name, False)
+        for machine in machines:
+            outcome = hunt(mutation, machine, shrink, artifacts)
+            if outcome.killed:
+                break
+        outcomes.append(outcome)
     return outcomes
 
 
@@ -130,6 +134,7 @@ def main() -> int:
     machines = tuple(m for m in MACHINES if args.machine in (None, m.__name__))
     outcomes = run_campaign(machines, shrink=not args.no_shrink)
     print(table(outcomes))
+    print(f"traces: {CAMPAIGN_DIR}/hypothesis-<Machine>-<mutation>.json")
     killed = [o for o in outcomes if o.killed]
     if killed:
         print(f"median time to kill: {statistics.median(o.seconds for o in killed):.2f} s")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from remora.testing.mutations import MUTATIONS, Mutation
 from tests.stateful.campaign import hunt
 from tests.stateful.machines import MACHINES
-from tests.stateful.mutations import MUTATIONS, Mutation
 
 
 def test_catalogue_covers_the_issue_examples() -> None:

@@ -22,6 +22,7 @@ from typing import NoReturn
 from remora import __version__
 from remora.cli import explore as explore_cmd
 from remora.cli import run as run_cmd
+from remora.cli import show as show_cmd
 from remora.cli import sim as sim_cmd
 from remora.cli import status as status_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.register(sub)
     sim_cmd.register(sub)
     explore_cmd.register(sub)
+    show_cmd.register(sub)
     return parser
 
 

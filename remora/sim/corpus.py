@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from remora.sim.artifacts import atomic_write, failures_dir, replay_command
+from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import reduce_trace
 from remora.sim.report import run_trace
@@ -88,7 +88,8 @@ def run_corpus(
             if on_failure is not None:
                 on_failure(
                     f"seed {seed} {trace_class}: {report.status} ({report.failure}); replay:\n"
-                    f"  {replay_command(original)}\n  {replay_command(reduced)}"
+                    f"  {replay_command(original)}\n  {replay_command(reduced)}\nsee it:\n"
+                    f"  {show_command(reduced)}"
                 )
         runs.append(entry)
     return {

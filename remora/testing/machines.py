@@ -55,7 +55,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from remora.sim.artifacts import atomic_write, failures_dir, replay_command
+from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
 from remora.sim.report import build_report
 from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
@@ -111,7 +111,10 @@ class ScheduleFailure(AssertionError):
     trace; ``trace_path`` is where that trace was written."""
 
     def __init__(self, failure: str, detail: str, trace_path: str) -> None:
-        super().__init__(f"{failure}: {detail}\nreplay: {replay_command(trace_path)}")
+        super().__init__(
+            f"{failure}: {detail}\nreplay: {replay_command(trace_path)}\n"
+            f"see it: {show_command(trace_path)}"
+        )
         self.failure = failure
         self.trace_path = trace_path
 

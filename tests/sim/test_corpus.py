@@ -63,6 +63,7 @@ def test_corpus_failure_saves_original_before_reducing(
     assert loads(original.read_text()) == generate(3, "valid")
     assert len(loads(reduced.read_text()).steps) < 64
     assert f"remora sim-worker --replay {original}" in messages[0]
+    assert f"remora show {reduced}" in messages[0]  # the picture beside the replay command
 
     def boom(*args: object) -> object:
         raise RuntimeError("reducer crashed")

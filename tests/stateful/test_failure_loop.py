@@ -65,6 +65,7 @@ def test_planted_bug_is_found_shrunk_exported_and_replayed(
     path = planted / "hypothesis-Planted.json"
     assert exc.value.trace_path == str(path)
     assert f"remora sim-worker --replay {path}" in str(exc.value)
+    assert f"remora show {path}" in str(exc.value)
     assert path.read_text() == Planted.exported[-1]  # the final, shrunk example remains
     assert not list(planted.glob("*.tmp"))
     trace = loads(path.read_text())

@@ -1,0 +1,208 @@
+// remora show: draws the timeline embedded in #remora-timeline as SVG (no network, no
+// external file).  When done it sets data-rendered="true" on <body> with counts and the
+// drawn size, which the browser test reads back from the live DOM.
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("remora-timeline").textContent);
+  var SVG = "http://www.w3.org/2000/svg";
+  var KINDS = ["commit", "abort", "unknown-committed", "unknown-aborted", "fenced",
+               "canceled", "error", "step", "callback"];
+  var SLOT = 22, LANE = 38, LEFT = 190, TOP = 34, SERIES = 76, GAP = 18;
+
+  function el(name, attrs, parent) {
+    var node = document.createElementNS(SVG, name);
+    for (var k in attrs) { node.setAttribute(k, attrs[k]); }
+    if (parent) { parent.appendChild(node); }
+    return node;
+  }
+  function text(parent, x, y, s, cls, anchor) {
+    var t = el("text", {x: x, y: y, "class": cls || ""}, parent);
+    if (anchor) { t.setAttribute("text-anchor", anchor); }
+    t.textContent = s;
+    return t;
+  }
+  function html(tag, cls, s, parent) {
+    var node = document.createElement(tag);
+    if (cls) { node.className = cls; }
+    if (s !== undefined) { node.textContent = s; }
+    if (parent) { parent.appendChild(node); }
+    return node;
+  }
+  function detailText(pairs) {
+    return pairs.map(function (p) { return p[0] + ": " + p[1]; }).join("\n");
+  }
+
+  var app = document.getElementById("app");
+  var tip = html("div", "", undefined, document.body);
+  tip.id = "tip";
+
+  // -- header: title, summary, legend --------------------------------------------------
+  var header = html("header", "", undefined, app);
+  var h1 = html("h1", "", "remora show: " + data.title, header);
+  var badge = html("span", "status", data.status, h1);
+  if (data.status === "ERROR" || data.status === "VIOLATED") { badge.className += " bad"; }
+  else if (data.status !== "PASS") { badge.className += " qualified"; }
+  var dl = html("dl", "summary", undefined, header);
+  data.summary.concat([["file", data.source]]).forEach(function (p) {
+    html("dt", "", p[0], dl);
+    html("dd", "", p[1], dl);
+  });
+  var legend = html("div", "legend", undefined, header);
+  var counts = {};
+  data.marks.forEach(function (m) { counts[m.kind] = (counts[m.kind] || 0) + 1; });
+  KINDS.forEach(function (k) {
+    if (!counts[k] && ["commit", "abort", "unknown-committed", "unknown-aborted", "fenced",
+                       "canceled"].indexOf(k) < 0) { return; }
+    var item = html("span", "", undefined, legend);
+    var dot = html("i", "", undefined, item);
+    dot.style.background = "var(--" + k + ")";
+    html("b", "", k, item);
+    html("small", "", "(" + (counts[k] || 0) + ")", item);
+  });
+  var extra = html("span", "", "dashed ring: selected fault · red ✕: stop · blue arrow: " +
+                   "replacement · red line: first violation · hover for details", legend);
+  extra.style.color = "#868e96";
+
+  // -- the timeline ---------------------------------------------------------------------
+  var laneIndex = {};
+  data.lanes.forEach(function (lane, i) { laneIndex[lane.key] = i; });
+  var lanesHeight = data.lanes.length * LANE;
+  var seriesTop = TOP + lanesHeight + GAP;
+  var width = LEFT + Math.max(data.slots, 1) * SLOT + 260;
+  var height = seriesTop + data.series.length * (SERIES + GAP) + 10;
+  var wrap = html("div", "scroll", undefined, app);
+  var svg = el("svg", {width: width, height: height, id: "timeline",
+                       "data-slots": data.slots}, wrap);
+  var defs = el("defs", {}, svg);
+  var marker = el("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
+                             markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse"}, defs);
+  el("path", {d: "M 0 0 L 10 5 L 0 10 z", fill: "#1971c2"}, marker);
+
+  function x(slot) { return LEFT + slot * SLOT + SLOT / 2; }
+  function y(key) { return TOP + laneIndex[key] * LANE + LANE / 2; }
+
+  var lanesGroup = el("g", {id: "lanes"}, svg);
+  data.lanes.forEach(function (lane, i) {
+    var g = el("g", {"class": "lane", "data-lane": lane.key}, lanesGroup);
+    el("rect", {"class": "lane-bg" + (i % 2 ? " odd" : ""), x: 0, y: TOP + i * LANE,
+                width: width, height: LANE}, g);
+    text(g, 10, TOP + i * LANE + 16, lane.label, "lane-label");
+    if (lane.note) { text(g, 10, TOP + i * LANE + 30, lane.note, "lane-note"); }
+    el("line", {"class": "grid", x1: LEFT, x2: width - 240, y1: y(lane.key), y2: y(lane.key)}, g);
+  });
+
+  var bandGroup = el("g", {id: "bands"}, svg);
+  data.bands.forEach(function (b, i) {
+    var r = el("rect", {"class": "band " + b.kind, x: LEFT + b.first * SLOT, y: TOP - 4,
+                        width: (b.last - b.first + 1) * SLOT, height: lanesHeight + 8}, bandGroup);
+    el("title", {}, r).textContent = b.label;
+    if (b.kind !== "wait") {
+      text(bandGroup, LEFT + b.first * SLOT + 2, TOP - 8 - (i % 2) * 10, b.label, "band-label");
+    }
+  });
+  for (var s = 0; s <= data.slots; s += 5) {
+    text(svg, x(s), TOP - 20, String(s), "axis", "middle");
+  }
+
+  var markGroup = el("g", {id: "marks"}, svg);
+  function hover(node, details) {
+    node.addEventListener("mousemove", function (ev) {
+      tip.textContent = detailText(details);
+      tip.style.display = "block";
+      tip.style.left = Math.min(ev.clientX + 14, window.innerWidth - 540) + "px";
+      tip.style.top = (ev.clientY + 14) + "px";
+    });
+    node.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+  }
+  data.marks.forEach(function (m) {
+    var cx = x(m.slot), cy = y(m.lane);
+    var g = el("g", {"class": "io", "data-kind": m.kind, "data-slot": m.slot,
+                     "data-lane": m.lane}, markGroup);
+    var shape;
+    if (m.kind === "callback") {
+      shape = el("rect", {"class": "mark callback", x: cx - 5, y: cy - 5, width: 10, height: 10,
+                          transform: "rotate(45 " + cx + " " + cy + ")"}, g);
+    } else {
+      shape = el("circle", {"class": "mark" + (m.selected ? " selected" : ""), cx: cx, cy: cy,
+                            r: 7, fill: "var(--" + m.kind + ")"}, g);
+    }
+    if (m.selected) {
+      el("circle", {"class": "fault-ring", cx: cx, cy: cy, r: 10.5}, g);
+    }
+    el("title", {}, g).textContent = detailText(m.details);
+    text(g, cx, cy + 17, m.label.slice(0, 3), "axis", "middle");
+    hover(shape, m.details);
+  });
+
+  var linkGroup = el("g", {id: "interleaves"}, svg);
+  data.links.forEach(function (l) {
+    var g = el("g", {"class": "interleave" + (l.stop ? " has-stop" : "") +
+                     (l.target ? " has-replacement" : ""), "data-slot": l.slot}, linkGroup);
+    var cx = x(l.slot) - SLOT / 2, cy = y(l.lane);
+    if (l.stop) {
+      el("path", {"class": "stop", d: "M" + (cx - 5) + " " + (cy - 12) + " l10 10 m0 -10 l-10 10"}, g);
+    }
+    if (l.target && laneIndex[l.target] !== undefined) {
+      var tx = x(l.target_slot === null ? l.slot : l.target_slot) - 8, ty = y(l.target);
+      var mid = (cx + tx) / 2 - 14;
+      el("path", {"class": "replacement",
+                  d: "M" + cx + " " + (cy + (ty > cy ? 8 : -8)) + " C" + mid + " " + cy + " " +
+                     mid + " " + ty + " " + tx + " " + ty}, g);
+    }
+    text(g, cx + 3, cy - 13, l.label, "link-label");
+    el("title", {}, g).textContent = "interleave: " + l.label;
+  });
+
+  if (data.violation) {
+    var v = data.violation;
+    var vg = el("g", {id: "violation", "data-slot": v.slot}, svg);
+    var vx = x(v.slot) + SLOT / 2;
+    el("line", {"class": "violation-line", x1: vx, x2: vx, y1: TOP - 6,
+                y2: TOP + lanesHeight + 6}, vg);
+    var vy = v.lane && laneIndex[v.lane] !== undefined ? y(v.lane) : TOP + lanesHeight / 2;
+    var d = "M" + vx + " " + (vy - 10) + " l10 10 l-10 10 l-10 -10 z";
+    var diamond = el("path", {"class": "violation-mark", d: d}, vg);
+    text(vg, vx + 13, vy - 4, v.label, "violation-label");
+    el("title", {}, vg).textContent = v.label + ": " + v.message;
+    hover(diamond, [["first violation", v.label], ["message", v.message]]);
+  }
+
+  var seriesGroup = el("g", {id: "series"}, svg);
+  data.series.forEach(function (s, i) {
+    var top = seriesTop + i * (SERIES + GAP);
+    var g = el("g", {"class": "series", "data-series": s.key}, seriesGroup);
+    el("rect", {"class": "series-frame", x: LEFT, y: top, width: width - LEFT - 240,
+                height: SERIES}, g);
+    text(g, 10, top + 16, s.label, "lane-label");
+    text(g, 10, top + 32, s.names[0], "axis").style.fill = "#e8590c";
+    text(g, 10, top + 46, s.names[1], "axis").style.fill = "#1c7ed6";
+    var max = 1;
+    s.points.forEach(function (p) { max = Math.max(max, p[1], p[2]); });
+    text(g, LEFT - 6, top + 10, String(max), "axis", "end");
+    text(g, LEFT - 6, top + SERIES - 2, "0", "axis", "end");
+    function yv(v) { return top + SERIES - 6 - (v / max) * (SERIES - 14); }
+    [1, 2].forEach(function (which) {
+      if (!s.points.length) { return; }
+      var path = "", prev = null;
+      s.points.forEach(function (p) {
+        var px = LEFT + p[0] * SLOT, py = yv(p[which]);
+        path += prev === null ? "M" + px + " " + py : " H" + px + " V" + py;
+        prev = py;
+      });
+      path += " H" + (LEFT + data.slots * SLOT);
+      el("path", {"class": which === 1 ? "series-a" : "series-b", d: path}, g);
+    });
+    var last = s.points[s.points.length - 1];
+    if (last) {
+      el("title", {}, g).textContent = s.label + ": " + s.names[0] + " " + last[1] + ", " +
+        s.names[1] + " " + last[2] + " at the end";
+    }
+  });
+
+  var box = svg.getBBox();
+  var body = document.body;
+  body.setAttribute("data-lanes", String(lanesGroup.querySelectorAll("g.lane").length));
+  body.setAttribute("data-marks", String(markGroup.querySelectorAll("g.io").length));
+  body.setAttribute("data-drawn", Math.round(box.width) + "x" + Math.round(box.height));
+  body.setAttribute("data-rendered", "true");
+})();

@@ -1,0 +1,108 @@
+"""``remora show`` pages in a real browser: headless Chromium loads the page, its own script
+draws the lanes, marks, interleaves and the violation, and the live DOM is read back
+(``--dump-dom``, after the script ran) — including the size the browser's layout gave the
+drawing.  A page whose script does not run, or does not draw the violation, is caught."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import attrs
+
+from remora.cli import main
+from remora.sim.generate import generate
+from tests.common.browser import dump_dom, screenshot
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "show"
+
+
+def data_of(page: str) -> dict[str, object]:
+    m = re.search(r'<script type="application/json" id="remora-timeline">(.*?)</script>', page)
+    assert m is not None
+    return json.loads(m.group(1).replace("<\\/", "</"))  # type: ignore[no-any-return]
+
+
+def drawing_problems(dom: str, data: dict[str, object]) -> list[str]:
+    """What the page's script failed to draw (empty when everything is on the page)."""
+    problems = []
+    body = re.search(r"<body([^>]*)>", dom)
+    attrs_ = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1) if body else ""))
+    if attrs_.get("data-rendered") != "true":
+        return ["the page's script did not finish drawing"]
+    lanes = data["lanes"]
+    assert isinstance(lanes, list)
+    drawn = [html.unescape(k) for k in re.findall(r'<g class="lane" data-lane="([^"]+)">', dom)]
+    if drawn != [lane["key"] for lane in lanes] or attrs_["data-lanes"] != str(len(lanes)):
+        problems.append(f"lanes drawn {drawn}, expected {[lane['key'] for lane in lanes]}")
+    marks = data["marks"]
+    assert isinstance(marks, list)
+    if len(re.findall(r'<g class="io" data-kind="', dom)) != len(marks):
+        problems.append("not every mark was drawn")
+    width, height = (int(n) for n in attrs_.get("data-drawn", "0x0").split("x"))
+    if width < 22 * int(str(data["slots"])) or height < 38 * len(lanes):
+        problems.append(f"the drawing is {width}x{height} px, too small for its lanes and slots")
+    if data["violation"] is not None:
+        violation = data["violation"]
+        assert isinstance(violation, dict)
+        if not re.search(rf'<g id="violation" data-slot="{violation["slot"]}">', dom):
+            problems.append("no violation mark")
+        elif 'class="violation-mark"' not in dom:
+            problems.append("the violation group has no mark")
+    for link in data["links"]:  # type: ignore[attr-defined]
+        if link["target"] is not None and 'class="interleave has-replacement' not in dom:
+            problems.append("a replacement interleave is not drawn")
+            break
+    return problems
+
+
+def failing_page(tmp_path: Path) -> Path:
+    trace = generate(4, "valid")
+    trace = attrs.evolve(
+        trace, config=attrs.evolve(trace.config, mutation="skip-cancel-check-after-wakeup")
+    )
+    (tmp_path / "run.json").write_text(trace.dumps())
+    assert main(["show", str(tmp_path / "run.json")]) == 0
+    return tmp_path / "run.html"
+
+
+def test_a_failing_run_is_drawn_with_its_lanes_and_violation(tmp_path: Path) -> None:
+    page = failing_page(tmp_path)
+    data = data_of(page.read_text())
+    dom = dump_dom(page)
+    assert drawing_problems(dom, data) == []
+    assert '<g class="lane" data-lane="lifetime 4">' in dom
+    assert re.search(r'<g class="interleave has-stop has-replacement" data-slot="\d+">', dom)
+    assert '<g class="series" data-series="partition 0">' in dom
+
+
+def test_a_counterexample_is_drawn(tmp_path: Path) -> None:
+    source = tmp_path / "cex.json"
+    source.write_text((FIXTURES / "commit-is-fenced-cas.json").read_text())
+    assert main(["show", str(source)]) == 0
+    page = tmp_path / "cex.html"
+    dom = dump_dom(page)
+    assert drawing_problems(dom, data_of(page.read_text())) == []
+    assert '<g class="lane" data-lane="attempt [job |-&gt; j1, token |-&gt; 1]">' in dom
+
+
+def test_planted_a_page_whose_script_fails_or_skips_the_violation(tmp_path: Path) -> None:
+    page = failing_page(tmp_path)
+    text = page.read_text()
+    data = data_of(text)
+    broken = tmp_path / "broken.html"
+    broken.write_text(text.replace('"use strict";', '"use strict"; throw new Error("planted");'))
+    assert drawing_problems(dump_dom(broken), data) == [
+        "the page's script did not finish drawing"
+    ]
+    blind = tmp_path / "blind.html"
+    blind.write_text(text.replace("if (data.violation) {", "if (false) {"))
+    assert drawing_problems(dump_dom(blind), data) == ["no violation mark"]
+
+
+def test_a_screenshot_of_the_page(tmp_path: Path) -> None:
+    shot = screenshot(failing_page(tmp_path), tmp_path / "shot.png")
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a drawing, not a blank page

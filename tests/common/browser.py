@@ -1,0 +1,73 @@
+"""Headless Chromium for the tests of pages a person looks at (``remora show``).
+
+Method: Chromium's own command line — ``--dump-dom`` prints the live DOM *after* the page's
+scripts ran (so what the page's script drew, and the attributes it set from the real layout,
+can be read back), ``--screenshot`` writes a PNG.  One process per call, a fresh profile
+each time; no driver, port or websocket to keep in step with the browser's version.
+
+Without Chromium the test skips with the reason — or fails under
+``REMORA_REQUIRE_SERVICES=1`` (``.ci/run`` installs Debian's ``chromium`` when missing).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tests.common.services import unavailable
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",  # runs as root here
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
+NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def require_chromium() -> str:
+    for name in NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    unavailable("Chromium", "no chromium on PATH (apt-get install chromium)")
+    raise AssertionError("unreachable")
+
+
+def _run(page: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    binary = require_chromium()
+    with tempfile.TemporaryDirectory(prefix="remora-chromium-") as profile:
+        return subprocess.run(
+            [binary, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def dump_dom(page: Path) -> str:
+    """The page's DOM after its scripts ran, serialized by the browser."""
+    done = _run(page, "--dump-dom")
+    assert done.returncode == 0 and "<html" in done.stdout, done.stderr[-2000:]
+    return done.stdout
+
+
+def screenshot(page: Path, out: Path, size: tuple[int, int] = (1400, 900)) -> Path:
+    done = _run(page, f"--window-size={size[0]},{size[1]}", f"--screenshot={out.resolve()}")
+    assert done.returncode == 0 and out.exists(), done.stderr[-2000:]
+    return out
+
+
+if __name__ == "__main__":  # python -m tests.common.browser PAGE.html OUT.png [WxH]
+    import sys
+
+    size = tuple(int(n) for n in (sys.argv[3] if len(sys.argv) > 3 else "1400x900").split("x"))
+    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), (size[0], size[1])))

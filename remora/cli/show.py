@@ -60,7 +60,7 @@ def timeline_of(path: Path) -> Timeline:
             return from_report(doc, str(path))
         trace = loads(text)
         with prepared(trace.config) as setup:
-            report = run_trace(trace, lifecycle_factory=setup.lifecycle_factory)
+            report = run_trace(trace, **setup.run_kwargs())
         return from_report(report.document, str(path))
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc}") from None

@@ -19,7 +19,7 @@ from remora.sim.report import Report, run_trace
 from remora.sim.trace import Trace, loads
 from remora.testing.mutations import NAMES as MUTATION_NAMES
 from remora.testing.mutations import mutation
-from remora.testing.runs import prepared
+from remora.testing.runs import lifecycle_of, prepared
 from remora.testing.stores import STORES, store_factory
 
 MUTATION_SEEDS = 100
@@ -71,6 +71,12 @@ def register(sub: Any) -> None:
         "user may create a scratch database)",
     )
     p.add_argument("--dsn", help="PostgreSQL server for --store postgres (libpq DSN or URI)")
+    p.add_argument(
+        "--lifecycle",
+        metavar="MODULE:CLASS",
+        help="run this Lifecycle subclass (recorded in a generated trace; replaces the one a "
+        "replayed trace records)",
+    )
     p.set_defaults(func=sim_worker)
 
     c = sub.add_parser("corpus", help="run the fixed corpus (seeds 1-8 x valid/conflict)")
@@ -89,19 +95,37 @@ def register(sub: Any) -> None:
         "$REMORA_ARTIFACT_DIR) and print the replay commands.",
     )
     r.add_argument("file", metavar="FILE")
+    r.add_argument(
+        "--lifecycle",
+        metavar="MODULE:CLASS",
+        help="reduce against this Lifecycle subclass instead of the one the trace records",
+    )
     r.set_defaults(func=reduce)
 
 
 def _generated(args: argparse.Namespace, seed: int) -> Trace:
     trace = generate(seed, args.trace_class, args.steps, args.partitions, drain=not args.no_drain)
-    if args.mutation is not None:
-        trace = attrs.evolve(trace, config=attrs.evolve(trace.config, mutation=args.mutation))
-    return trace
+    named = {"mutation": args.mutation, "lifecycle": args.lifecycle}
+    return attrs.evolve(trace, config=attrs.evolve(trace.config, **named))
 
 
 def _run(trace: Trace, args: argparse.Namespace) -> Report:
-    with prepared(trace.config) as setup, store_factory(args.store, args.dsn) as factory:
-        return run_trace(trace, store_factory=factory, lifecycle_factory=setup.lifecycle_factory)
+    with (
+        prepared(trace.config, args.lifecycle) as setup,
+        store_factory(args.store, args.dsn, setup.processing) as factory,
+    ):
+        return run_trace(trace, store_factory=factory, **setup.run_kwargs())
+
+
+def _overridden(trace: Trace, lifecycle: str | None, command: str) -> Trace:
+    """``trace`` recording ``lifecycle`` (``--lifecycle`` on a replay), with a note on
+    stderr when it replaces a different recorded one."""
+    if lifecycle is None or lifecycle == trace.config.lifecycle:
+        return trace
+    lifecycle_of(lifecycle, "--lifecycle")  # importable, before anything is said or run
+    recorded = trace.config.lifecycle or "remora.worker:Lifecycle (built in)"
+    print(f"remora {command}: running {lifecycle}; the trace records {recorded}", file=sys.stderr)
+    return attrs.evolve(trace, config=attrs.evolve(trace.config, lifecycle=lifecycle))
 
 
 def sim_worker(args: argparse.Namespace) -> int:
@@ -112,7 +136,7 @@ def sim_worker(args: argparse.Namespace) -> int:
                     f"--{flag} only applies to a generated schedule (a replay runs what its "
                     "trace records)"
                 )
-        trace = read_trace(args.replay)
+        trace = _overridden(read_trace(args.replay), args.lifecycle, "sim-worker")
         report = _run(trace, args)
     else:
         if args.seed is None and args.mutation is None:
@@ -121,6 +145,8 @@ def sim_worker(args: argparse.Namespace) -> int:
             raise InvalidInput("--steps must be at least 3")
         if args.mutation is not None:
             mutation(args.mutation)  # an unknown name is bad usage
+            if args.lifecycle is not None:
+                raise InvalidInput("--mutation runs its own lifecycle: drop --lifecycle")
         seeds = [args.seed] if args.seed is not None else range(1, MUTATION_SEEDS + 1)
         for seed in seeds:
             trace = _generated(args, seed)
@@ -183,11 +209,11 @@ def evidence(args: argparse.Namespace) -> int:
 
 
 def reduce(args: argparse.Namespace) -> int:
-    trace = read_trace(args.file)
+    trace = _overridden(read_trace(args.file), args.lifecycle, "reduce")
     with prepared(trace.config) as setup:
 
         def failure_of(candidate: Trace) -> str | None:
-            return run_trace(candidate, lifecycle_factory=setup.lifecycle_factory).failure
+            return run_trace(candidate, **setup.run_kwargs()).failure
 
         try:
             reducer = Reducer(trace, failure_of)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from remora.domain.amendment import Amendment, Malformed, canonical_json, parse_amendment
 from remora.domain.fold import Applied, Decision, Quarantined, decide
+from remora.domain.processing import AMENDMENTS, Processing, check_decision
 from remora.domain.records import (
     OPS,
     QUARANTINE_REASONS,
@@ -22,6 +23,7 @@ from remora.domain.records import (
 )
 
 __all__ = [
+    "AMENDMENTS",
     "OPS",
     "QUARANTINE_REASONS",
     "Amendment",
@@ -31,6 +33,7 @@ __all__ = [
     "Malformed",
     "Op",
     "OutboxEntry",
+    "Processing",
     "QuarantineEntry",
     "QuarantineReason",
     "Quarantined",
@@ -38,6 +41,7 @@ __all__ = [
     "SubjectState",
     "SubjectStatus",
     "canonical_json",
+    "check_decision",
     "decide",
     "parse_amendment",
 ]

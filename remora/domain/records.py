@@ -44,7 +44,7 @@ class OutboxEntry:
     seq: int
     subject: str
     version: int
-    op: Op
+    op: str  # an Op for the amendment fold; a custom processing names its own
     body: str  # canonical JSON text of the amendment body
     offset: int
 

@@ -14,26 +14,38 @@ committed intents are immutable.
 from __future__ import annotations
 
 from remora.oracle.model import (
+    AMENDMENT_RULES,
     Expectation,
     IntentRow,
+    Model,
+    ModelError,
+    ModelOutput,
     Oracle,
     OutboxRow,
+    PartitionModel,
     QuarantineRow,
     RawRecord,
+    ReferenceModel,
     ViewRow,
     Violation,
 )
 from remora.oracle.monitor import Monitor, Observed
 
 __all__ = [
+    "AMENDMENT_RULES",
     "Expectation",
     "IntentRow",
+    "Model",
+    "ModelError",
+    "ModelOutput",
     "Monitor",
     "Observed",
     "Oracle",
     "OutboxRow",
+    "PartitionModel",
     "QuarantineRow",
     "RawRecord",
+    "ReferenceModel",
     "ViewRow",
     "Violation",
 ]

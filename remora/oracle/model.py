@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, NamedTuple
 
 
 class RawRecord(NamedTuple):
@@ -163,14 +163,116 @@ class _PartitionHistory:
         )
 
 
+# -- a user's reference model, or none -------------------------------------------------
+
+
+class ModelError(ValueError):
+    """A reference model said something impossible."""
+
+
+class ModelOutput(NamedTuple):
+    """What one visible record does, according to a reference model: applied (``reason``
+    None: one outbox entry ``subject``/``version``/``op``/``body``, and a committed intent
+    when ``intent``) or quarantined (``reason``: ``malformed``, ``conflict``, ``rejected`` or
+    ``blocked``)."""
+
+    subject: str | None
+    reason: str | None = None
+    version: int = 0
+    op: str = ""
+    body: Any = None  # parsed JSON
+    intent: bool = False
+
+
+PartitionModel = Callable[[RawRecord], ModelOutput]
+ReferenceModel = Callable[[int], PartitionModel]
+"""A reference model of a custom processing: called with a partition number, it returns a
+fresh function that is given that partition's visible records in offset order, once each,
+and says what each does.  It must be written independently of the processing it checks."""
+
+AMENDMENT_RULES: Literal["amendment rules"] = "amendment rules"
+"""The oracle's own model of Remora's amendment fold (the default)."""
+
+Model = ReferenceModel | Literal["amendment rules"] | None
+"""What an :class:`Oracle` checks outputs against: the amendment rules, a user's reference
+model, or nothing (None: only the generic properties — every visible offset accounted for
+exactly once, frontier and epoch rules, outbox seq — are checked)."""
+
+
+class _ModelHistory(_PartitionHistory):
+    """A partition folded once by a user's reference model."""
+
+    def __init__(self, partition: int, records: Sequence[RawRecord], model: ReferenceModel) -> None:
+        self.partition = partition
+        visible = sorted((r for r in records if r.visible), key=lambda r: r.offset)
+        self.visible_offsets = [r.offset for r in visible]
+        self.valid_frontiers = {0} | {o + 1 for o in self.visible_offsets}
+        self.outbox, self.quarantine, self.intents = [], [], []
+        self.counts = [(0, 0, 0)]
+        step = model(partition)
+        for r in visible:
+            out = step(r)
+            if out.reason is None:
+                if out.subject is None:
+                    raise ModelError(f"reference model applied offset {r.offset} to no subject")
+                seq = len(self.outbox) + 1
+                self.outbox.append(
+                    OutboxRow(partition, seq, out.subject, out.version, out.op, out.body, r.offset)
+                )
+                if out.intent:
+                    self.intents.append(IntentRow(partition, out.subject, out.version, out.body))
+            else:
+                self.quarantine.append(QuarantineRow(partition, r.offset, out.subject, out.reason))
+            self.counts.append((len(self.outbox), len(self.quarantine), len(self.intents)))
+
+
+class _GenericHistory(_PartitionHistory):
+    """No model: the visible offsets only (no expected outputs)."""
+
+    def __init__(self, partition: int, records: Sequence[RawRecord]) -> None:
+        self.partition = partition
+        self.visible_offsets = sorted(r.offset for r in records if r.visible)
+        self.valid_frontiers = {0} | {o + 1 for o in self.visible_offsets}
+        self.outbox, self.quarantine, self.intents = [], [], []
+        self.counts = [(0, 0, 0)] * (len(self.visible_offsets) + 1)
+
+
 class Oracle:
     """Expected durable outputs of a source, for any frontier of any partition."""
 
-    def __init__(self, records: Iterable[RawRecord], partitions: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        records: Iterable[RawRecord],
+        partitions: Iterable[int] = (),
+        model: Model = AMENDMENT_RULES,
+    ) -> None:
+        self.model = model
         by_partition: dict[int, list[RawRecord]] = {p: [] for p in partitions}
         for r in records:
             by_partition.setdefault(r.partition, []).append(r)
-        self._history = {p: _PartitionHistory(p, rs) for p, rs in by_partition.items()}
+        self._history = {p: self._fold(p, rs) for p, rs in by_partition.items()}
+
+    def _fold(self, partition: int, records: Sequence[RawRecord]) -> _PartitionHistory:
+        if self.model == AMENDMENT_RULES:
+            return _PartitionHistory(partition, records)
+        if self.model is None:
+            return _GenericHistory(partition, records)
+        assert not isinstance(self.model, str)
+        return _ModelHistory(partition, records, self.model)
+
+    @property
+    def checks_outputs(self) -> bool:
+        """Whether outputs are checked against a model (False: generic properties only)."""
+        return self.model is not None
+
+    @property
+    def amendment_rules(self) -> bool:
+        return self.model == AMENDMENT_RULES
+
+    def visible_below(self, partition: int, frontier: int) -> list[int]:
+        """The visible offsets below ``frontier`` (each must be accounted for once)."""
+        h = self._h(partition)
+        return h.visible_offsets[: h.processed(frontier)]
 
     @property
     def partitions(self) -> tuple[int, ...]:
@@ -179,7 +281,7 @@ class Oracle:
     def _h(self, partition: int) -> _PartitionHistory:
         h = self._history.get(partition)
         if h is None:
-            h = self._history[partition] = _PartitionHistory(partition, [])
+            h = self._history[partition] = self._fold(partition, [])
         return h
 
     def expected(self, partition: int, frontier: int) -> Expectation:
@@ -210,8 +312,11 @@ class Oracle:
                 rows[(p, e.subject)] = ViewRow(p, e.subject, e.version, status, e.body)
         return tuple(rows[k] for k in sorted(rows))
 
-    def predicted_status(self) -> str:
-        """What a complete, fault-free run of this source must end as."""
+    def predicted_status(self) -> str | None:
+        """What a complete, fault-free run of this source must end as (None without a
+        model: then any complete status is possible)."""
+        if not self.checks_outputs:
+            return None
         reasons = {q.reason for p in self.partitions for q in self._h(p).quarantine}
         if "blocked" in reasons:
             return "BLOCKED"

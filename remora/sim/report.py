@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from remora.domain import AMENDMENTS, Processing
+from remora.oracle import AMENDMENT_RULES, Model
 from remora.sim.scheduler import LifecycleFactory, Simulation, StoreFactory
 from remora.sim.trace import IMPLEMENTATION, Trace, _selector_json
 from remora.worker import Lifecycle
@@ -41,6 +43,8 @@ def replay(
     *,
     store_factory: StoreFactory | None = None,
     lifecycle_factory: LifecycleFactory = Lifecycle,
+    processing: Processing = AMENDMENTS,
+    model: Model = AMENDMENT_RULES,
 ) -> Simulation:
     """Execute ``trace`` step by step, stopping at the first safety violation, then drain
     if the trace asks for it; returns the finished simulation."""
@@ -50,6 +54,8 @@ def replay(
         reserved=trace.reserved_replacements(),
         store_factory=store_factory,
         lifecycle_factory=lifecycle_factory,
+        processing=processing,
+        model=model,
     )
     for step in trace.steps:
         sim.execute(step)
@@ -65,9 +71,17 @@ def run_trace(
     *,
     store_factory: StoreFactory | None = None,
     lifecycle_factory: LifecycleFactory = Lifecycle,
+    processing: Processing = AMENDMENTS,
+    model: Model = AMENDMENT_RULES,
 ) -> Report:
     """Replay ``trace`` and build its report."""
-    sim = replay(trace, store_factory=store_factory, lifecycle_factory=lifecycle_factory)
+    sim = replay(
+        trace,
+        store_factory=store_factory,
+        lifecycle_factory=lifecycle_factory,
+        processing=processing,
+        model=model,
+    )
     return build_report(sim, trace)
 
 

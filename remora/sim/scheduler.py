@@ -34,7 +34,7 @@ import attrs
 from remora.clock import LogicalClock
 from remora.context import Context
 from remora.delivery import MemoryView, Relay
-from remora.domain import SourceRecord
+from remora.domain import AMENDMENTS, Processing, SourceRecord
 from remora.errors import (
     Canceled,
     DeadlineExceeded,
@@ -48,7 +48,7 @@ from remora.errors import (
     Unseeked,
 )
 from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport, Operation
-from remora.oracle import Violation
+from remora.oracle import AMENDMENT_RULES, Model, Violation
 from remora.sim.checker import Checker, Holding, failure
 from remora.sim.trace import FaultSelector, SimConfig, Step
 from remora.source import FetchCursors, MemorySourceLog
@@ -213,16 +213,20 @@ class Simulation:
         reserved: Iterable[int] = (),
         store_factory: StoreFactory | None = None,
         lifecycle_factory: LifecycleFactory = Lifecycle,
+        processing: Processing = AMENDMENTS,
+        model: Model = AMENDMENT_RULES,
     ) -> None:
         self.config = config
         self.source = tuple(source)
         self.partitions = tuple(range(config.partitions))
         self.clock = SimClock(self.waited)
         self.hook = SimHook(self)
-        self.store = store_factory(config) if store_factory else MemoryStore()
+        self.store = store_factory(config) if store_factory else MemoryStore(processing=processing)
+        if getattr(self.store.backend, "processing", processing) is not processing:
+            raise InvalidInput("the store factory's stores run another processing")
         self.store.hook = self.hook
         self.log = MemorySourceLog(self.source, self.partitions, hook=self.hook)
-        self.checker = Checker(self.source, self.partitions)
+        self.checker = Checker(self.source, self.partitions, model)
         self.view = MemoryView()
         self.lifecycle_factory = lifecycle_factory
         self.retry = RetryPolicy(

@@ -41,6 +41,8 @@ OPERATIONS_OF: dict[str, frozenset[Operation]] = {
     "process": frozenset({Operation.PROCESS, Operation.OBSERVE}),
 }
 CLASSES = ("valid", "conflict", "custom")
+NAMED = ("mutation", "lifecycle", "processing", "model")
+"""Optional names in ``config`` (present only when not the built-in default)."""
 
 
 class TraceError(InvalidInput):
@@ -87,6 +89,9 @@ class SimConfig:
     retry_waits_ms: tuple[int, ...] = (100, 200)
     budget_ms: int = 20_000
     mutation: str | None = None  # a named planted bug (remora.testing.mutations) it runs
+    lifecycle: str | None = None  # "module:qualname" of a custom lifecycle factory
+    processing: str | None = None  # "module:qualname" of a custom remora.domain.Processing
+    model: str | None = None  # "module:qualname" of the reference model checking it
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -97,8 +102,9 @@ class SimConfig:
             "budget_ms": self.budget_ms,
         }
         # Optional keys appear only when set, so the digests of earlier traces stay valid.
-        if self.mutation is not None:
-            out["mutation"] = self.mutation
+        for key in NAMED:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     def digest(self) -> str:
@@ -291,7 +297,7 @@ def _name(value: Any, path: str) -> str:
 
 
 def _parse_config(doc: Any, path: str) -> SimConfig:
-    d = _object(doc, path, ["partitions", "class", "steps", "retry", "budget_ms"], ["mutation"])
+    d = _object(doc, path, ["partitions", "class", "steps", "retry", "budget_ms"], NAMED)
     retry = _object(d["retry"], f"{path}.retry", ["max_calls", "waits_ms"])
     max_calls = _int(retry["max_calls"], f"{path}.retry.max_calls", 1, 10)
     waits = tuple(
@@ -312,7 +318,7 @@ def _parse_config(doc: Any, path: str) -> SimConfig:
         retry_max_calls=max_calls,
         retry_waits_ms=waits,
         budget_ms=_int(d["budget_ms"], f"{path}.budget_ms", 1),
-        mutation=_name(d["mutation"], f"{path}.mutation") if "mutation" in d else None,
+        **{k: _name(d[k], f"{path}.{k}") for k in NAMED if k in d},
     )
 
 

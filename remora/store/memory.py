@@ -13,14 +13,14 @@ import attrs
 
 from remora.context import Context
 from remora.domain import (
+    AMENDMENTS,
     Applied,
     Intent,
     OutboxEntry,
+    Processing,
     QuarantineEntry,
     SourceRecord,
     SubjectState,
-    decide,
-    parse_amendment,
 )
 from remora.faults import NO_FAULTS, IOHook
 from remora.store.base import (
@@ -50,7 +50,8 @@ class _Partition:
 class MemoryBackend(Backend):
     """Partitions held in dicts and lists (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, processing: Processing = AMENDMENTS) -> None:
+        self.processing = processing
         self._lock = threading.Lock()
         self._partitions: dict[int, _Partition] = {}
 
@@ -80,9 +81,9 @@ class MemoryBackend(Backend):
         with self._lock:
             part = self._get(partition)
             check_fence(partition, Token(part.epoch, part.frontier), token, record)
-            parsed = parse_amendment(record.value)
-            current = part.subjects.get(parsed.subject) if parsed.subject is not None else None
-            decision = decide(record, parsed, current, part.next_seq)
+            subject = self.processing.key(record)
+            current = part.subjects.get(subject) if subject is not None else None
+            decision = self.processing.apply(record, current, part.next_seq)
             result = Token(part.epoch, record.offset + 1)
             if not commit:
                 return result
@@ -173,5 +174,5 @@ class MemoryStore(StateStore):
 
     backend: MemoryBackend
 
-    def __init__(self, hook: IOHook = NO_FAULTS) -> None:
-        super().__init__(MemoryBackend(), hook)
+    def __init__(self, hook: IOHook = NO_FAULTS, processing: Processing = AMENDMENTS) -> None:
+        super().__init__(MemoryBackend(processing), hook)

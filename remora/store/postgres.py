@@ -60,13 +60,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from remora.context import Context
 from remora.domain import (
+    AMENDMENTS,
     Intent,
     OutboxEntry,
+    Processing,
     QuarantineEntry,
     SourceRecord,
     SubjectState,
-    decide,
-    parse_amendment,
 )
 from remora.errors import (
     Canceled,
@@ -198,8 +198,10 @@ class PostgresBackend(Backend):
         migrate: bool = True,
         settle_timeout: float | None = None,
         settle_grace: float = SETTLE_GRACE,
+        processing: Processing = AMENDMENTS,
     ) -> None:
         params = parse_dsn(dsn)
+        self.processing = processing
         self.dsn = dsn
         self.where = describe_dsn(dsn)
         self._lock_ms = str(max(1, round(lock_timeout * 1000)))
@@ -419,20 +421,20 @@ class PostgresBackend(Backend):
     def process(
         self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
     ) -> Token:
-        parsed = parse_amendment(record.value)
+        subject = self.processing.key(record)
 
         def body(cur: psycopg.Cursor[Any]) -> Token:
-            cur.execute(self.lock_sql, (parsed.subject, partition))
+            cur.execute(self.lock_sql, (subject, partition))
             row = cur.fetchone()
             if row is None:
                 epoch, frontier, next_seq, current = 0, 0, 1, None
             else:
                 epoch, frontier, next_seq = int(row[0]), int(row[1]), int(row[2])
                 current = None
-                if row[3] is not None and parsed.subject is not None:
-                    current = SubjectState(parsed.subject, row[3], row[4], row[5], row[6])
+                if row[3] is not None and subject is not None:
+                    current = SubjectState(subject, row[3], row[4], row[5], row[6])
             self._fence(partition, Token(epoch, frontier), token, record)
-            decision = decide(record, parsed, current, next_seq)
+            decision = self.processing.apply(record, current, next_seq)
             result = Token(epoch, record.offset + 1)
             with cur.connection.pipeline():
                 for statement, params in decision_writes(
@@ -649,9 +651,16 @@ class PostgresStore(StateStore):
     backend: PostgresBackend
 
     def __init__(
-        self, dsn: str, hook: IOHook = NO_FAULTS, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+        self,
+        dsn: str,
+        hook: IOHook = NO_FAULTS,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        processing: Processing = AMENDMENTS,
     ) -> None:
-        super().__init__(PostgresBackend(dsn, lock_timeout=lock_timeout), hook)
+        super().__init__(
+            PostgresBackend(dsn, lock_timeout=lock_timeout, processing=processing), hook
+        )
 
 
 __all__ = [

@@ -17,13 +17,13 @@ from pathlib import Path
 
 from remora.context import Context
 from remora.domain import (
+    AMENDMENTS,
     Intent,
     OutboxEntry,
+    Processing,
     QuarantineEntry,
     SourceRecord,
     SubjectState,
-    decide,
-    parse_amendment,
 )
 from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.faults import NO_FAULTS, IOHook
@@ -81,8 +81,14 @@ class _Rollback(Exception):
 class SqliteBackend(Backend):
     """An SQLite database file (or ``:memory:``) on one connection (module docstring)."""
 
-    def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        lock_timeout: float = 5.0,
+        processing: Processing = AMENDMENTS,
+    ) -> None:
         self.path = str(path)
+        self.processing = processing
         self.lock_timeout = lock_timeout
         self._lock = threading.Lock()
         # No busy handler: _begin polls for the write lock itself so that cancellation can
@@ -203,17 +209,17 @@ class SqliteBackend(Backend):
         with self._transaction(ctx, commit) as conn:
             epoch, frontier, next_seq = self._installed(conn, partition)
             check_fence(partition, Token(epoch, frontier), token, record)
-            parsed = parse_amendment(record.value)
+            subject = self.processing.key(record)
             current = None
-            if parsed.subject is not None:
+            if subject is not None:
                 row = conn.execute(
                     "SELECT revision, status, blocked, body FROM remora_subject "
                     "WHERE partition = ? AND subject = ?",
-                    (partition, parsed.subject),
+                    (partition, subject),
                 ).fetchone()
                 if row is not None:
-                    current = SubjectState(parsed.subject, row[0], row[1], bool(row[2]), row[3])
-            decision = decide(record, parsed, current, next_seq)
+                    current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
+            decision = self.processing.apply(record, current, next_seq)
             for statement, params in decision_writes(
                 partition, record, decision, next_seq, placeholder="?"
             ):
@@ -300,5 +306,10 @@ class SqliteStore(StateStore):
 
     backend: SqliteBackend
 
-    def __init__(self, path: str | Path = ":memory:", hook: IOHook = NO_FAULTS) -> None:
-        super().__init__(SqliteBackend(path), hook)
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        hook: IOHook = NO_FAULTS,
+        processing: Processing = AMENDMENTS,
+    ) -> None:
+        super().__init__(SqliteBackend(path, processing=processing), hook)

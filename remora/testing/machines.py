@@ -55,10 +55,13 @@ from hypothesis.stateful import (
     rule,
 )
 
+from remora.domain import AMENDMENTS, Processing, SourceRecord
+from remora.oracle import AMENDMENT_RULES, Model, ReferenceModel
 from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
 from remora.sim.report import build_report
 from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
+from remora.testing.runs import processing_reference, reference_of
 from remora.testing.strategies import SelectorDraft, selector_drafts, source_histories
 from remora.worker import Lifecycle
 
@@ -127,6 +130,12 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     min_records: ClassVar[int] = 6
     max_records: ClassVar[int] = 20
     lifecycle_factory: ClassVar[LifecycleFactory] = Lifecycle
+    # A user's processing and, optionally, its reference model (module-level objects, so the
+    # exported trace can name them); without a model a custom processing is checked for
+    # the generic properties only.  ``mutation`` names the planted bug a campaign runs.
+    processing: ClassVar[Processing] = AMENDMENTS
+    reference_model: ClassVar[ReferenceModel | None] = None
+    mutation: ClassVar[str | None] = None
     reach: ClassVar[set[tuple[str, ...]]]  # what the runs of this class reached (see below)
     kinds_per_run: ClassVar[list[tuple[int, frozenset[str]]]]  # (steps, step kinds) per run
 
@@ -150,22 +159,47 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self._precondition_cache: dict[tuple[str, str, int], bool] = {}
 
     # -- set-up ---------------------------------------------------------------------------
+    @classmethod
+    def sources(cls, trace_class: str) -> st.SearchStrategy[list[SourceRecord]]:
+        """The raw source records of one run (override for a custom processing's records,
+        with ``classes = ("custom",)``)."""
+        return source_histories(trace_class, cls.partitions, cls.max_records, cls.min_records)
+
+    @classmethod
+    def model(cls) -> Model:
+        """What the oracle checks outputs against (see :mod:`remora.testing.runs`)."""
+        if cls.reference_model is not None:
+            return cls.reference_model
+        return AMENDMENT_RULES if cls.processing is AMENDMENTS else None
+
     @initialize(target=lifetimes, data=st.data())
     def setup(self, data: st.DataObject) -> Handle:
         self.trace_class = data.draw(st.sampled_from(self.classes), label="class")
-        source = data.draw(
-            source_histories(self.trace_class, self.partitions, self.max_records, self.min_records),
-            label="source",
-        )
+        source = data.draw(self.sources(self.trace_class), label="source")
         config = SimConfig(self.partitions, self.trace_class, 0)
-        self.sim = Simulation(config, source, lifecycle_factory=type(self).lifecycle_factory)
+        self.sim = Simulation(
+            config,
+            source,
+            lifecycle_factory=type(self).lifecycle_factory,
+            processing=type(self).processing,
+            model=type(self).model(),
+        )
         self._step(Step("start", 0))
         return Handle(0, 0, self.sim)
 
     # -- the trace ------------------------------------------------------------------------
     def trace(self) -> Trace:
         assert self.sim is not None
-        config = SimConfig(self.partitions, self.trace_class, len(self.steps))
+        names = self.names()
+        config = SimConfig(
+            self.partitions,
+            self.trace_class,
+            len(self.steps),
+            mutation=names["mutation"],
+            lifecycle=names["lifecycle"],
+            processing=names["processing"],
+            model=names["model"],
+        )
         return Trace(
             current_toolchain(f"hypothesis:{type(self).__name__}"),
             None,
@@ -174,6 +208,20 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
             tuple(self.steps),
             True,
         )
+
+    @classmethod
+    def names(cls) -> dict[str, str | None]:
+        """What the exported trace records besides the built-in defaults."""
+        lifecycle = cls.lifecycle_factory
+        named = lifecycle is not Lifecycle and cls.mutation is None
+        return {
+            "mutation": cls.mutation,
+            "lifecycle": reference_of(lifecycle) if named else None,
+            "processing": None
+            if cls.processing is AMENDMENTS
+            else processing_reference(cls.processing),
+            "model": None if cls.reference_model is None else reference_of(cls.reference_model),
+        }
 
     def export(self) -> str:
         """Write this run's trace.  While Hypothesis shrinks, only the first failure and
@@ -368,6 +416,8 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self.sim.drain()
         report = build_report(self.sim, self.trace())
         predicted = report.document["predicted"]
+        if predicted is None and report.status in ("PASS", "PASS_WITH_EXCLUSIONS", "BLOCKED"):
+            predicted = report.status  # no model: any complete status is right
         reach = type(self).reach
         reach.add(("status", "before-drain", before))
         reach.add(("status", "final", report.status))

@@ -2,8 +2,9 @@
 ``remora[testing]`` is enough, nothing to add to a ``conftest.py``.
 
 Fixtures (each store factory is a zero-argument callable returning a fresh, empty
-:class:`remora.store.Backend`; every backend a test made is closed afterwards, and its file
-or database removed):
+:class:`remora.store.Backend` — ``factory(processing=MY_PROCESSING)`` makes one that runs a
+custom :class:`remora.domain.Processing`; every backend a test made is closed afterwards, and
+its file or database removed):
 
 * ``remora_memory_store`` / ``remora_sqlite_store`` / ``remora_postgres_store`` — a factory
   of one kind;
@@ -29,16 +30,15 @@ It imports neither Hypothesis nor psycopg until a test needs them, so a project 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
-from remora.store import Backend
+from remora.testing.stores import BackendFactory, backend_factory
 
-BackendFactory = Callable[[], Backend]
 STORE_KINDS = ("memory", "sqlite", "postgres")
 DSN_ENV = "REMORA_PG_DSN"
 REQUIRE_ENV = "REMORA_REQUIRE_SERVICES"
@@ -106,8 +106,6 @@ def remora_scratch_database(remora_postgres_dsn: str) -> Iterator[str]:
 
 
 def _factory(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendFactory]:
-    from remora.testing.stores import backend_factory
-
     dsn = request.getfixturevalue("remora_postgres_dsn") if kind == "postgres" else None
     with ExitStack() as stack:
         yield stack.enter_context(backend_factory(kind, dsn, tmp_path))

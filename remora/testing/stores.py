@@ -13,10 +13,12 @@ store (the fault outcomes apply at the same boundary).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Protocol
 
+from remora.domain import AMENDMENTS, Processing
 from remora.errors import InvalidInput
 from remora.sim.scheduler import StoreFactory
 from remora.sim.trace import SimConfig
@@ -24,21 +26,30 @@ from remora.store import Backend, MemoryBackend, SqliteBackend, StateStore
 
 STORES = ("memory", "sqlite", "postgres")
 
-BackendFactory = Callable[[], Backend]
-"""A zero-argument callable returning a fresh, empty :class:`~remora.store.Backend`."""
+
+class BackendFactory(Protocol):
+    """A zero-argument callable returning a fresh, empty :class:`~remora.store.Backend`
+    (``processing=`` makes it run a custom :class:`~remora.domain.Processing`)."""
+
+    def __call__(self, processing: Processing | None = None) -> Backend: ...
 
 
 @contextmanager
 def backend_factory(
-    kind: str, dsn: str | None = None, directory: Path | None = None
+    kind: str,
+    dsn: str | None = None,
+    directory: Path | None = None,
+    processing: Processing = AMENDMENTS,
 ) -> Iterator[BackendFactory]:
     """A factory of fresh backends of ``kind``; on exit every backend it made is closed and
     its file or database removed.  ``dsn`` (PostgreSQL only, required there) names the
-    server; ``directory`` is where SQLite files go (a temporary directory by default)."""
+    server; ``directory`` is where SQLite files go (a temporary directory by default);
+    ``processing`` is what the backends run unless a call names another."""
     if kind not in STORES:
         raise InvalidInput(f"unknown store {kind!r} (one of {', '.join(STORES)})")
     if (kind == "postgres") != (dsn is not None):
         raise InvalidInput("a DSN is required for a postgres store, and only then")
+    default = processing
     with ExitStack() as stack:
 
         def keep(backend: Backend) -> Backend:
@@ -46,7 +57,11 @@ def backend_factory(
             return backend
 
         if kind == "memory":
-            yield lambda: keep(MemoryBackend())
+
+            def memory(processing: Processing | None = None) -> Backend:
+                return keep(MemoryBackend(processing or default))
+
+            yield memory
             return
         if kind == "sqlite":
             where = directory
@@ -54,8 +69,9 @@ def backend_factory(
                 where = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="remora-")))
             base = where
 
-            def sqlite() -> Backend:
-                return keep(SqliteBackend(Path(tempfile.mkdtemp(dir=base)) / "state.sqlite3"))
+            def sqlite(processing: Processing | None = None) -> Backend:
+                path = Path(tempfile.mkdtemp(dir=base)) / "state.sqlite3"
+                return keep(SqliteBackend(path, processing=processing or default))
 
             yield sqlite
             return
@@ -65,21 +81,22 @@ def backend_factory(
         assert dsn is not None
         server = dsn
 
-        def postgres() -> Backend:
-            return keep(
-                PostgresBackend(stack.enter_context(scratch_database(server, "remora_sim")))
-            )
+        def postgres(processing: Processing | None = None) -> Backend:
+            database = stack.enter_context(scratch_database(server, "remora_sim"))
+            return keep(PostgresBackend(database, processing=processing or default))
 
         yield postgres
 
 
 @contextmanager
-def store_factory(kind: str, dsn: str | None = None) -> Iterator[StoreFactory | None]:
+def store_factory(
+    kind: str, dsn: str | None = None, processing: Processing = AMENDMENTS
+) -> Iterator[StoreFactory | None]:
     """The simulation's store factory for ``remora sim-worker --store`` (None for memory,
     the simulation's own default)."""
     if (kind == "postgres") != (dsn is not None):
         raise InvalidInput("--dsn is required with --store postgres, and only then")
-    with backend_factory(kind, dsn) as make:
+    with backend_factory(kind, dsn, processing=processing) as make:
         if kind == "memory":
             yield None
             return

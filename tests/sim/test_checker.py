@@ -18,7 +18,16 @@ import remora.store.sqlite
 from remora.clock import LogicalClock
 from remora.context import Context
 from remora.delivery import ViewRow
-from remora.domain import Applied, Decision, Intent, OutboxEntry, QuarantineEntry, SourceRecord
+from remora.domain import (
+    AMENDMENTS,
+    Applied,
+    Decision,
+    Intent,
+    OutboxEntry,
+    Processing,
+    QuarantineEntry,
+    SourceRecord,
+)
 from remora.oracle import Observed
 from remora.sim.checker import Checker, failure, observed, raw_records, status
 from remora.store import MemoryStore, PartitionRow, PartitionState, SqliteStore, StateStore, Token
@@ -94,18 +103,20 @@ def test_an_unchanged_partition_is_checked_once_on_every_store(
 ) -> None:
     """A violation is reported when the state changes, not again at every look — the same on
     a store that counts its writes (memory) and on one that does not (SQLite)."""
-    real = remora.domain.decide
 
     def wrong_body(*args: Any) -> Decision:  # planted: the second outbox entry is wrong
-        d = real(*args)
+        d = AMENDMENTS.decide(*args)
         if isinstance(d, Applied) and d.entry.seq == 2:
             return attrs.evolve(d, entry=attrs.evolve(d.entry, body='{"n":99}'))
         return d
 
-    monkeypatch.setattr(remora.store.memory, "decide", wrong_body)
-    monkeypatch.setattr(remora.store.sqlite, "decide", wrong_body)
+    wrong = Processing(AMENDMENTS.key, wrong_body)
     found: dict[str, list[list[str]]] = {}
-    for kind, store in (("memory", MemoryStore()), ("sqlite", SqliteStore(tmp_path / "s.db"))):
+    stores = (
+        ("memory", MemoryStore(processing=wrong)),
+        ("sqlite", SqliteStore(tmp_path / "s.db", processing=wrong)),
+    )
+    for kind, store in stores:
         fill(store, upto=2)
         checker = Checker(SOURCE, [0])
         looks = [checker.check_store(store.backend)]

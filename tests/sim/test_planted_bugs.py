@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 import remora.delivery.view
 import remora.store.memory
 from remora.delivery.view import ViewRow
-from remora.domain import OutboxEntry
+from remora.domain import (
+    AMENDMENTS,
+    Applied,
+    Decision,
+    OutboxEntry,
+    Processing,
+    SourceRecord,
+    SubjectState,
+)
 from remora.sim.report import run_trace
 from remora.sim.trace import Step, Trace
 from remora.worker import Lifecycle
@@ -85,18 +94,15 @@ def test_fence_bypass_is_a_stale_token_commit(monkeypatch: pytest.MonkeyPatch) -
     assert report.failure == "ERROR stale-token-commit"
 
 
-def test_broken_store_write_is_an_oracle_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = remora.store.memory.decide
-
-    def wrong_body(*args: object) -> object:
-        d = real(*args)  # type: ignore[arg-type]
-        entry = getattr(d, "entry", None)
-        if isinstance(entry, OutboxEntry) and entry.seq == 2:
-            object.__setattr__(entry, "body", '{"v":99}')
+def test_broken_store_write_is_an_oracle_mismatch() -> None:
+    def wrong_body(record: SourceRecord, current: SubjectState | None, next_seq: int) -> Decision:
+        d = AMENDMENTS.decide(record, current, next_seq)
+        if isinstance(d, Applied) and d.entry.seq == 2:
+            return attrs.evolve(d, entry=attrs.evolve(d.entry, body='{"v":99}'))
         return d
 
-    monkeypatch.setattr(remora.store.memory, "decide", wrong_body)
-    report = run_trace(trace(*OWN, Step("process", 0, 0), Step("process", 0, 0)))
+    broken = Processing(AMENDMENTS.key, wrong_body)  # the planted bug, through the hook
+    report = run_trace(trace(*OWN, Step("process", 0, 0), Step("process", 0, 0)), processing=broken)
     assert report.failure == "ERROR outbox-mismatch"
 
 

@@ -41,6 +41,7 @@ class Outcome:
     seconds: float = 0.0
     steps: int | None = None
     failure: str = "survived"
+    trace: str | None = None
 
 
 def ci_settings(shrink: bool) -> settings:
@@ -56,8 +57,11 @@ def hunt(
     counts = {"examples": 0, "first": 0.0, "first_examples": 0}
     start = time.perf_counter()
 
+    planted, planted_lifecycle = mutation.name, mutation.lifecycle
+
     class Mutant(machine):  # type: ignore[valid-type, misc]
-        lifecycle_factory = mutation.lifecycle
+        lifecycle_factory = planted_lifecycle
+        mutation = planted  # recorded in the exported trace: its replay runs the same bug
 
         def __init__(self) -> None:
             super().__init__()
@@ -85,6 +89,7 @@ def hunt(
                 round(counts["first"], 2),
                 len(trace.steps),
                 exc.failure,
+                exc.trace_path,
             )
     return Outcome(mutation.name, False, examples=int(counts["examples"]))
 

@@ -4,10 +4,12 @@ and prints the table)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from remora.cli import main
 from remora.testing.mutations import MUTATIONS, Mutation
 from tests.stateful.campaign import hunt
 from tests.stateful.machines import MACHINES
@@ -27,12 +29,18 @@ def test_catalogue_covers_the_issue_examples() -> None:
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
-def test_mutation_is_killed(mutation: Mutation, tmp_path: Path) -> None:
+def test_mutation_is_killed(
+    mutation: Mutation, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     outcomes = []
     for machine in MACHINES:
         outcome = hunt(mutation, machine, shrink=False, artifacts=tmp_path)
         outcomes.append(outcome)
         if outcome.killed:
             assert outcome.failure.startswith("ERROR ")
+            # The exported trace names the mutation: a plain replay runs the same bug.
+            assert outcome.trace is not None
+            assert main(["sim-worker", "--replay", outcome.trace]) == 1
+            assert json.loads(capsys.readouterr().out)["failure"] == outcome.failure
             return
     pytest.fail(f"{mutation.name} survived: {outcomes}")

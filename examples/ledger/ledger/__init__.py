@@ -1,0 +1,1 @@
+"""An example project using Remora with its own worker and its own record processing."""

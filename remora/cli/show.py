@@ -18,7 +18,7 @@ from remora.errors import InvalidInput
 from remora.sim.artifacts import atomic_write
 from remora.sim.report import run_trace
 from remora.sim.timeline import Timeline, from_protocol, from_report, kind_of, render
-from remora.sim.trace import loads
+from remora.sim.trace import _reject_constant, _strict_object, loads
 from remora.testing.runs import prepared
 
 
@@ -33,15 +33,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=show)
 
 
-def _strict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def timeline_of(path: Path) -> Timeline:
     """Read FILE and build its timeline (InvalidInput, with the file name, if it cannot)."""
     try:
@@ -49,7 +40,7 @@ def timeline_of(path: Path) -> Timeline:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: cannot read ({exc})") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_strict)
+        doc = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"{path}: not valid JSON ({exc})") from None
     try:

@@ -258,6 +258,7 @@ class Alpha:
             "authorized": S.AttemptAuthorized,
             "executing": S.AttemptExecuting,
             "stopped": S.AttemptStopped,
+            "committed": S.AttemptCommitted,
         }[local]
 
     # -- rendering ---------------------------------------------------------------------------

@@ -55,6 +55,7 @@ class WorkerDown(RemoraError):
 EXECUTING = "executing"
 AUTHORIZED = "authorized"
 STOPPED = "stopped"
+COMMITTED = "committed"
 
 
 @attrs.define
@@ -280,7 +281,12 @@ class Worker:
         change = process_outcome(self.stores, self.actor, a, error)
         local = self.attempts.get(a)
         if local is not None:
-            local.finished = True
+            local.outcome_sent = False
+            if change.action == "AcceptSuccess":
+                local.state, local.finished = COMMITTED, True
+            elif change.action.startswith("Accept"):
+                local.state, local.finished = STOPPED, True
+                local.stop_recorded = True  # the durable store knows: the attempt failed
         return change.action
 
     def cooperative_stop(self, a: AttemptId) -> bool:
@@ -563,54 +569,75 @@ def process_outcome(stores: Stores, actor: Actor, a: AttemptId, error: str = "")
     return stores.durable.transact(actor, a.job, decide)
 
 
-def write_credential(stores: Stores, actor: Actor, a: AttemptId, secret: bytes) -> IntentId:
-    durable, vault = stores.durable, stores.vault
-    change = durable.transact(
+def prepare_credential(stores: Stores, actor: Actor, a: AttemptId) -> IntentId:
+    """``PrepareCredentialIntent(c)``: the next intent of the job, owned by attempt ``a``."""
+    change = stores.durable.transact(
         actor, a.job, lambda lk: guards.prepare_credential(lk.job, lk.credentials, a.token)
     )
-    c = IntentId(a.job, int(change.result))
+    return IntentId(a.job, int(change.result))
 
-    def cred(lk: Any) -> Any:
-        return lk.credentials[c.sequence]
 
-    def vault_state() -> SecretState:
-        return vault.state(actor, c)
+def _secret(stores: Stores, actor: Actor, c: IntentId) -> tuple[bool, bool]:
+    st = stores.vault.state(actor, c)
+    return st is SecretState.LIVE, st is SecretState.DESTROYED
 
-    durable.transact(
-        actor,
-        a.job,
-        lambda lk: guards.begin_credential_write(
-            cred(lk),
-            secret_live=vault_state() is SecretState.LIVE,
-            secret_gone=vault_state() is SecretState.DESTROYED,
-        ),
-    )
 
-    def complete(lk: Any) -> None:
-        st = vault_state()
+def begin_credential_write(stores: Stores, actor: Actor, c: IntentId) -> None:
+    """``BeginCredentialWrite(c)``."""
+
+    def decide(lk: Any) -> Change:
+        live, gone = _secret(stores, actor, c)
+        return guards.begin_credential_write(
+            lk.credentials[c.sequence], secret_live=live, secret_gone=gone
+        )
+
+    stores.durable.transact(actor, c.job, decide)
+
+
+def complete_credential_write(stores: Stores, actor: Actor, c: IntentId, secret: bytes) -> None:
+    """``CompleteCredentialWrite(c)``: the vault write, under the job's durable lock (the
+    intent must still be ``Writing``)."""
+
+    def block(lk: Any) -> None:
+        live, gone = _secret(stores, actor, c)
         if not guards.can_write_secret(
-            cred(lk), secret_live=st is SecretState.LIVE, secret_gone=st is SecretState.DESTROYED
+            lk.credentials[c.sequence], secret_live=live, secret_gone=gone
         ):
             raise NotEnabled(f"{c}: the vault write is not enabled")
         seq = actor.next_seq()
-        vault.write(actor, c, secret)
+        stores.vault.write(actor, c, secret)
         actor.record(seq, "CompleteCredentialWrite", {"c": str(c)})
 
-    durable.with_lock(actor, a.job, complete)
-    durable.transact(
-        actor,
-        a.job,
-        lambda lk: guards.record_credential_write(
-            cred(lk), secret_live=vault_state() is SecretState.LIVE
-        ),
-    )
-    durable.transact(
-        actor,
-        a.job,
-        lambda lk: guards.commit_credential_version(
-            cred(lk), secret_live=vault_state() is SecretState.LIVE
-        ),
-    )
+    stores.durable.with_lock(actor, c.job, block)
+
+
+def record_credential_write(stores: Stores, actor: Actor, c: IntentId) -> None:
+    """``RecordCredentialWrite(c)``."""
+
+    def decide(lk: Any) -> Change:
+        live, _ = _secret(stores, actor, c)
+        return guards.record_credential_write(lk.credentials[c.sequence], secret_live=live)
+
+    stores.durable.transact(actor, c.job, decide)
+
+
+def commit_credential_version(stores: Stores, actor: Actor, c: IntentId) -> None:
+    """``CommitCredentialVersion(c)``."""
+
+    def decide(lk: Any) -> Change:
+        live, _ = _secret(stores, actor, c)
+        return guards.commit_credential_version(lk.credentials[c.sequence], secret_live=live)
+
+    stores.durable.transact(actor, c.job, decide)
+
+
+def write_credential(stores: Stores, actor: Actor, a: AttemptId, secret: bytes) -> IntentId:
+    """The whole write: prepare, begin, vault write, record, commit."""
+    c = prepare_credential(stores, actor, a)
+    begin_credential_write(stores, actor, c)
+    complete_credential_write(stores, actor, c, secret)
+    record_credential_write(stores, actor, c)
+    commit_credential_version(stores, actor, c)
     return c
 
 

@@ -350,9 +350,13 @@ def cleanup_eligible(
 # -- durable credential actions ----------------------------------------------------------------
 
 
-def prepare_credential(job: JobRow, existing: Mapping[int, CredentialRow], token: int) -> Change:
-    """``PrepareCredentialIntent(c)`` for the next sequence number of the job."""
+def prepare_credential(
+    job: JobRow, existing: Mapping[int, CredentialRow], token: int, limit: int
+) -> Change:
+    """``PrepareCredentialIntent(c)`` for the next sequence number of the job (at most
+    ``limit`` = ``MaxCredentialIntents`` per job)."""
     sequence = len(existing) + 1
+    need(sequence <= limit, f"the job already has {limit} credential intents")
     need(sequence not in existing, "intent exists")
     row = CredentialRow(job.id, sequence, CredentialState.PREPARED, False, token)
     return Change(

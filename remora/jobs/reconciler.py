@@ -127,14 +127,6 @@ class Reconciler:
         """``ReapLostAttempt(a)``: raise the mirror's floor, then the durable CAS (which
         re-reads the lease and the reservation under the job's lock)."""
         coord = self.stores.coordination
-        snap = coord.snapshot(self.actor)
-        lease = snap.leases.get(a)
-        if (lease is not None and lease.live) or a.job in snap.reservations:
-            return False
-        row = self.stores.durable.job(a.job)
-        if not (row.current_authority(a.token) and row.phase is Phase.RUNNING):
-            return False
-        coord.raise_floor(self.actor, a.job, a.token)
 
         def decide(lk: Any) -> Change:
             now = coord.snapshot(self.actor)
@@ -147,6 +139,11 @@ class Reconciler:
                 reserved=a.job in now.reservations,
             )
 
+        try:  # the same guard, evaluated before the floor is raised (a dry run)
+            decide(self.stores.durable.read_locked(self.actor, a.job))
+        except NotEnabled:
+            return False
+        coord.raise_floor(self.actor, a.job, a.token)
         return self._transact(a.job, decide)
 
     def schedule_retry(self, job: str) -> bool:

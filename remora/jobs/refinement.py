@@ -330,8 +330,9 @@ class RefinementChecker:
         self.history: list[tuple[str, State]] = [("Init", self.state)]
         self.actions: dict[str, int] = {}
         if self.state != self.model.Init()[0]:
-            raise RefinementViolation("α of the initial runtime is not Init", self._diff(
-                self.model.Init()[0], self.state))
+            raise RefinementViolation(
+                "α of the initial runtime is not Init", self._diff(self.model.Init()[0], self.state)
+            )
 
     def view(self) -> RuntimeView:
         sim = self.sim

@@ -37,8 +37,13 @@ class SimConfig:
     workers: tuple[str, ...] = ("w1",)
     concurrency: int = 1
     jobs_config: JobsConfig = JobsConfig(
-        max_attempts=2, max_progress=2, tick_ms=1000, lease_ticks=1, reservation_ticks=1,
-        global_limit=1, max_credential_intents=1,
+        max_attempts=2,
+        max_progress=2,
+        tick_ms=1000,
+        lease_ticks=1,
+        reservation_ticks=1,
+        global_limit=1,
+        max_credential_intents=1,
     )
     max_coord_losses: int = 1
     max_partitions: int = 2

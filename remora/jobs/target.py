@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar, cast
 
-from remora.errors import InvalidInput
+from remora.errors import InvalidInput, Unavailable, UnknownResult
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
 
@@ -73,15 +73,29 @@ class Vault(Protocol):
     def close(self) -> None: ...
 
 
-def _write_call(actor: Actor, op: JobOperation, key: str, body: Callable[[], T]) -> T:
-    """A target/vault write under the seam; ``unknown-aborted`` does not apply it."""
+def _write_call(
+    actor: Actor,
+    op: JobOperation,
+    key: str,
+    body: Callable[[], T],
+    applied: Callable[[], bool],
+    done: T,
+) -> T:
+    """A target/vault write under the seam (``unknown-aborted`` does not apply it).  A lost
+    reply is resolved by re-reading the store (``applied``): the write happened — return
+    ``done`` — or it did not — :class:`~remora.errors.Unavailable`, the caller may retry."""
 
     def effect(commit: bool) -> T:
         if not commit:  # unknown-aborted: not applied, the seam reports an unknown result
             return cast(T, None)
         return body()
 
-    return io_call(actor, op, key, effect)
+    try:
+        return io_call(actor, op, key, effect)
+    except UnknownResult:
+        if applied():
+            return done
+        raise Unavailable(f"{op.value} of {key}: the write did not happen (re-read)") from None
 
 
 class MemoryTarget:
@@ -100,7 +114,9 @@ class MemoryTarget:
                     raise NotEnabled(f"{a}: progress {progress} is not ahead")
                 parts[progress] = data
 
-        _write_call(actor, JobOperation.TARGET_WRITE, a.job, body)
+        _write_call(
+            actor, JobOperation.TARGET_WRITE, a.job, body, lambda: _at(self, a, progress), None
+        )
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:
@@ -129,7 +145,9 @@ class MemoryTarget:
                 self._cleaned[a] = max(parts, default=0)
                 return True
 
-        return _write_call(actor, JobOperation.TARGET_WRITE, a.job, body)
+        return _write_call(
+            actor, JobOperation.TARGET_WRITE, a.job, body, lambda: _gone(self, a), True
+        )
 
     def snapshot(self) -> dict[AttemptId, StageInfo]:
         with self._lock:
@@ -179,7 +197,9 @@ class DirectoryTarget:
                     raise NotEnabled(f"{a}: progress {progress} is not ahead")
                 _atomic_write(self._dir(a) / f"{progress}.stage", data)
 
-        _write_call(actor, JobOperation.TARGET_WRITE, a.job, body)
+        _write_call(
+            actor, JobOperation.TARGET_WRITE, a.job, body, lambda: _at(self, a, progress), None
+        )
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:
@@ -210,7 +230,9 @@ class DirectoryTarget:
                     p.unlink()
                 return True
 
-        return _write_call(actor, JobOperation.TARGET_WRITE, a.job, body)
+        return _write_call(
+            actor, JobOperation.TARGET_WRITE, a.job, body, lambda: _gone(self, a), True
+        )
 
     def snapshot(self) -> dict[AttemptId, StageInfo]:
         out: dict[AttemptId, StageInfo] = {}
@@ -249,7 +271,7 @@ class MemoryVault:
                     raise NotEnabled(f"vault entry {c} exists")
                 self._secrets[c] = secret
 
-        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body)
+        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body, lambda: _live(self, c), None)
 
     def destroy(self, actor: Actor, c: IntentId) -> None:
         def body() -> None:
@@ -258,7 +280,7 @@ class MemoryVault:
                     raise NotEnabled(f"no live secret {c}")
                 self._secrets[c] = None
 
-        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body)
+        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body, lambda: _dead(self, c), None)
 
     def read(self, c: IntentId) -> bytes | None:
         with self._lock:
@@ -301,7 +323,7 @@ class DirectoryVault:
                 _atomic_write(self._path(c, "secret"), secret)
                 os.chmod(self._path(c, "secret"), 0o600)
 
-        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body)
+        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body, lambda: _live(self, c), None)
 
     def destroy(self, actor: Actor, c: IntentId) -> None:
         def body() -> None:
@@ -311,7 +333,7 @@ class DirectoryVault:
                 _atomic_write(self._path(c, "destroyed"), b"")
                 self._path(c, "secret").unlink()
 
-        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body)
+        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body, lambda: _dead(self, c), None)
 
     def read(self, c: IntentId) -> bytes | None:
         p = self._path(c, "secret")
@@ -329,6 +351,24 @@ class DirectoryVault:
 
     def close(self) -> None:
         return None
+
+
+def _at(target: Target, a: AttemptId, progress: int) -> bool:
+    info = target.info(None, a)
+    return info is not None and not info.cleaned and info.progress >= progress
+
+
+def _gone(target: Target, a: AttemptId) -> bool:
+    info = target.info(None, a)
+    return info is not None and info.cleaned
+
+
+def _live(vault: Vault, c: IntentId) -> bool:
+    return vault.state(None, c) is SecretState.LIVE
+
+
+def _dead(vault: Vault, c: IntentId) -> bool:
+    return vault.state(None, c) is SecretState.DESTROYED
 
 
 def remove_tree(path: Path) -> None:

@@ -110,12 +110,34 @@ class Worker:
             raise NotEnabled(f"{self.id} does not run {a}")
         return local
 
-    def _executing(self, a: AttemptId) -> LocalAttempt:
+    def _executing(self, a: AttemptId, *, in_flight_ok: bool = False) -> LocalAttempt:
+        """The local guard ``attemptState[a] = AttemptExecuting``.  Once an outcome is in
+        flight, anyone may process it (``ProcessOutcome`` is global) and stop or commit the
+        attempt without this worker knowing: so no step that needs ``AttemptExecuting`` is
+        taken until the worker has learned what became of it (:meth:`learn_outcome`)."""
         self._need_up()
         local = self._local(a)
         if local.state != EXECUTING:
             raise NotEnabled(f"{a} is {local.state}, not executing")
+        if local.outcome_sent and not in_flight_ok:
+            raise NotEnabled(f"{a}: an outcome is in flight")
         return local
+
+    def learn_outcome(self, a: AttemptId) -> bool:
+        """Not a spec step: read what became of an in-flight outcome (processed by this
+        worker, or by the reconciler); returns True when it is no longer in flight."""
+        local = self._local(a)
+        if not local.outcome_sent:
+            return True
+        row = self.stores.durable.read_locked(self.actor, a.job).attempts[a.token]
+        if row.pending is not None:
+            return False
+        local.outcome_sent = False
+        if row.committed:
+            local.state, local.finished = COMMITTED, True
+        elif row.stop is Stop.FAILED:
+            local.state, local.finished, local.stop_recorded = STOPPED, True, True
+        return True
 
     def executing_count(self) -> int:
         """``Cardinality(ExecutingFor(w))``."""
@@ -230,15 +252,12 @@ class Worker:
     def renew(self, a: AttemptId) -> bool:
         """``RenewLease(a)``."""
         local = self._executing(a)
-        if local.outcome_sent:
-            return False
+        del local
         return self.stores.coordination.renew(self.actor, a, self.id)
 
     def report_progress(self, a: AttemptId) -> bool:
         """``ReportProgress(a)``."""
         local = self._executing(a)
-        if local.outcome_sent:
-            return False
         return self.stores.coordination.report_progress(self.actor, a, local.progress)
 
     def advance(self, a: AttemptId, amount: int, data: bytes = b"") -> None:
@@ -266,8 +285,6 @@ class Worker:
     def send_outcome(self, a: AttemptId, outcome: Outcome) -> None:
         """``SendOutcome(a, o)``: the request becomes durably pending."""
         local = self._executing(a)
-        if local.outcome_sent:
-            raise NotEnabled(f"{a}: outcome already sent")
         if outcome is Outcome.SUCCESS and local.progress != local.max_progress:
             raise NotEnabled(f"{a}: success needs a complete stage")
         self.stores.durable.transact(
@@ -291,8 +308,12 @@ class Worker:
 
     def cooperative_stop(self, a: AttemptId) -> bool:
         """``CooperativeStop(a)`` when a stop condition holds: the lease expired, a cancel
-        notice, the durable cancel request, or lost authority."""
-        local = self._executing(a)
+        notice, the durable cancel request, or lost authority.  With an outcome in flight
+        the worker first learns whether it was processed (its linearization point is that
+        durable read: the stop is local, nobody else observes it)."""
+        local = self._executing(a, in_flight_ok=True)
+        if local.outcome_sent and self.learn_outcome(a) and local.state != EXECUTING:
+            return False
         coord = self.stores.coordination.snapshot(self.actor)
         lease = coord.leases.get(a)
         reason = ""
@@ -572,7 +593,11 @@ def process_outcome(stores: Stores, actor: Actor, a: AttemptId, error: str = "")
 def prepare_credential(stores: Stores, actor: Actor, a: AttemptId) -> IntentId:
     """``PrepareCredentialIntent(c)``: the next intent of the job, owned by attempt ``a``."""
     change = stores.durable.transact(
-        actor, a.job, lambda lk: guards.prepare_credential(lk.job, lk.credentials, a.token)
+        actor,
+        a.job,
+        lambda lk: guards.prepare_credential(
+            lk.job, lk.credentials, a.token, stores.config.max_credential_intents
+        ),
     )
     return IntentId(a.job, int(change.result))
 

@@ -337,9 +337,9 @@ class RefinementChecker:
     def view(self) -> RuntimeView:
         sim = self.sim
         activated = frozenset(
-            AttemptId.parse(e.params["a"])
-            for e in sim.stores.coordination.log()
-            if e.action == "ActivateAttempt"
+            AttemptId.parse(r.params["a"])
+            for r in sim.recorder.steps
+            if r.action == "ActivateAttempt"
         )
         workers = {
             w: WorkerView(

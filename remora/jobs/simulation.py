@@ -10,7 +10,7 @@ steps and checks each against the spec.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -52,18 +52,29 @@ class SimConfig:
 class Simulation:
     """Every store in memory, a logical clock, one scheduler (the caller)."""
 
-    def __init__(self, config: SimConfig = SimConfig(), hook: IOHook = NO_FAULTS) -> None:
+    def __init__(
+        self,
+        config: SimConfig = SimConfig(),
+        hook: IOHook = NO_FAULTS,
+        *,
+        backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
+    ) -> None:
+        """``backends`` builds the stores on the simulation's clock (default: everything
+        in memory); the contract suite passes SQLite files, PostgreSQL and Redis."""
         self.config = config
         self.clock = LogicalClock()
         jc = config.jobs_config
-        self.stores = Stores(
-            durable=open_sqlite(":memory:"),
-            coordination=MemoryCoordination(self.clock, jc),
-            target=MemoryTarget(),
-            vault=MemoryVault(),
-            clock=self.clock,
-            config=jc,
-        )
+        if backends is not None:
+            self.stores = backends(self.clock, jc)
+        else:
+            self.stores = Stores(
+                durable=open_sqlite(":memory:"),
+                coordination=MemoryCoordination(self.clock, jc),
+                target=MemoryTarget(),
+                vault=MemoryVault(),
+                clock=self.clock,
+                config=jc,
+            )
         self.recorder = MemoryRecorder()
         self.hook = hook
         self.env = Actor("env", Context(self.clock), recorder=self.recorder)

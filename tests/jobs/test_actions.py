@@ -30,11 +30,17 @@ ALL_ACTIONS = (
 ).split()
 
 
+#: Builds the stores of every ``Run`` (None: all in memory); the contract suite sets it.
+BACKENDS: Callable[..., Any] | None = None
+
+
 class Run:
     """A simulation with two jobs and two worker incarnations, every step checked."""
 
     def __init__(self, **overrides: Any) -> None:
-        self.sim = Simulation(SimConfig(jobs=("j1", "j2"), workers=("w1", "w2"), **overrides))
+        self.sim = Simulation(
+            SimConfig(jobs=("j1", "j2"), workers=("w1", "w2"), **overrides), backends=BACKENDS
+        )
         self.chk = RefinementChecker(self.sim)
         self.r = self.sim.reconciler
 
@@ -86,9 +92,18 @@ def test_success_path() -> None:
     run.ok(lambda: run.w1.release_lease(a))
     run.ok(lambda: run.r.reconcile_once())
     run.saw(
-        "StartIncarnation", "Enqueue", "Reserve", "AuthorizeAttempt", "ActivateAttempt",
-        "AdvanceAttempt", "PersistCheckpoint", "ReportProgress", "SendOutcome",
-        "AcceptSuccess", "ReleaseLease", "CleanTerminalCoordination",
+        "StartIncarnation",
+        "Enqueue",
+        "Reserve",
+        "AuthorizeAttempt",
+        "ActivateAttempt",
+        "AdvanceAttempt",
+        "PersistCheckpoint",
+        "ReportProgress",
+        "SendOutcome",
+        "AcceptSuccess",
+        "ReleaseLease",
+        "CleanTerminalCoordination",
     )
     assert run.sim.stores.result("j1") == b"done"
 
@@ -106,8 +121,15 @@ def test_renew_tick_expire_lease_reap_and_retry() -> None:
     assert run.ok(lambda: run.w1.cooperative_stop(a))  # the zombie notices
     assert run.ok(lambda: run.r.clear_stale_progress("j1"))
     assert run.ok(lambda: run.r.schedule_retry("j1"))
-    run.saw("Tick", "RenewLease", "ExpireLease", "ReapLostAttempt", "CooperativeStop",
-            "ClearStaleLiveProgress", "ScheduleRetry")
+    run.saw(
+        "Tick",
+        "RenewLease",
+        "ExpireLease",
+        "ReapLostAttempt",
+        "CooperativeStop",
+        "ClearStaleLiveProgress",
+        "ScheduleRetry",
+    )
 
 
 def test_expire_reservation_and_reap_of_an_authorized_attempt() -> None:
@@ -171,8 +193,13 @@ def test_cancel_running_job() -> None:
     assert run.ok(lambda: run.r.cleanup_stage(a))
     run.ok(lambda: run.r.reconcile_once())
     assert run.phase("j1") is Phase.CANCELLED
-    run.saw("RequestCancel", "PublishCancelNotice", "FinalizeCancel", "CleanupStage",
-            "CleanTerminalCoordination")
+    run.saw(
+        "RequestCancel",
+        "PublishCancelNotice",
+        "FinalizeCancel",
+        "CleanupStage",
+        "CleanTerminalCoordination",
+    )
 
 
 def test_release_reservation_of_a_cancelled_job() -> None:
@@ -256,8 +283,12 @@ def test_invalidate_checkpoint_of_a_zombie_owner() -> None:
 def test_credential_write_and_cleanup() -> None:
     run = Run(
         jobs_config=SimConfig().jobs_config.__class__(
-            max_attempts=2, max_progress=2, lease_ticks=1, reservation_ticks=1,
-            global_limit=2, max_credential_intents=3,
+            max_attempts=2,
+            max_progress=2,
+            lease_ticks=1,
+            reservation_ticks=1,
+            global_limit=2,
+            max_credential_intents=3,
         )
     )
     a = run.running()
@@ -274,9 +305,14 @@ def test_credential_write_and_cleanup() -> None:
     run.ok(lambda: run.r.reconcile_once())
     assert st.vault.read(c2) is None
     run.saw(
-        "PrepareCredentialIntent", "BeginCredentialWrite", "CompleteCredentialWrite",
-        "RecordCredentialWrite", "CommitCredentialVersion", "ClaimCredentialCleanup",
-        "DestroyClaimedCredentialSecret", "FenceFailedCredentialWrite",
+        "PrepareCredentialIntent",
+        "BeginCredentialWrite",
+        "CompleteCredentialWrite",
+        "RecordCredentialWrite",
+        "CommitCredentialVersion",
+        "ClaimCredentialCleanup",
+        "DestroyClaimedCredentialSecret",
+        "FenceFailedCredentialWrite",
         "AbandonFencedCredentialIntent",
     )
 

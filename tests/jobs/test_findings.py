@@ -50,10 +50,18 @@ def test_lost_reply_of_a_vault_write_is_resolved_by_rereading() -> None:
 
 def test_credential_intents_are_bounded_per_job() -> None:
     """Finding 0: a job could prepare more intents than ``MaxCredentialIntents``."""
-    run = Run(jobs_config=JobsConfig(max_attempts=2, max_progress=2, lease_ticks=1,
-                                     reservation_ticks=1, global_limit=1,
-                                     max_credential_intents=1))
+    run = Run(
+        jobs_config=JobsConfig(
+            max_attempts=2,
+            max_progress=2,
+            lease_ticks=1,
+            reservation_ticks=1,
+            global_limit=1,
+            max_credential_intents=1,
+        )
+    )
     a = run.running()
     run.ok(lambda: W.prepare_credential(run.sim.stores, run.w1.actor, a))
-    assert isinstance(run(lambda: W.prepare_credential(run.sim.stores, run.w1.actor, a)),
-                      NotEnabled)
+    assert isinstance(
+        run(lambda: W.prepare_credential(run.sim.stores, run.w1.actor, a)), NotEnabled
+    )

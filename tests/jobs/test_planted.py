@@ -118,11 +118,20 @@ MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
         lambda job, row, stage, worker_up: True,
         clean_winner,
     ),
-    "reserve beyond capacity": ("can_reserve", lambda c, job, *a: job in c.queued, reserve_over_capacity),
+    "reserve beyond capacity": (
+        "can_reserve",
+        lambda c, job, *a: job in c.queued,
+        reserve_over_capacity,
+    ),
     "authorize without the reservation": (
         "authorize",
         lambda job, attempts, worker, rid, reserved, worker_up, owner_stopped: guards_authorize(
-            job, attempts, worker, rid, reserved=True, worker_up=worker_up,
+            job,
+            attempts,
+            worker,
+            rid,
+            reserved=True,
+            worker_up=worker_up,
             owner_stopped=owner_stopped,
         ),
         authorize_without_reservation,

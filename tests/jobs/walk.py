@@ -32,8 +32,8 @@ class RandomFaults:
     def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
         if not self.enabled or self.rng.random() >= self.rate:
             return COMMIT
-        outcome = self.rng.choice(WRITE_OUTCOMES) if "write" in call.operation.value else (
-            Outcome.ABORT
+        outcome = (
+            self.rng.choice(WRITE_OUTCOMES) if "write" in call.operation.value else (Outcome.ABORT)
         )
         self.seen[outcome.value] = self.seen.get(outcome.value, 0) + 1
         return FaultDecision(outcome, 0, selected=True)
@@ -56,8 +56,12 @@ def walk(seed: int, steps: int = 150, *, fault_rate: float = 0.05) -> Refinement
             workers=workers,
             concurrency=2,
             jobs_config=JobsConfig(
-                max_attempts=3, max_progress=3, lease_ticks=2, reservation_ticks=2,
-                global_limit=3, max_credential_intents=2,
+                max_attempts=3,
+                max_progress=3,
+                lease_ticks=2,
+                reservation_ticks=2,
+                global_limit=3,
+                max_credential_intents=2,
             ),
             max_coord_losses=2,
             max_partitions=3,
@@ -72,8 +76,12 @@ def walk(seed: int, steps: int = 150, *, fault_rate: float = 0.05) -> Refinement
 
     def attempts(state: str | None = None) -> list[tuple[Any, AttemptId]]:
         return sorted(
-            ((w, a) for w in sim.workers.values() for a, la in w.attempts.items()
-             if w.up and (state is None or la.state == state)),
+            (
+                (w, a)
+                for w in sim.workers.values()
+                for a, la in w.attempts.items()
+                if w.up and (state is None or la.state == state)
+            ),
             key=lambda x: (x[0].id, x[1]),
         )
 

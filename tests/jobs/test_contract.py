@@ -1,0 +1,109 @@
+"""One contract suite, three kinds of backend: the scenarios of ``test_actions.py`` (every
+spec action, each step refinement-checked) run on
+
+* SQLite files + the directory target and vault + memory coordination (the embedded
+  default),
+* PostgreSQL (durable, target and vault schemas) + Redis (Lua scripts),
+
+with the simulation's logical clock.  PostgreSQL/Redis tests skip without a server, and
+fail under ``REMORA_REQUIRE_SERVICES=1``."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remora.clock import LogicalClock
+from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.durable import open_sqlite
+from remora.jobs.model import JobsConfig
+from remora.jobs.stores import Stores
+from remora.jobs.target import DirectoryTarget, DirectoryVault
+from tests.jobs import test_actions as A
+
+SCENARIOS: list[Callable[[], None]] = [
+    A.test_success_path,
+    A.test_renew_tick_expire_lease_reap_and_retry,
+    A.test_expire_reservation_and_reap_of_an_authorized_attempt,
+    A.test_wipe_then_rebuild,
+    A.test_links_drop_restore_and_crash,
+    A.test_cancel_running_job,
+    A.test_release_reservation_of_a_cancelled_job,
+    A.test_reject_outcome_after_cancel,
+    lambda: A.test_failures(A.Outcome.PERMANENT, "AcceptPermanentFailure"),
+    lambda: A.test_failures(A.Outcome.RETRYABLE, "AcceptRetryableFailureWithBudget"),
+    A.test_retry_resumes_from_checkpoint_then_exhausts,
+    A.test_invalidate_checkpoint_of_a_zombie_owner,
+    A.test_credential_write_and_cleanup,
+]
+NAMES = [getattr(f, "__name__", "failures") for f in SCENARIOS]
+NAMES[8], NAMES[9] = "failure-permanent", "failure-retryable"
+
+
+def sqlite_backends(tmp: Path) -> Callable[[LogicalClock, JobsConfig], Stores]:
+    def build(clock: LogicalClock, config: JobsConfig) -> Stores:
+        n = secrets.token_hex(4)
+        return Stores(
+            durable=open_sqlite(tmp / f"jobs-{n}.sqlite3"),
+            coordination=MemoryCoordination(clock, config),
+            target=DirectoryTarget(tmp / f"stage-{n}"),
+            vault=DirectoryVault(tmp / f"vault-{n}"),
+            clock=clock,
+            config=config,
+        )
+
+    return build
+
+
+@pytest.fixture
+def use_backends() -> Iterator[Callable[[Any], None]]:
+    def use(factory: Any) -> None:
+        A.BACKENDS = factory
+
+    yield use
+    A.BACKENDS = None
+
+
+@pytest.mark.parametrize("scenario", range(len(SCENARIOS)), ids=NAMES)
+def test_contract_sqlite(scenario: int, tmp_path: Path, use_backends: Any) -> None:
+    use_backends(sqlite_backends(tmp_path))
+    SCENARIOS[scenario]()
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("scenario", range(len(SCENARIOS)), ids=NAMES)
+def test_contract_postgres_redis(scenario: int, pg_dsn: str, use_backends: Any) -> None:
+    from remora.jobs.durable import open_postgres
+    from remora.jobs.postgres import PostgresTarget, PostgresVault
+    from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+    from tests.services import require_redis
+
+    url = require_redis()
+    opened: list[Stores] = []
+
+    def build(clock: LogicalClock, config: JobsConfig) -> Stores:
+        stores = Stores(
+            durable=open_postgres(pg_dsn),
+            coordination=RedisCoordination(
+                url, config, namespace=f"remora-test:{secrets.token_hex(6)}", clock=clock
+            ),
+            target=PostgresTarget(pg_dsn),
+            vault=PostgresVault(pg_dsn),
+            clock=clock,
+            config=config,
+        )
+        opened.append(stores)
+        return stores
+
+    use_backends(build)
+    try:
+        SCENARIOS[scenario]()
+    finally:
+        for stores in opened:
+            coord = stores.coordination
+            coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
+            stores.close()

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from remora import __version__
+from remora.cli import jobs as jobs_cmd
 from remora.cli import run as run_cmd
 from remora.cli import sim as sim_cmd
 from remora.cli import status as status_cmd
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.register(sub)
     sim_cmd.register(sub)
     register_explore(sub)
+    jobs_cmd.register(sub)
     return parser
 
 

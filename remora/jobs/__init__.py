@@ -17,7 +17,7 @@ Handler API::
 
 from __future__ import annotations
 
-from remora.jobs.handler import (
+from remora.jobs.handlers import (
     REGISTRY,
     Cancelled,
     JobContext,

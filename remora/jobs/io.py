@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
@@ -74,6 +75,7 @@ class StepRecord:
     key: str = ""
     version: int = 0
     order: str = ""
+    wall: float = 0.0  # wall-clock time of the record: a search hint, never a constraint
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -189,7 +191,9 @@ class Actor:
     ) -> None:
         if self.held is not None and store != "durable":
             key, version = self.held
-        self.recorder.record(StepRecord(self.name, seq, action, params, store, key, version, order))
+        self.recorder.record(
+            StepRecord(self.name, seq, action, params, store, key, version, order, time.time())
+        )
 
 
 def io_call(actor: Actor, operation: JobOperation, key: str, effect: Callable[[bool], T]) -> T:

@@ -49,8 +49,12 @@ class Reconciler:
         hook: IOHook = NO_FAULTS,
         recorder: Recorder = NULL_RECORDER,
         links: Links | None = None,
+        durable_only: bool = False,
     ) -> None:
         self.stores = stores
+        #: Take only the steps that need no coordination state (``remora jobs reconcile``
+        #: beside workers whose coordination store is private to their process).
+        self.durable_only = durable_only
         self.actor = Actor(name, Context(stores.clock), hook=hook, recorder=recorder, links=links)
 
     # -- coordination projections under the durable lock ------------------------------------
@@ -281,6 +285,8 @@ class Reconciler:
         """Every enabled ambient step, once: returns how many were taken."""
         stores = self.stores
         cfg = stores.config
+        if self.durable_only:
+            return self._durable_only()
         steps = 0
         snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
         for a, lease in sorted(snap.leases.items()):
@@ -334,6 +340,19 @@ class Reconciler:
         for job in dsnap.jobs:
             if any(c.job == job.id for c in dsnap.credentials):
                 steps += _ok(lambda job=job: self.clean_credentials(job)) or 0
+        return steps
+
+    def _durable_only(self) -> int:
+        steps = 0
+        dsnap = self.stores.durable.snapshot()
+        for row in dsnap.attempts:
+            if row.pending is not None:
+                steps += _ok(lambda a=row.id: self.process_outcome(a))
+        for job in dsnap.jobs:
+            if job.phase is Phase.RETRY_WAIT:
+                steps += _ok(lambda j=job.id: self.schedule_retry(j))
+            elif job.phase is Phase.CANCELLING:
+                steps += _ok(lambda j=job.id: self.finalize_cancel(j))
         return steps
 
 

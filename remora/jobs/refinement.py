@@ -466,50 +466,48 @@ def validate_run(
     """Search an interleaving of ``records`` consistent with the durable order (per key, by
     version), the coordination order, every actor's program order, and the lock positions
     of steps taken under a durable lock, in which every step is a spec step from ``Init``
-    (``Tick`` is inserted where a step needs time to have passed).  Raises
-    :class:`RefinementViolation` when none exists."""
+    and every invariant and action property holds (``Tick`` is inserted where a step needs
+    time to have passed).  Raises :class:`RefinementViolation` when none exists.
+
+    Depth-first, trying ready steps in wall-clock order first (a hint only), remembering
+    dead ends as ``(placed steps, spec state)``."""
     started = time.perf_counter()
     alpha = Alpha(constants, config)
     model = alpha.model
     nodes = [r for r in records if r.action or r.store == "durable"]
-    index = {id(r): i for i, r in enumerate(nodes)}
-    preds: list[set[int]] = [set() for _ in nodes]
+    n = len(nodes)
+    preds = [0] * n
     by_actor: dict[str, list[int]] = {}
     for i, r in enumerate(nodes):
         by_actor.setdefault(r.actor, []).append(i)
     for ids in by_actor.values():
         ids.sort(key=lambda i: nodes[i].seq)
         for x, y in zip(ids, ids[1:], strict=False):
-            preds[y].add(x)
-    durable_at: dict[tuple[str, int], int] = {}
-    for i, r in enumerate(nodes):
-        if r.store == "durable":
-            durable_at[(r.key, r.version)] = i
+            preds[y] |= 1 << x
+    durable_at = {(r.key, r.version): i for i, r in enumerate(nodes) if r.store == "durable"}
     for (key, version), i in durable_at.items():
         prev = durable_at.get((key, version - 1))
         if prev is not None:
-            preds[i].add(prev)
+            preds[i] |= 1 << prev
     for i, r in enumerate(nodes):
         if r.store != "durable" and r.key:
             before = durable_at.get((r.key, r.version))
             after = durable_at.get((r.key, r.version + 1))
             if before is not None:
-                preds[i].add(before)
+                preds[i] |= 1 << before
             if after is not None:
-                preds[after].add(i)
+                preds[after] |= 1 << i
     coord = sorted(
         (i for i, r in enumerate(nodes) if r.store == "coordination" and r.order),
         key=lambda i: order_key(nodes[i].order),
     )
     for x, y in zip(coord, coord[1:], strict=False):
-        preds[y].add(x)
-    del index
+        preds[y] |= 1 << x
     steps = [alpha.spec_step(r) if r.action else None for r in nodes]
-    tick = Step("Tick", ())
+    hint = sorted(range(n), key=lambda i: (nodes[i].wall, nodes[i].actor, nodes[i].seq))
     max_ticks = max(constants.LeaseLimit, constants.ReservationLimit)
-    seen: set[tuple[frozenset[int], State]] = set()
+    full = (1 << n) - 1
     explored = 0
-    ticks = 0
 
     def enabled(s: State, i: int) -> tuple[State, int] | None:
         st = steps[i]
@@ -529,50 +527,51 @@ def validate_run(
                 return None
             cur, used = nxt, used + 1
 
-    done: set[int] = set()
+    def ready(done: int) -> list[int]:
+        return [i for i in hint if not (done >> i) & 1 and preds[i] & ~done == 0]
+
+    failed: set[tuple[int, State]] = set()
+    s0 = model.Init()[0]
+    # frame: [state before, remaining options, chosen node, ticks used]
+    frames: list[list[Any]] = [[s0, iter(ready(0)), None, 0]]
+    done = 0
+    while frames and done != full:
+        f = frames[-1]
+        if f[2] is not None:  # backtrack this frame's previous choice
+            done &= ~(1 << f[2])
+            f[2] = None
+        for i in f[1]:
+            explored += 1
+            if explored > budget:
+                raise RefinementViolation(f"trace validation gave up after {budget} candidates")
+            r = enabled(f[0], i)
+            if r is None:
+                continue
+            t, used = r
+            nd = done | (1 << i)
+            if (nd, t) in failed:
+                continue
+            f[2], f[3] = i, used
+            done = nd
+            frames.append([t, iter(ready(nd)), None, 0])
+            break
+        else:
+            failed.add((done, f[0]))
+            frames.pop()
+            if not frames:
+                break
+    if done != full:
+        stuck = [nodes[i] for i in ready(0)[:3]]
+        raise RefinementViolation(
+            "no interleaving of the recorded run is a behaviour of the spec "
+            f"({n} steps, {explored} candidates; first ready: "
+            f"{[f'{x.actor}:{x.action}{x.params}' for x in stuck]})"
+        )
     actions: dict[str, int] = {}
-    stack: list[tuple[State, int, int]] = []  # (state before, node, ticks) of placed steps
-    s = model.Init()[0]
-    # Iterative DFS with backtracking over the ready set.
-    choice_stack: list[list[int]] = []
-    while len(done) < len(nodes):
-        explored += 1
-        if explored > budget:
-            raise RefinementViolation(f"trace validation gave up after {budget} candidates")
-        ready = [i for i in range(len(nodes)) if i not in done and preds[i] <= done]
-        key = (frozenset(done), s)
-        if key in seen:
-            ready = []
-        seen.add(key)
-        ready.sort(key=lambda i: (nodes[i].store != "durable", nodes[i].actor, nodes[i].seq))
-        choice_stack.append(ready)
-        advanced = False
-        while choice_stack:
-            options = choice_stack[-1]
-            while options:
-                i = options.pop(0)
-                r = enabled(s, i)
-                if r is None:
-                    continue
-                t, used = r
-                stack.append((s, i, used))
-                done.add(i)
-                s = t
-                advanced = True
-                break
-            if advanced:
-                break
-            choice_stack.pop()
-            if not stack:
-                stuck = [nodes[i] for i in range(len(nodes)) if i not in done and preds[i] <= done]
-                raise RefinementViolation(
-                    "no interleaving of the recorded run is a behaviour of the spec; "
-                    f"first unplaceable steps: {[f'{x.actor}:{x.action}{x.params}' for x in stuck[:5]]}"
-                )
-            s, i, _ = stack.pop()
-            done.discard(i)
-    for _, i, used in stack:
-        ticks += used
+    ticks = 0
+    for f in frames[:-1]:
+        i = f[2]
+        ticks += f[3]
         if steps[i] is not None:
             actions[nodes[i].action] = actions.get(nodes[i].action, 0) + 1
     return ValidationReport(
@@ -581,6 +580,22 @@ def validate_run(
         ticks_inserted=ticks,
         explored=explored,
         seconds=time.perf_counter() - started,
+    )
+
+
+def constants_of_run(
+    records: Sequence[StepRecord],
+    jobs: Sequence[str],
+    workers: Sequence[str],
+    config: JobsConfig,
+    *,
+    local_limit: int,
+) -> Constants:
+    """The constants of a recorded run: its jobs and incarnations, the deployment's limits,
+    its number of wipes."""
+    wipes = sum(1 for r in records if r.action == "LoseCoordinationState")
+    return constants_for(
+        jobs, workers, config, local_limit=local_limit, max_coord_losses=wipes, max_partitions=0
     )
 
 
@@ -595,6 +610,7 @@ __all__ = [
     "check_state",
     "check_transition",
     "constants_for",
+    "constants_of_run",
     "merge_records",
     "validate_run",
 ]

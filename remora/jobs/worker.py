@@ -14,11 +14,12 @@ AttemptExecuting`` before ``AdvanceAttempt``) are checked here; store guards in 
 
 from __future__ import annotations
 
+import functools
 import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -27,7 +28,7 @@ from remora.errors import RemoraError, Unavailable, UnknownResult
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs import guards
 from remora.jobs.guards import Change
-from remora.jobs.handler import (
+from remora.jobs.handlers import (
     Cancelled,
     Permanent,
     Registry,
@@ -46,6 +47,21 @@ from remora.jobs.model import (
     Stop,
 )
 from remora.jobs.stores import Stores
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def serial(method: F) -> F:
+    """One store operation of this worker at a time (the loop and the handler threads share
+    the incarnation): its steps' program order (``actor_seq``) is then their effect order."""
+
+    @functools.wraps(method)
+    def wrapper(self: Worker, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(F, wrapper)
 
 
 class WorkerDown(RemoraError):
@@ -87,8 +103,14 @@ class Worker:
         recorder: Recorder = NULL_RECORDER,
         links: Links | None = None,
         registry: Registry | None = None,
+        durable_guard: bool = False,
     ) -> None:
         self.stores = stores
+        #: Run ``ActivateAttempt``/``RenewLease``/``ReportProgress`` under the job's durable
+        #: lock, refreshing the coordination mirror from the durable row first: needed when
+        #: the coordination store is private to this process (the embedded default), where
+        #: a cancel or a revocation by another process cannot raise the mirror beforehand.
+        self.durable_guard = durable_guard
         self.id = worker_id
         self.concurrency = concurrency
         self.ctx = Context(stores.clock)
@@ -123,6 +145,7 @@ class Worker:
             raise NotEnabled(f"{a}: an outcome is in flight")
         return local
 
+    @serial
     def learn_outcome(self, a: AttemptId) -> bool:
         """Not a spec step: read what became of an in-flight outcome (processed by this
         worker, or by the reconciler); returns True when it is no longer in flight."""
@@ -144,6 +167,7 @@ class Worker:
         return sum(1 for x in self.attempts.values() if x.state == EXECUTING)
 
     # -- incarnation ----------------------------------------------------------------------------
+    @serial
     def start(self) -> None:
         """``StartIncarnation(w)``: register the fresh id durably."""
         self.stores.durable.register_worker(self.actor, self.id)
@@ -159,6 +183,7 @@ class Worker:
                 local.state = STOPPED
         self.actor.record(self.actor.next_seq(), "CrashWorker", {"w": self.id})
 
+    @serial
     def shutdown(self) -> None:
         """A clean exit: the incarnation goes down durably (``CrashWorker(w)``); its
         attempts stop, so their staging becomes eligible for cleanup."""
@@ -170,17 +195,18 @@ class Worker:
                 local.state = STOPPED
 
     # -- dispatch -----------------------------------------------------------------------------
+    @serial
     def reserve(self, job: str) -> str | None:
         """``Reserve(j, w)``: the reservation id, or None when not enabled."""
         self._need_up()
-        with self._lock:
-            rid = self.stores.coordination.reserve(
-                self.actor, job, self.id, self.executing_count(), self.concurrency
-            )
-            if rid is not None:
-                self.reservations[job] = rid
-            return rid
+        rid = self.stores.coordination.reserve(
+            self.actor, job, self.id, self.executing_count(), self.concurrency
+        )
+        if rid is not None:
+            self.reservations[job] = rid
+        return rid
 
+    @serial
     def authorize(self, job: str) -> AttemptId:
         """``AuthorizeAttempt(j, w)``: durable CAS allocating the next token; the
         reservation is read from the coordination store under the job's lock."""
@@ -215,6 +241,7 @@ class Worker:
         self.attempts[a] = LocalAttempt(a, rid, progress=start, max_progress=job_row.max_progress)
         return a
 
+    @serial
     def activate(self, a: AttemptId) -> None:
         """``ActivateAttempt(a)``: consume the reservation, take the lease, publish the
         progress; the coordination store compares the reservation id and the mirrored
@@ -223,12 +250,16 @@ class Worker:
         local = self._local(a)
         if local.state != AUTHORIZED:
             raise NotEnabled(f"{a} is {local.state}")
-        ok = self.stores.coordination.activate(self.actor, a, self.id, local.rid, local.progress)
+        coord = self.stores.coordination
+        ok = self._guarded(
+            a, lambda: coord.activate(self.actor, a, self.id, local.rid, local.progress)
+        )
         if not ok:
             raise NotEnabled(f"{a}: activation refused (reservation or authority lost)")
         local.state = EXECUTING
         self.reservations.pop(a.job, None)
 
+    @serial
     def release_reservation(self, job: str) -> bool:
         """``ReleaseReservation(j)`` of this worker's own reservation, when the durable job
         is terminal or cancelling (checked under the job's lock)."""
@@ -249,17 +280,37 @@ class Worker:
         return done
 
     # -- execution ------------------------------------------------------------------------------
+    @serial
     def renew(self, a: AttemptId) -> bool:
         """``RenewLease(a)``."""
-        local = self._executing(a)
-        del local
-        return self.stores.coordination.renew(self.actor, a, self.id)
+        self._executing(a)
+        return bool(
+            self._guarded(a, lambda: self.stores.coordination.renew(self.actor, a, self.id))
+        )
 
+    @serial
     def report_progress(self, a: AttemptId) -> bool:
         """``ReportProgress(a)``."""
         local = self._executing(a)
-        return self.stores.coordination.report_progress(self.actor, a, local.progress)
+        coord = self.stores.coordination
+        return bool(self._guarded(a, lambda: coord.report_progress(self.actor, a, local.progress)))
 
+    def _guarded(self, a: AttemptId, op: Callable[[], bool]) -> bool:
+        if not self.durable_guard:
+            return op()
+        coord = self.stores.coordination
+
+        def block(lk: Any) -> bool:
+            row = lk.job
+            if not row.current_authority(a.token) or row.phase.terminal:
+                coord.raise_floor(self.actor, a.job, a.token)
+            if row.cancel_requested:
+                coord.mark_cancel(self.actor, a.job)
+            return op()
+
+        return bool(self.stores.durable.with_lock(self.actor, a.job, block))
+
+    @serial
     def advance(self, a: AttemptId, amount: int, data: bytes = b"") -> None:
         """``AdvanceAttempt(a, amount)``: stage the attempt's snapshot at ``amount``."""
         local = self._executing(a)
@@ -272,6 +323,7 @@ class Worker:
         local.progress = amount
         self.actor.record(seq, "AdvanceAttempt", {"a": str(a), "amount": amount})
 
+    @serial
     def checkpoint(self, a: AttemptId) -> None:
         """``PersistCheckpoint(a)``."""
         local = self._executing(a)
@@ -282,6 +334,7 @@ class Worker:
             lambda lk: guards.persist_checkpoint(lk.job, lk.attempts, a.token, progress),
         )
 
+    @serial
     def send_outcome(self, a: AttemptId, outcome: Outcome) -> None:
         """``SendOutcome(a, o)``: the request becomes durably pending."""
         local = self._executing(a)
@@ -292,6 +345,7 @@ class Worker:
         )
         local.outcome_sent = True
 
+    @serial
     def process_outcome(self, a: AttemptId, error: str = "") -> str:
         """``ProcessOutcome(a)``: the durable compare-and-swap (returns the action taken)."""
         self._need_up()
@@ -306,6 +360,7 @@ class Worker:
                 local.stop_recorded = True  # the durable store knows: the attempt failed
         return change.action
 
+    @serial
     def cooperative_stop(self, a: AttemptId) -> bool:
         """``CooperativeStop(a)`` when a stop condition holds: the lease expired, a cancel
         notice, the durable cancel request, or lost authority.  With an outcome in flight
@@ -337,6 +392,7 @@ class Worker:
         self.actor.record(self.actor.next_seq(), "CooperativeStop", {"a": str(a)})
         return True
 
+    @serial
     def record_stop(self, a: AttemptId) -> bool:
         """Not a spec step: tell the durable store the attempt is stopped (after
         ``CooperativeStop``, or for an attempt revoked before it was activated)."""
@@ -361,6 +417,7 @@ class Worker:
         local.stop_recorded = True
         return True
 
+    @serial
     def release_lease(self, a: AttemptId) -> bool:
         """``ReleaseLease(a)`` of a stopped or finished attempt."""
         self._need_up()
@@ -370,6 +427,7 @@ class Worker:
         return self.stores.coordination.release_lease(self.actor, a)
 
     # -- credentials ------------------------------------------------------------------------------
+    @serial
     def put_secret(self, a: AttemptId, secret: bytes) -> IntentId:
         """Write a credential for the job: ``PrepareCredentialIntent``,
         ``BeginCredentialWrite``, ``CompleteCredentialWrite`` (the vault write),
@@ -450,7 +508,7 @@ class Worker:
 
 
 class AttemptContext:
-    """The handler's view of its attempt (see :class:`remora.jobs.handler.JobContext`)."""
+    """The handler's view of its attempt (see :class:`remora.jobs.handlers.JobContext`)."""
 
     def __init__(self, worker: Worker, a: AttemptId) -> None:
         self.worker = worker
@@ -462,6 +520,7 @@ class AttemptContext:
         self.payload: Any = _json(row.payload)
         self.max_progress = row.max_progress
         self.stop_requested = False
+        self._resumed = worker.attempts[a].progress > 0
         self._lock = threading.Lock()
 
     @property
@@ -474,11 +533,11 @@ class AttemptContext:
 
     @property
     def resumed(self) -> bool:
-        return self.local.progress > 0
+        return self._resumed
 
     @property
     def resumed_data(self) -> bytes | None:
-        if not self.resumed:
+        if not self.local.progress:
             return None
         return staged_data(self.worker.stores, self.attempt, self.local.progress)
 

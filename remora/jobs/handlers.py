@@ -123,6 +123,11 @@ def handler(name: str) -> Callable[[Handler], Handler]:
 def load_app(module: str) -> Registry:
     """Import ``module`` (it registers its handlers) and return the default registry, or the
     module's own ``registry`` attribute if it defines one."""
+    import os
+    import sys
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as ``python -m`` does: apps beside the caller
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:

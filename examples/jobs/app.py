@@ -34,10 +34,26 @@ def count(ctx: jobs.JobContext) -> dict[str, Any]:
 
 @jobs.handler("flaky")
 def flaky(ctx: jobs.JobContext) -> str:
-    """Fails (retryably) on its first attempt, succeeds on the next."""
+    """Stages some output, then fails (retryably) on its first attempt; succeeds on the
+    next.  The failed attempt's staging is cleaned up."""
     if ctx.token == 1:
+        ctx.advance(1, "partial output of a failing attempt")
         raise jobs.Retryable("first attempts always fail")
     return f"ok on attempt {ctx.token}"
+
+
+@jobs.handler("resumable")
+def resumable(ctx: jobs.JobContext) -> str:
+    """Checkpoints half way and fails on its first attempt; the retry resumes from the
+    checkpoint (taking over the staged half)."""
+    half = ctx.max_progress // 2
+    if ctx.progress < half:
+        ctx.advance(half, "first half")
+        ctx.checkpoint()
+    if ctx.token == 1:
+        raise jobs.Retryable("interrupted half way")
+    before = (ctx.resumed_data or b"").decode()
+    return f"resumed={ctx.resumed} from [{before}] on attempt {ctx.token}"
 
 
 @jobs.handler("doomed")

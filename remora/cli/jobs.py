@@ -288,10 +288,10 @@ def reconcile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _short(text: str | None, width: int = 40) -> str:
-    if text is None:
+def _short(value: object, width: int = 40) -> str:
+    if value is None:
         return ""
-    text = " ".join(text.split())
+    text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

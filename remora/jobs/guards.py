@@ -311,7 +311,7 @@ def finalize_cancel(job: JobRow, attempts: Attempts) -> Change:
     """``FinalizeCancel(j)``: authorized-never-activated attempts stop (the authority's row
     is marked revoked; activated ones are unaffected)."""
     need(job.phase is Phase.CANCELLING, f"phase is {job.phase.value}, not Cancelling")
-    changed = ()
+    changed: tuple[AttemptRow, ...] = ()
     if job.authority in attempts:
         changed = (attrs.evolve(attempts[job.authority], stop=Stop.REVOKED),)
     return Change(

@@ -139,7 +139,8 @@ class PostgresTarget(_PgStore):
             if rows is not None and rows[0] is not None and progress <= rows[0]:
                 raise NotEnabled(f"{a}: progress {progress} is not ahead")
             cur.execute(
-                "INSERT INTO remora_jobs_stage (job, token, progress, data) VALUES (%s, %s, %s, %s)",
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "VALUES (%s, %s, %s, %s)",
                 (a.job, a.token, progress, data),
             )
 

@@ -17,7 +17,10 @@ scanned and every queued job is enqueued again, every cancel notice republished.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+import attrs
 
 from remora.context import Context
 from remora.errors import RemoraError
@@ -35,6 +38,7 @@ from remora.jobs.model import (
     NotEnabled,
     Phase,
     SecretState,
+    Stop,
 )
 from remora.jobs.stores import Stores
 from remora.jobs.worker import process_outcome
@@ -179,10 +183,8 @@ class Reconciler:
         """``CleanupStage(a)``: under the job's lock, check eligibility against the durable
         rows and the target, then remove the staging."""
         stores = self.stores
-        durable = stores.durable
 
         def act(lk: Locked) -> bool:
-            row = lk.job
             att = lk.attempts.get(a.token)
             if att is None:
                 return False
@@ -209,54 +211,44 @@ class Reconciler:
     def clean_credentials(self, job: JobRow) -> int:
         """Finish abandoned credential intents of a job whose writer is gone (the job is
         terminal, or the writing attempt lost its authority): ``ClaimCredentialCleanup``
-        then ``DestroyClaimedCredentialSecret``, ``FenceFailedCredentialWrite`` then
-        ``AbandonFencedCredentialIntent`` when the secret never reached the vault."""
-        durable, vault = self.stores.durable, self.stores.vault
-        lk = durable.read_locked(self.actor, job.id)
+        then ``DestroyClaimedCredentialSecret``; ``FenceFailedCredentialWrite`` then
+        ``AbandonFencedCredentialIntent`` when the secret never reached the vault.  Each
+        guard reads the vault under the job's durable lock."""
+        durable = self.stores.durable
         steps = 0
-        for cred in lk.credentials.values():
-            writer_gone = job.phase.terminal or not job.current_authority(cred.token)
-            if not writer_gone:
+        for cred in durable.read_locked(self.actor, job.id).credentials.values():
+            if not (job.phase.terminal or not job.current_authority(cred.token)):
                 continue
             c = IntentId(job.id, cred.sequence)
-            st = vault.state(self.actor, c)
-            live, gone = st is SecretState.LIVE, st is SecretState.DESTROYED
-            seqn = cred.sequence
-
-            def row(lk2: Any, seqn: int = seqn) -> Any:
-                return lk2.credentials[seqn]
-
-            if cred.state in (CredentialState.WRITING, CredentialState.WRITTEN) and live:
-                steps += self._transact(
-                    job.id, lambda lk2: guards.claim_credential_cleanup(row(lk2), secret_live=live)
-                )
-                cred = durable.read_locked(self.actor, job.id).credentials[seqn]
-            if cred.state is CredentialState.ABANDONING and live:
-                steps += self._destroy(job.id, c)
-            elif cred.state is CredentialState.WRITING and not live:
-                steps += self._transact(
-                    job.id,
-                    lambda lk2: guards.fence_failed_credential_write(
-                        row(lk2), secret_live=live, secret_gone=gone
-                    ),
-                )
-                cred = durable.read_locked(self.actor, job.id).credentials[seqn]
-            if cred.state is CredentialState.PREPARED and not live and not gone:
-                steps += self._transact(
-                    job.id,
-                    lambda lk2: guards.abandon_fenced_credential_intent(
-                        row(lk2), secret_live=live, secret_gone=gone
-                    ),
-                )
+            steps += self._cred_step(c, guards.claim_credential_cleanup, gone_arg=False)
+            steps += self._destroy(job.id, c)
+            steps += self._cred_step(c, guards.fence_failed_credential_write, gone_arg=True)
+            steps += self._cred_step(c, guards.abandon_fenced_credential_intent, gone_arg=True)
         return steps
+
+    def _cred_step(self, c: IntentId, guard: Any, *, gone_arg: bool) -> bool:
+        vault = self.stores.vault
+
+        def decide(lk: Locked) -> Change:
+            cred = lk.credentials[c.sequence]
+            state = vault.state(self.actor, c)
+            live = state is SecretState.LIVE
+            if gone_arg:
+                change: Change = guard(
+                    cred, secret_live=live, secret_gone=state is SecretState.DESTROYED
+                )
+            else:
+                change = guard(cred, secret_live=live)
+            return change
+
+        return self._transact(c.job, decide)
 
     def _destroy(self, job: str, c: IntentId) -> bool:
         """``DestroyClaimedCredentialSecret(c)``: the vault delete under the job's lock; the
         durable row follows (``Abandoning`` with a destroyed secret *is* ``Abandoned``)."""
-        durable, vault = self.stores.durable, self.stores.vault
+        vault = self.stores.vault
 
         def act(lk: Locked) -> bool:
-            row = lk.job
             cred = lk.credentials[c.sequence]
             live = vault.state(self.actor, c) is SecretState.LIVE
             if not guards.can_destroy_secret(cred, secret_live=live):
@@ -274,7 +266,7 @@ class Reconciler:
                     "",
                     {"c": str(c)},
                     credentials=(
-                        _evolve_state(lk.credentials[c.sequence], CredentialState.ABANDONED),
+                        attrs.evolve(lk.credentials[c.sequence], state=CredentialState.ABANDONED),
                     ),
                 ),
             )
@@ -291,55 +283,55 @@ class Reconciler:
         snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
         for a, lease in sorted(snap.leases.items()):
             if lease.live and guards.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
-                steps += _ok(lambda a=a: self.expire_lease(a))
+                steps += _ok(partial(self.expire_lease, a))
         for job in sorted(snap.reservations):
             if guards.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
-                steps += _ok(lambda job=job: self.expire_reservation(job))
+                steps += _ok(partial(self.expire_reservation, job))
         dsnap = stores.durable.snapshot()
         attempts = {(r.job, r.token): r for r in dsnap.attempts}
+        down = {w.id for w in dsnap.workers if not w.up}
         snap = stores.coordination.snapshot(self.actor)
-        for job in dsnap.jobs:
-            j = job.id
-            for (jid, token), row in attempts.items():
-                if jid == j and row.pending is not None:
-                    steps += _ok(lambda a=row.id: self.process_outcome(a))
-            if job.phase is Phase.CANCELLING:
-                steps += _ok(lambda j=j: self.publish_cancel_notice(j))
-                steps += _ok(lambda j=j: self.release_reservation(j))
-                steps += _ok(lambda j=j: self.finalize_cancel(j))
-            elif job.phase is Phase.RUNNING and job.authority:
-                steps += _ok(lambda a=AttemptId(j, job.authority): self.reap(a))
-            elif job.phase is Phase.RETRY_WAIT:
-                steps += _ok(lambda j=j: self.schedule_retry(j))
-            elif job.phase is Phase.QUEUED:
-                if job.checkpoint_valid:
-                    owner = attempts.get((j, job.checkpoint_owner))
-                    down = {w.id for w in dsnap.workers if not w.up}
-                    if owner is not None and not guards.durably_stopped(
-                        owner, owner.worker not in down
-                    ):
-                        steps += _ok(lambda j=j: self.invalidate_checkpoint(j))
+        for row in dsnap.attempts:
+            if row.pending is not None:
+                steps += _ok(partial(self.process_outcome, row.id))
+        for jr in dsnap.jobs:
+            j = jr.id
+            if jr.phase is Phase.CANCELLING:
+                steps += _ok(partial(self.publish_cancel_notice, j))
+                steps += _ok(partial(self.release_reservation, j))
+                steps += _ok(partial(self.finalize_cancel, j))
+            elif jr.phase is Phase.RUNNING and jr.authority:
+                steps += _ok(partial(self.reap, AttemptId(j, jr.authority)))
+            elif jr.phase is Phase.RETRY_WAIT:
+                steps += _ok(partial(self.schedule_retry, j))
+            elif jr.phase is Phase.QUEUED:
+                owner = attempts.get((j, jr.checkpoint_owner))
+                if (
+                    jr.checkpoint_valid
+                    and owner is not None
+                    and not guards.durably_stopped(owner, owner.worker not in down)
+                ):
+                    steps += _ok(partial(self.invalidate_checkpoint, j))
                 if j not in snap.queued and j not in snap.reservations:
-                    steps += _ok(lambda j=j: self.enqueue(j))
-            if job.phase.terminal and guards.coordination_dirty(snap, j):
-                steps += _ok(lambda j=j: self.clean_terminal(j))
+                    steps += _ok(partial(self.enqueue, j))
+            if jr.phase.terminal and guards.coordination_dirty(snap, j):
+                steps += _ok(partial(self.clean_terminal, j))
             if j in snap.progress:
-                steps += _ok(lambda j=j: self.clear_stale_progress(j))
+                steps += _ok(partial(self.clear_stale_progress, j))
         dsnap = stores.durable.snapshot()
         down = {w.id for w in dsnap.workers if not w.up}
-        jobs = {j.id: j for j in dsnap.jobs}
+        jobs = {jr.id: jr for jr in dsnap.jobs}
         for row in dsnap.attempts:
-            job = jobs[row.job]
-            if row.committed or job.committed == row.token:
-                continue
-            if not (row.stop.value == "failed" or row.stopped or row.worker in down):
+            owner_job = jobs[row.job]
+            if row.committed or not (row.stop is Stop.FAILED or row.stopped or row.worker in down):
                 continue
             info = stores.target.info(None, row.id)
-            if guards.cleanup_eligible(job, row, info, worker_up=row.worker not in down):
-                steps += _ok(lambda a=row.id: self.cleanup_stage(a))
-        for job in dsnap.jobs:
-            if any(c.job == job.id for c in dsnap.credentials):
-                steps += _ok(lambda job=job: self.clean_credentials(job)) or 0
+            if guards.cleanup_eligible(owner_job, row, info, worker_up=row.worker not in down):
+                steps += _ok(partial(self.cleanup_stage, row.id))
+        with_intents = {c.job for c in dsnap.credentials}
+        for jr in dsnap.jobs:
+            if jr.id in with_intents:
+                steps += _ok(partial(self.clean_credentials, jr))
         return steps
 
     def _durable_only(self) -> int:
@@ -347,19 +339,13 @@ class Reconciler:
         dsnap = self.stores.durable.snapshot()
         for row in dsnap.attempts:
             if row.pending is not None:
-                steps += _ok(lambda a=row.id: self.process_outcome(a))
+                steps += _ok(partial(self.process_outcome, row.id))
         for job in dsnap.jobs:
             if job.phase is Phase.RETRY_WAIT:
-                steps += _ok(lambda j=job.id: self.schedule_retry(j))
+                steps += _ok(partial(self.schedule_retry, job.id))
             elif job.phase is Phase.CANCELLING:
-                steps += _ok(lambda j=job.id: self.finalize_cancel(j))
+                steps += _ok(partial(self.finalize_cancel, job.id))
         return steps
-
-
-def _evolve_state(row: Any, state: CredentialState) -> Any:
-    import attrs
-
-    return attrs.evolve(row, state=state)
 
 
 def _ok(fn: Any) -> int:

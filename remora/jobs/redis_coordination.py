@@ -95,7 +95,8 @@ return {1, log('Enqueue', ARGV[6])}
 """,
     "Reserve": r"""
 local job, worker = ARGV[7], ARGV[8]
-local executing, local_limit, global_limit = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local executing, local_limit = tonumber(ARGV[9]), tonumber(ARGV[10])
+local global_limit = tonumber(ARGV[11])
 if redis.call('SISMEMBER', k('queued'), job) == 0 or redis.call('HEXISTS', k('res'), job) == 1
 then return {0, ''} end
 local mine = 0
@@ -110,7 +111,8 @@ redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
 return {rid, log('Reserve', ARGV[6])}
 """,
     "ActivateAttempt": r"""
-local job, a, token, worker, rid, progress = ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12]
+local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local worker, rid, progress = ARGV[10], ARGV[11], ARGV[12]
 local r = redis.call('HGET', k('res'), job)
 if not r then return {0, ''} end
 local parts = split(r)
@@ -123,7 +125,8 @@ end
 return {1, log('ActivateAttempt', ARGV[6])}
 """,
     "RenewLease": r"""
-local job, a, token, worker, limit = ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10], tonumber(ARGV[11])
+local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local worker, limit = ARGV[10], tonumber(ARGV[11])
 local l = redis.call('HGET', k('lease'), a)
 if not l then return {0, ''} end
 local parts = split(l)
@@ -303,13 +306,13 @@ class RedisCoordination:
 
     def _find(self, actor: str, seq: int) -> str | None:
         try:
-            entries = self.client.xrevrange(f"{self.ns}:log", count=5000)
+            entries: Any = self.client.xrevrange(f"{self.ns}:log", count=5000)
         except redis.RedisError as exc:
             raise UnknownResult(f"cannot resolve an unknown result: {exc}") from exc
-        for entry_id, fields in entries:
-            f = {k.decode(): v.decode() for k, v in fields.items()}
+        for entry_id, fields in entries or []:
+            f = {_d(k): _d(v) for k, v in fields.items()}
             if f.get("actor") == actor and f.get("seq") == str(seq):
-                return str(entry_id.decode())
+                return _d(entry_id)
         return None
 
     # -- spec actions ---------------------------------------------------------------------
@@ -482,11 +485,12 @@ class RedisCoordination:
 
     def log(self) -> list[CoordEntry]:
         out = []
-        for entry_id, fields in self.client.xrange(f"{self.ns}:log"):
-            f = {k.decode(): v.decode() for k, v in fields.items()}
+        entries: Any = self.client.xrange(f"{self.ns}:log")
+        for entry_id, fields in entries or []:
+            f = {_d(k): _d(v) for k, v in fields.items()}
             out.append(
                 CoordEntry(
-                    entry_id.decode(),
+                    _d(entry_id),
                     f["action"],
                     json.loads(f["params"]),
                     f["actor"],

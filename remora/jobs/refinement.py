@@ -1,6 +1,6 @@
 """Refinement: the runtime checked against ``Remora.tla`` (via :mod:`remora.protocol`).
 
-**α** (:class:`Alpha`) maps the runtime's state — durable rows, coordination keys, target
+**alpha** (:class:`Alpha`) maps the runtime's state — durable rows, coordination keys, target
 staging, vault, the workers' local attempt records, links — to the port's
 :class:`~remora.protocol.spec.State`, with the constants derived from the run:
 
@@ -19,9 +19,9 @@ Two ghost facts come from history, not from a store: whether an attempt was ever
 ``NoLease`` after a wipe, and whether a revoked attempt is stopped) and the link states.
 
 **Step checking** (:class:`RefinementChecker`, deterministic simulation): every runtime
-step records the spec action it performed; the step must be enabled in α(before) and the
-spec's successor must be exactly α(after); a step that records no action must leave α
-unchanged (a stutter).  Every invariant and action property of the spec is checked on α at
+step records the spec action it performed; the step must be enabled in alpha(before) and the
+spec's successor must be exactly alpha(after); a step that records no action must leave alpha
+unchanged (a stutter).  Every invariant and action property of the spec is checked on alpha at
 every step.
 
 **Trace validation** (:func:`validate_run`, real services): the durable log (per-job commit
@@ -34,6 +34,7 @@ do.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -72,7 +73,7 @@ _SERVICE = {s: S.SERVICE_NAMES.index(s.value) for s in Service}
 
 
 class RefinementViolation(AssertionError):
-    """A runtime step the spec forbids (or an invariant/action property violated on α)."""
+    """A runtime step the spec forbids (or an invariant/action property violated on alpha)."""
 
     def __init__(self, message: str, detail: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -108,7 +109,7 @@ def constants_for(
 
 @attrs.frozen
 class WorkerView:
-    """One incarnation as α sees it."""
+    """One incarnation as alpha sees it."""
 
     started: bool
     up: bool
@@ -119,7 +120,7 @@ class WorkerView:
 
 @attrs.frozen
 class RuntimeView:
-    """Everything α reads."""
+    """Everything alpha reads."""
 
     durable: DurableSnapshot
     coordination: CoordSnapshot
@@ -238,8 +239,8 @@ class Alpha:
             n["credentialIntentState"][ci] = _CRED[state]
             n["vaultSecretState"][ci] = _SECRET[secret]
             n["credentialVersionDurable"][ci] = cred.durable
-        values = [tuple(x) if isinstance(x, list) else x for x in n.values()]
-        return State(*values)
+        values: list[Any] = [tuple(x) if isinstance(x, list) else x for x in n.values()]
+        return State._make(values)
 
     def _attempt_state(self, row: AttemptRow, v: RuntimeView) -> int:
         if row.committed:
@@ -331,7 +332,8 @@ class RefinementChecker:
         self.actions: dict[str, int] = {}
         if self.state != self.model.Init()[0]:
             raise RefinementViolation(
-                "α of the initial runtime is not Init", self._diff(self.model.Init()[0], self.state)
+                "alpha of the initial runtime is not Init",
+                self._diff(self.model.Init()[0], self.state),
             )
 
     def view(self) -> RuntimeView:
@@ -390,7 +392,7 @@ class RefinementChecker:
                 t = s  # time passed with nothing to age: a stutter
             if t is None:
                 raise RefinementViolation(
-                    f"{label} by {record.actor} is not enabled in α(before)",
+                    f"{label} by {record.actor} is not enabled in alpha(before)",
                     {"step": label, "state": self.renderer.state(s)},
                 )
             bad = check_transition(self.model, s, t)
@@ -401,12 +403,12 @@ class RefinementChecker:
         if s != after:
             labels = [self.renderer.step_label(self.alpha.spec_step(r)) for r in records]
             raise RefinementViolation(
-                f"α(after) is not the spec's successor of {labels or 'a stutter'}",
+                f"alpha(after) is not the spec's successor of {labels or 'a stutter'}",
                 self._diff(s, after),
             )
         bad_inv = check_state(self.model, after)
         if bad_inv:
-            raise RefinementViolation(f"invariants violated on α: {', '.join(bad_inv)}")
+            raise RefinementViolation(f"invariants violated on alpha: {', '.join(bad_inv)}")
         self.state = after
         if records:
             self.history.append((",".join(r.action for r in records), after))
@@ -482,7 +484,7 @@ def validate_run(
         by_actor.setdefault(r.actor, []).append(i)
     for ids in by_actor.values():
         ids.sort(key=lambda i: nodes[i].seq)
-        for x, y in zip(ids, ids[1:], strict=False):
+        for x, y in itertools.pairwise(ids):
             preds[y] |= 1 << x
     durable_at = {(r.key, r.version): i for i, r in enumerate(nodes) if r.store == "durable"}
     for (key, version), i in durable_at.items():
@@ -501,7 +503,7 @@ def validate_run(
         (i for i, r in enumerate(nodes) if r.store == "coordination" and r.order),
         key=lambda i: order_key(nodes[i].order),
     )
-    for x, y in zip(coord, coord[1:], strict=False):
+    for x, y in itertools.pairwise(coord):
         preds[y] |= 1 << x
     steps = [alpha.spec_step(r) if r.action else None for r in nodes]
     hint = sorted(range(n), key=lambda i: (nodes[i].wall, nodes[i].actor, nodes[i].seq))
@@ -544,10 +546,10 @@ def validate_run(
             explored += 1
             if explored > budget:
                 raise RefinementViolation(f"trace validation gave up after {budget} candidates")
-            r = enabled(f[0], i)
-            if r is None:
+            placed = enabled(f[0], i)
+            if placed is None:
                 continue
-            t, used = r
+            t, used = placed
             nd = done | (1 << i)
             if (nd, t) in failed:
                 continue

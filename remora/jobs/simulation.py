@@ -27,6 +27,17 @@ from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
 from remora.jobs.worker import Worker
 
+#: The simulation's default limits: as small as the spec's named configurations.
+SMALL = JobsConfig(
+    max_attempts=2,
+    max_progress=2,
+    tick_ms=1000,
+    lease_ticks=1,
+    reservation_ticks=1,
+    global_limit=1,
+    max_credential_intents=1,
+)
+
 
 @attrs.frozen
 class SimConfig:
@@ -36,15 +47,7 @@ class SimConfig:
     jobs: tuple[str, ...] = ("j1",)
     workers: tuple[str, ...] = ("w1",)
     concurrency: int = 1
-    jobs_config: JobsConfig = JobsConfig(
-        max_attempts=2,
-        max_progress=2,
-        tick_ms=1000,
-        lease_ticks=1,
-        reservation_ticks=1,
-        global_limit=1,
-        max_credential_intents=1,
-    )
+    jobs_config: JobsConfig = SMALL
     max_coord_losses: int = 1
     max_partitions: int = 2
 

@@ -14,6 +14,7 @@ AttemptExecuting`` before ``AdvanceAttempt``) are checked here; store guards in 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import traceback
@@ -47,7 +48,6 @@ from remora.jobs.model import (
     Stop,
 )
 from remora.jobs.stores import Stores
-
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -408,12 +408,10 @@ class Worker:
             local.state = STOPPED
         elif local.state != STOPPED:
             return False
-        try:
+        with contextlib.suppress(NotEnabled):  # already recorded
             self.stores.durable.transact(
                 self.actor, a.job, lambda lk: guards.record_stop(lk.job, lk.attempts, a.token)
             )
-        except NotEnabled:
-            pass
         local.stop_recorded = True
         return True
 
@@ -435,7 +433,7 @@ class Worker:
         self._executing(a)
         return write_credential(self.stores, self.actor, a, secret)
 
-    # -- production loop ----------------------------------------------------------------------------
+    # -- production loop -------------------------------------------------------------------
     def run(
         self,
         *,
@@ -466,8 +464,8 @@ class Worker:
                     if fut.done():
                         running.pop(a)
                         contexts.pop(a)
-                for a, actx in contexts.items():
-                    _quietly(lambda actx=actx: actx.tend())
+                for actx in contexts.values():
+                    _quietly(actx.tend)
                 if len(running) < self.concurrency:
                     started = _quietly(lambda: self._dispatch_one(pool, running, contexts))
                     if started:
@@ -494,7 +492,7 @@ class Worker:
             try:
                 a = self.authorize(job)
             except (NotEnabled, RemoraError):
-                _quietly(lambda job=job: self.release_reservation(job))
+                _quietly(functools.partial(self.release_reservation, job))
                 return False
             try:
                 self.activate(a)
@@ -609,9 +607,9 @@ def settle(w: Worker, a: AttemptId, outcome: Outcome | None, error: str) -> None
     the stop and release the lease.  A step is retried while its store is unavailable (an
     unknown result was already resolved by re-reading, so a retry is never blind)."""
     local = w.attempts[a]
-    if outcome is not None and local.state == EXECUTING and not local.cancel_seen:
-        if _retry(w, lambda: w.send_outcome(a, outcome)):
-            _retry(w, lambda: w.process_outcome(a, error))
+    sending = outcome is not None and local.state == EXECUTING and not local.cancel_seen
+    if sending and _retry(w, lambda: w.send_outcome(a, cast(Outcome, outcome))):
+        _retry(w, lambda: w.process_outcome(a, error))
     for _ in range(200):  # a stop condition appears within a lease period
         if local.state != EXECUTING or local.finished or not w.up or w.ctx.canceled:
             break

@@ -1,5 +1,5 @@
 """One test per spec action on the memory stores, every step checked by the refinement
-checker: each step must be enabled in α(before), yield exactly α(after), and keep every
+checker: each step must be enabled in alpha(before), yield exactly alpha(after), and keep every
 invariant and action property of the spec."""
 
 from __future__ import annotations
@@ -16,18 +16,51 @@ from remora.jobs.refinement import RefinementChecker
 from remora.jobs.simulation import SimConfig, Simulation
 from remora.jobs.worker import Worker
 
-ALL_ACTIONS = (
-    "Enqueue Reserve AuthorizeAttempt ActivateAttempt RenewLease Tick ExpireLease "
-    "ExpireReservation LoseCoordinationState DropLink RestoreLink CrashWorker "
-    "StartIncarnation ReleaseReservation ReapLostAttempt ScheduleRetry RequestCancel "
-    "FinalizeCancel PublishCancelNotice CooperativeStop ReleaseLease ClearStaleLiveProgress "
-    "CleanTerminalCoordination AdvanceAttempt PersistCheckpoint InvalidateCheckpoint "
-    "ReportProgress SendOutcome AcceptSuccess AcceptPermanentFailure "
-    "AcceptRetryableFailureWithBudget AcceptRetryableFailureExhausted RejectOutcome "
-    "CleanupStage PrepareCredentialIntent BeginCredentialWrite CompleteCredentialWrite "
-    "RecordCredentialWrite FenceFailedCredentialWrite CommitCredentialVersion "
-    "ClaimCredentialCleanup DestroyClaimedCredentialSecret AbandonFencedCredentialIntent"
-).split()
+ALL_ACTIONS = [
+    "Enqueue",
+    "Reserve",
+    "AuthorizeAttempt",
+    "ActivateAttempt",
+    "RenewLease",
+    "Tick",
+    "ExpireLease",
+    "ExpireReservation",
+    "LoseCoordinationState",
+    "DropLink",
+    "RestoreLink",
+    "CrashWorker",
+    "StartIncarnation",
+    "ReleaseReservation",
+    "ReapLostAttempt",
+    "ScheduleRetry",
+    "RequestCancel",
+    "FinalizeCancel",
+    "PublishCancelNotice",
+    "CooperativeStop",
+    "ReleaseLease",
+    "ClearStaleLiveProgress",
+    "CleanTerminalCoordination",
+    "AdvanceAttempt",
+    "PersistCheckpoint",
+    "InvalidateCheckpoint",
+    "ReportProgress",
+    "SendOutcome",
+    "AcceptSuccess",
+    "AcceptPermanentFailure",
+    "AcceptRetryableFailureWithBudget",
+    "AcceptRetryableFailureExhausted",
+    "RejectOutcome",
+    "CleanupStage",
+    "PrepareCredentialIntent",
+    "BeginCredentialWrite",
+    "CompleteCredentialWrite",
+    "RecordCredentialWrite",
+    "FenceFailedCredentialWrite",
+    "CommitCredentialVersion",
+    "ClaimCredentialCleanup",
+    "DestroyClaimedCredentialSecret",
+    "AbandonFencedCredentialIntent",
+]
 
 
 #: Builds the stores of every ``Run`` (None: all in memory); the contract suite sets it.

@@ -12,9 +12,8 @@ from typing import Any
 
 from remora.context import Context
 from remora.faults import COMMIT, FaultDecision, IOCall, IOReport, Outcome
-from remora.jobs.model import AttemptId, JobsConfig
+from remora.jobs.model import AttemptId, JobsConfig, Service
 from remora.jobs.model import Outcome as JobOutcome
-from remora.jobs.model import Service
 from remora.jobs.refinement import RefinementChecker
 from remora.jobs.simulation import SimConfig, Simulation
 from remora.jobs.worker import write_credential

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from remora.errors import InvalidInput, RemoraError
+from remora.errors import InvalidInput
 
 
 class Retryable(Exception):
@@ -107,7 +107,7 @@ class Registry:
             return sorted(self._handlers)
 
 
-class UnknownHandler(RemoraError):
+class UnknownHandler(InvalidInput):
     """A job names a handler nobody registered."""
 
 

@@ -107,3 +107,69 @@ def test_contract_postgres_redis(scenario: int, pg_dsn: str, use_backends: Any) 
             coord = stores.coordination
             coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
             stores.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of our own (unix socket, no persistence): FLUSHALL wipes only it."""
+    import shutil
+    import subprocess
+    import time
+
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        from tests.services import unavailable
+
+        unavailable("redis-server", "the binary is not installed")
+    sock = tmp_path / "redis.sock"
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"unix://{sock}"
+    try:
+        for _ in range(200):
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except (redis.RedisError, OSError):
+                time.sleep(0.02)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.services
+def test_wipe_is_a_real_flushall(private_redis: str, tmp_path: Path, use_backends: Any) -> None:
+    """``LoseCoordinationState`` as ``FLUSHALL`` on a server of our own; the run stays a
+    refinement of the spec and the reconciler rebuilds the queue from the durable store."""
+    import redis
+
+    from remora.jobs.redis_coordination import RedisCoordination
+
+    def build(clock: LogicalClock, config: JobsConfig) -> Stores:
+        base = sqlite_backends(tmp_path)(clock, config)
+        base.coordination = RedisCoordination(private_redis, config, clock=clock, flush_all=True)
+        return base
+
+    use_backends(build)
+    client = redis.Redis.from_url(private_redis)
+    client.set("unrelated", "gone after FLUSHALL")
+    A.test_wipe_then_rebuild()
+    assert client.get("unrelated") is None

@@ -127,8 +127,10 @@ class Reconciler:
         return self.stores.coordination.expire_lease(self.actor, a)
 
     def expire_reservation(self, job: str) -> bool:
-        """``ExpireReservation(j)``."""
-        return self.stores.coordination.expire_reservation(self.actor, job)
+        """``ExpireReservation(j)``, under the job's durable lock: an ``AuthorizeAttempt``
+        reading the reservation under that lock cannot see it vanish before it commits."""
+        coord = self.stores.coordination
+        return self._locked(job, lambda lk: coord.expire_reservation(self.actor, job))
 
     # -- durable ---------------------------------------------------------------------------------
     def reap(self, a: AttemptId) -> bool:

@@ -8,9 +8,10 @@ from typing import Any
 import attrs
 
 from remora.clock import Clock
+from remora.context import Context
 from remora.jobs import guards
 from remora.jobs.coordination import Coordination
-from remora.jobs.durable import DurableStore, Locked
+from remora.jobs.durable import DurableStore
 from remora.jobs.io import Actor
 from remora.jobs.model import AttemptId, JobRow, JobsConfig, Phase
 from remora.jobs.target import Target, Vault, check_id
@@ -44,8 +45,7 @@ class Stores:
         """``RequestCancel(j)``: mark cancel in the coordination mirror first (so no attempt
         activates or reports as Running afterwards), then the durable transition."""
         self.coordination.mark_cancel(actor, job_id)
-        change = self.durable.transact(actor, job_id, lambda lk: guards.request_cancel(lk.job))
-        assert change.job is not None or change.action
+        self.durable.transact(actor, job_id, lambda lk: guards.request_cancel(lk.job))
         return self.durable.job(job_id)
 
     def result(self, job_id: str) -> bytes | None:
@@ -53,24 +53,20 @@ class Stores:
         job = self.durable.job(job_id)
         if job.phase is not Phase.SUCCEEDED:
             return None
-        return self.committed_output(job)
+        return self.staged_data(AttemptId(job.id, job.committed), job.max_progress)
 
-    def committed_output(self, job: JobRow) -> bytes | None:
-        locked: Locked = self.durable.read_locked(Actor("reader", _NoCtx.ctx(self.clock)), job.id)
-        row = locked.attempts[job.committed]
-        a = AttemptId(job.id, job.committed)
-        data = self.target.data(a, job.max_progress)
-        if data is None and row.adopted_from:
-            data = self.target.data(AttemptId(job.id, row.adopted_from), job.max_progress)
-        return data
-
-
-class _NoCtx:
-    @staticmethod
-    def ctx(clock: Clock) -> Any:
-        from remora.context import Context
-
-        return Context(clock)
+    def staged_data(self, a: AttemptId, progress: int) -> bytes | None:
+        """The staged snapshot of ``a`` at ``progress``, following a resumed attempt back to
+        the staging it took over."""
+        lk = self.durable.read_locked(Actor("reader", Context(self.clock)), a.job)
+        token = a.token
+        while token:
+            data = self.target.data(AttemptId(a.job, token), progress)
+            if data is not None:
+                return data
+            row = lk.attempts.get(token)
+            token = row.adopted_from if row is not None else 0
+        return None
 
 
 __all__ = ["Stores"]

@@ -87,6 +87,7 @@ class LocalAttempt:
     finished: bool = False  # processed (accepted or rejected) or given up
     stop_recorded: bool = False
     cancel_seen: bool = False
+    handler_done: bool = False  # the handler returned: the lease is no longer renewed
     error: str = ""
 
 
@@ -571,7 +572,7 @@ class AttemptContext:
         lease = snap.leases.get(self.attempt)
         if self.job_id in snap.notices or lease is None or not lease.live:
             local.cancel_seen = True
-        elif not local.outcome_sent:
+        elif not local.outcome_sent and not local.handler_done:
             w.renew(self.attempt)
 
     def execute(self) -> None:
@@ -599,20 +600,29 @@ class AttemptContext:
             outcome = Outcome.RETRYABLE
             error = f"{type(exc).__name__}: {exc}"[:500]
             traceback.clear_frames(exc.__traceback__) if exc.__traceback__ else None
-        settle(w, a, outcome, error)
+        self.local.handler_done = True
+        settle(w, a, outcome, error, lambda: self.stop_requested)
 
 
-def settle(w: Worker, a: AttemptId, outcome: Outcome | None, error: str) -> None:
+def settle(
+    w: Worker,
+    a: AttemptId,
+    outcome: Outcome | None,
+    error: str,
+    shutting_down: Callable[[], bool] = lambda: False,
+) -> None:
     """After the handler: send and process the outcome, or stop cooperatively; then record
     the stop and release the lease.  A step is retried while its store is unavailable (an
-    unknown result was already resolved by re-reading, so a retry is never blind)."""
+    unknown result was already resolved by re-reading, so a retry is never blind).
+
+    Without a stop condition yet (the handler gave up on its own) the worker waits: it no
+    longer renews the lease, so the lease expires within a lease period — unless the worker
+    shuts down first, which stops the attempt anyway (``CrashWorker``)."""
     local = w.attempts[a]
     sending = outcome is not None and local.state == EXECUTING and not local.cancel_seen
     if sending and _retry(w, lambda: w.send_outcome(a, cast(Outcome, outcome))):
         _retry(w, lambda: w.process_outcome(a, error))
-    for _ in range(200):  # a stop condition appears within a lease period
-        if local.state != EXECUTING or local.finished or not w.up or w.ctx.canceled:
-            break
+    while local.state == EXECUTING and not local.finished and w.up and not shutting_down():
         if _retry(w, lambda: w.cooperative_stop(a)):
             break
         w.ctx.sleep(0.05)
@@ -724,17 +734,8 @@ def write_credential(stores: Stores, actor: Actor, a: AttemptId, secret: bytes) 
 
 
 def staged_data(stores: Stores, a: AttemptId, progress: int) -> bytes | None:
-    """The staged snapshot of ``a`` at ``progress``, following resumed attempts back to the
-    staging they took over."""
-    lk = stores.durable.read_locked(Actor("reader", Context(stores.clock)), a.job)
-    token = a.token
-    while token:
-        data = stores.target.data(AttemptId(a.job, token), progress)
-        if data is not None:
-            return data
-        row = lk.attempts.get(token)
-        token = row.adopted_from if row is not None else 0
-    return None
+    """See :meth:`Stores.staged_data`."""
+    return stores.staged_data(a, progress)
 
 
 def _json(text: str) -> Any:

@@ -40,7 +40,7 @@ from remora.context import Context
 from remora.errors import InvalidInput, Unavailable, UnknownResult
 from remora.jobs import guards
 from remora.jobs.guards import Change
-from remora.jobs.io import Actor, JobOperation, io_call
+from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import (
     AttemptRow,
     CredentialRow,
@@ -395,17 +395,14 @@ class DurableStore:
         body: Callable[[Any], T],
         reread: Callable[[], T],
     ) -> T:
-        try:
-            return io_call(
-                actor,
-                JobOperation.DURABLE_WRITE,
-                key,
-                lambda commit: self.backend.write(actor.ctx, commit, "job write", body),
-            )
-        except UnknownResult:
-            if self.find_log(actor.name, seq) is None:
-                raise Unavailable(f"{key}: the write did not commit (re-read)") from None
-            return reread()
+        return resolved_call(
+            actor,
+            JobOperation.DURABLE_WRITE,
+            key,
+            lambda commit: self.backend.write(actor.ctx, commit, "job write", body),
+            lambda: self.find_log(actor.name, seq) is not None,
+            reread,
+        )
 
     def register_worker(self, actor: Actor, worker_id: str) -> None:
         """``StartIncarnation(w)``: a fresh incarnation id (an id is never reused)."""

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar, cast
 import attrs
 
 from remora.context import Context
-from remora.errors import Unavailable
+from remora.errors import Unavailable, UnknownResult
 from remora.faults import NO_FAULTS, IOCall, IOHook, Operation, controlled_call
 from remora.jobs.model import Service
 
@@ -205,6 +205,28 @@ def io_call(actor: Actor, operation: JobOperation, key: str, effect: Callable[[b
     return controlled_call(actor.hook, call, actor.ctx, effect)
 
 
+def resolved_call(
+    actor: Actor,
+    operation: JobOperation,
+    key: str,
+    effect: Callable[[bool], T],
+    applied: Callable[[], bool],
+    done: Callable[[], T],
+) -> T:
+    """A write through :func:`io_call` whose lost reply (:class:`UnknownResult`) is resolved
+    by re-reading the store: ``applied()`` — it happened, the result is ``done()`` — or not,
+    and :class:`~remora.errors.Unavailable` tells the caller it may try again.  Never a
+    blind retry."""
+    try:
+        return io_call(actor, operation, key, effect)
+    except UnknownResult:
+        if applied():
+            return done()
+        raise Unavailable(
+            f"{operation.value} of {key}: a re-read shows it did not happen"
+        ) from None
+
+
 __all__ = [
     "NULL_RECORDER",
     "Actor",
@@ -216,4 +238,5 @@ __all__ = [
     "Recorder",
     "StepRecord",
     "io_call",
+    "resolved_call",
 ]

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import psycopg
 
 from remora.context import Context
-from remora.errors import InvalidInput, Unavailable, UnknownResult
+from remora.errors import InvalidInput
 from remora.jobs.durable import SCHEMA_VERSION, TABLES
-from remora.jobs.io import Actor, JobOperation, io_call
+from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
 from remora.store.postgres import PostgresBackend
 
@@ -111,14 +111,14 @@ class _PgStore:
         applied: Callable[[], bool],
         done: T,
     ) -> T:
-        try:
-            return io_call(
-                actor, op, key, lambda commit: self.backend.write(actor.ctx, commit, op.value, body)
-            )
-        except UnknownResult:
-            if applied():
-                return done
-            raise Unavailable(f"{op.value} of {key}: did not commit (re-read)") from None
+        return resolved_call(
+            actor,
+            op,
+            key,
+            lambda commit: self.backend.write(actor.ctx, commit, op.value, body),
+            applied,
+            lambda: done,
+        )
 
     def close(self) -> None:
         self.backend.close()

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar, cast
 
-from remora.errors import InvalidInput, Unavailable, UnknownResult
-from remora.jobs.io import Actor, JobOperation, io_call
+from remora.errors import InvalidInput
+from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
 
 T = TypeVar("T")
@@ -81,21 +81,15 @@ def _write_call(
     applied: Callable[[], bool],
     done: T,
 ) -> T:
-    """A target/vault write under the seam (``unknown-aborted`` does not apply it).  A lost
-    reply is resolved by re-reading the store (``applied``): the write happened — return
-    ``done`` — or it did not — :class:`~remora.errors.Unavailable`, the caller may retry."""
+    """A target/vault write under the seam (``unknown-aborted`` does not apply it); a lost
+    reply is resolved by re-reading (:func:`~remora.jobs.io.resolved_call`)."""
 
     def effect(commit: bool) -> T:
         if not commit:  # unknown-aborted: not applied, the seam reports an unknown result
             return cast(T, None)
         return body()
 
-    try:
-        return io_call(actor, op, key, effect)
-    except UnknownResult:
-        if applied():
-            return done
-        raise Unavailable(f"{op.value} of {key}: the write did not happen (re-read)") from None
+    return resolved_call(actor, op, key, effect, applied, lambda: done)
 
 
 class MemoryTarget:

@@ -162,10 +162,12 @@ class Reconciler:
 
     def finalize_cancel(self, job: str) -> bool:
         """``FinalizeCancel(j)``: raise the floor to the authority's token, then commit."""
-        row = self.stores.durable.job(job)
-        if row.phase is not Phase.CANCELLING:
+        lk = self.stores.durable.read_locked(self.actor, job)
+        try:  # the guard, evaluated before the floor is raised (a dry run)
+            guards.finalize_cancel(lk.job, lk.attempts)
+        except NotEnabled:
             return False
-        self.stores.coordination.raise_floor(self.actor, job, row.current_token)
+        self.stores.coordination.raise_floor(self.actor, job, lk.job.current_token)
         return self._transact(job, lambda lk: guards.finalize_cancel(lk.job, lk.attempts))
 
     def invalidate_checkpoint(self, job: str) -> bool:

@@ -473,7 +473,7 @@ class Worker:
                         continue
                 if on_idle is not None:
                     on_idle()
-                stop.wait(poll)
+                self.ctx.sleep(poll)
         finally:
             for actx in contexts.values():
                 actx.stop_requested = True

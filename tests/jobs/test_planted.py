@@ -154,3 +154,157 @@ def test_planted_guard_bug_is_caught(name: str, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(guards, attr, mutant)
     with pytest.raises(RefinementViolation):
         schedule(Run())
+
+
+# -- more guards ----------------------------------------------------------------------------
+
+
+def enqueue_twice(run: Run) -> None:
+    run.ok(lambda: run.sim.submit("j1"))
+    run(lambda: run.r.enqueue("j1"))
+    run(lambda: run.r.enqueue("j1"))
+
+
+def expire_fresh_lease(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.r.expire_lease(a))
+
+
+def expire_fresh_reservation(run: Run) -> None:
+    run.ok(lambda: run.sim.start("w1"))
+    run.ok(lambda: run.sim.submit("j1"))
+    run.ok(lambda: run.r.enqueue("j1"))
+    run(lambda: run.w1.reserve("j1"))
+    run(lambda: run.r.expire_reservation("j1"))
+
+
+def clear_live_progress(run: Run) -> None:
+    run.running()
+    run(lambda: run.r.clear_stale_progress("j1"))
+
+
+def clean_clean_coordination(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.r.clean_terminal("j1"))
+    run(lambda: run.r.clean_terminal("j1"))
+
+
+def checkpoint_after_reap(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.w1.advance(a, 1, b"x"))
+    run(run.sim.tick)
+    run(lambda: run.r.expire_lease(a))
+    run(lambda: run.r.reap(a))
+    run(lambda: run.w1.checkpoint(a))
+
+
+def send_twice(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.w1.send_outcome(a, Outcome.PERMANENT))
+    run.w1.attempts[a].outcome_sent = False  # the worker forgets; the durable guard must not
+    run(lambda: run.w1.send_outcome(a, Outcome.RETRYABLE))
+
+
+def retry_running(run: Run) -> None:
+    run.running()
+    run(lambda: run.r.schedule_retry("j1"))
+
+
+def cancel_succeeded(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.sim.cancel("j1"))
+
+
+def finalize_running(run: Run) -> None:
+    run.running()
+    run(lambda: run.r.finalize_cancel("j1"))
+
+
+def invalidate_terminal(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.r.invalidate_checkpoint("j1"))
+
+
+def commit_unwritten_credential(run: Run) -> None:
+    from remora.jobs import worker as W
+
+    a = run.running()
+    st, act = run.sim.stores, run.w1.actor
+    c = run(lambda: W.prepare_credential(st, act, a))
+    run(lambda: W.begin_credential_write(st, act, c))
+    run(lambda: W.commit_credential_version(st, act, c))
+
+
+def _unguarded(fn: Callable[..., Any], *skip: str) -> Callable[..., Any]:
+    """``fn`` with ``need`` ignoring the failures whose message contains one of ``skip``."""
+
+    def mutant(*args: Any, **kwargs: Any) -> Any:
+        real = guards.need
+
+        def lenient(cond: bool, why: str) -> None:
+            if not any(s in why for s in skip):
+                real(cond, why)
+
+        guards.need = lenient
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            guards.need = real
+
+    return mutant
+
+
+MORE: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
+    "enqueue a queued job": ("can_enqueue", _true, enqueue_twice),
+    "expire a fresh lease": ("can_expire_lease", _true, expire_fresh_lease),
+    "expire a fresh reservation": ("can_expire_reservation", _true, expire_fresh_reservation),
+    "clear live progress": ("can_clear_stale_progress", _true, clear_live_progress),
+    "clean clean coordination": ("coordination_dirty", _true, clean_clean_coordination),
+    "checkpoint without authority": (
+        "persist_checkpoint",
+        _unguarded(guards.persist_checkpoint, "current authority", "not Running"),
+        checkpoint_after_reap,
+    ),
+    "send a second outcome": (
+        "send_outcome",
+        _unguarded(guards.send_outcome, "in flight"),
+        send_twice,
+    ),
+    "retry a running job": (
+        "schedule_retry",
+        _unguarded(guards.schedule_retry, "not RetryWait"),
+        retry_running,
+    ),
+    "cancel a succeeded job": (
+        "request_cancel",
+        _unguarded(guards.request_cancel, "nothing to cancel"),
+        cancel_succeeded,
+    ),
+    "finalize a running job": (
+        "finalize_cancel",
+        _unguarded(guards.finalize_cancel, "not Cancelling"),
+        finalize_running,
+    ),
+    "invalidate a terminal job's checkpoint": (
+        "invalidate_checkpoint",
+        _unguarded(guards.invalidate_checkpoint, "terminal"),
+        invalidate_terminal,
+    ),
+    "commit an unwritten credential": (
+        "commit_credential_version",
+        _unguarded(guards.commit_credential_version, "intent is", "no live secret"),
+        commit_unwritten_credential,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_planted_guard_bugs_are_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    attr, mutant, schedule = MORE[name]
+    schedule(Run())
+    monkeypatch.setattr(guards, attr, mutant)
+    with pytest.raises(RefinementViolation):
+        schedule(Run())

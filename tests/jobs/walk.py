@@ -44,7 +44,9 @@ class RandomFaults:
         return None
 
 
-def walk(seed: int, steps: int = 150, *, fault_rate: float = 0.05) -> RefinementChecker:
+def walk(
+    seed: int, steps: int = 150, *, fault_rate: float = 0.05, backends: Any = None
+) -> RefinementChecker:
     rng = random.Random(seed)
     jobs = ("j1", "j2", "j3")
     workers = ("w1", "w2", "w3")
@@ -66,6 +68,7 @@ def walk(seed: int, steps: int = 150, *, fault_rate: float = 0.05) -> Refinement
             max_partitions=3,
         ),
         hook=hook,
+        backends=backends,
     )
     chk = RefinementChecker(sim)
     r = sim.reconciler

@@ -308,3 +308,14 @@ def test_more_planted_guard_bugs_are_caught(name: str, monkeypatch: pytest.Monke
     monkeypatch.setattr(guards, attr, mutant)
     with pytest.raises(RefinementViolation):
         schedule(Run())
+
+
+def test_embedded_mode_needs_the_durable_guard() -> None:
+    """With coordination private to each worker process (no mirror pre-writes from other
+    processes), the worker's durable-locked refresh is what keeps ``ActivateAttempt``
+    sound: without it the walk activates an attempt whose authority is gone."""
+    from tests.jobs.walk import drain, walk
+
+    drain(walk(43, 300, fault_rate=0.1))
+    with pytest.raises(RefinementViolation, match="ActivateAttempt"):
+        walk(43, 300, fault_rate=0.1, embedded_guard=False)

@@ -45,7 +45,12 @@ class RandomFaults:
 
 
 def walk(
-    seed: int, steps: int = 150, *, fault_rate: float = 0.05, backends: Any = None
+    seed: int,
+    steps: int = 150,
+    *,
+    fault_rate: float = 0.05,
+    backends: Any = None,
+    embedded_guard: bool = True,
 ) -> RefinementChecker:
     rng = random.Random(seed)
     jobs = ("j1", "j2", "j3")
@@ -72,6 +77,25 @@ def walk(
     )
     chk = RefinementChecker(sim)
     r = sim.reconciler
+    if seed % 2:
+        # Half the walks run the embedded mode: each worker's coordination is private, so a
+        # cancel or a revocation elsewhere cannot raise its mirror beforehand — only the
+        # worker's own durable-locked refresh (durable_guard) protects its steps.
+        for wk_ in sim.workers.values():
+            wk_.durable_guard = embedded_guard
+        coord = sim.stores.coordination
+        real_floor, real_cancel = coord.raise_floor, coord.mark_cancel
+
+        def floor(actor: Any, job: str, token: int) -> None:
+            if actor.name in sim.workers:
+                real_floor(actor, job, token)
+
+        def cancel(actor: Any, job: str) -> None:
+            if actor.name in sim.workers:
+                real_cancel(actor, job)
+
+        coord.raise_floor = floor  # type: ignore[method-assign]
+        coord.mark_cancel = cancel  # type: ignore[method-assign]
     hook.enabled = False
     chk.step(lambda: sim.start("w1"))
     hook.enabled = True

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -478,35 +478,43 @@ def validate_run(
     model = alpha.model
     nodes = [r for r in records if r.action or r.store == "durable"]
     n = len(nodes)
-    preds = [0] * n
+    edges: set[tuple[int, int]] = set()
     by_actor: dict[str, list[int]] = {}
     for i, r in enumerate(nodes):
         by_actor.setdefault(r.actor, []).append(i)
     for ids in by_actor.values():
         ids.sort(key=lambda i: nodes[i].seq)
-        for x, y in itertools.pairwise(ids):
-            preds[y] |= 1 << x
+        edges.update(itertools.pairwise(ids))
     durable_at = {(r.key, r.version): i for i, r in enumerate(nodes) if r.store == "durable"}
     for (key, version), i in durable_at.items():
         prev = durable_at.get((key, version - 1))
         if prev is not None:
-            preds[i] |= 1 << prev
+            edges.add((prev, i))
     for i, r in enumerate(nodes):
         if r.store != "durable" and r.key:
             before = durable_at.get((r.key, r.version))
             after = durable_at.get((r.key, r.version + 1))
             if before is not None:
-                preds[i] |= 1 << before
+                edges.add((before, i))
             if after is not None:
-                preds[after] |= 1 << i
+                edges.add((i, after))
     coord = sorted(
         (i for i, r in enumerate(nodes) if r.store == "coordination" and r.order),
         key=lambda i: order_key(nodes[i].order),
     )
-    for x, y in itertools.pairwise(coord):
-        preds[y] |= 1 << x
+    edges.update(itertools.pairwise(coord))
+    succs: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for x, y in edges:
+        succs[x].append(y)
+        indeg[y] += 1
     steps = [alpha.spec_step(r) if r.action else None for r in nodes]
-    hint = sorted(range(n), key=lambda i: (nodes[i].wall, nodes[i].actor, nodes[i].seq))
+    rank = {
+        i: k
+        for k, i in enumerate(
+            sorted(range(n), key=lambda i: (nodes[i].wall, nodes[i].actor, nodes[i].seq))
+        )
+    }
     max_ticks = max(constants.LeaseLimit, constants.ReservationLimit)
     full = (1 << n) - 1
     explored = 0
@@ -529,18 +537,35 @@ def validate_run(
                 return None
             cur, used = nxt, used + 1
 
-    def ready(done: int) -> list[int]:
-        return [i for i in hint if not (done >> i) & 1 and preds[i] & ~done == 0]
+    ready: set[int] = {i for i in range(n) if indeg[i] == 0}
+
+    def place(i: int) -> None:
+        ready.discard(i)
+        for y in succs[i]:
+            indeg[y] -= 1
+            if indeg[y] == 0:
+                ready.add(y)
+
+    def unplace(i: int) -> None:
+        for y in succs[i]:
+            if indeg[y] == 0:
+                ready.discard(y)
+            indeg[y] += 1
+        ready.add(i)
+
+    def options() -> Iterator[int]:
+        return iter(sorted(ready, key=rank.__getitem__))
 
     failed: set[tuple[int, State]] = set()
     s0 = model.Init()[0]
     # frame: [state before, remaining options, chosen node, ticks used]
-    frames: list[list[Any]] = [[s0, iter(ready(0)), None, 0]]
+    frames: list[list[Any]] = [[s0, options(), None, 0]]
     done = 0
     while frames and done != full:
         f = frames[-1]
         if f[2] is not None:  # backtrack this frame's previous choice
             done &= ~(1 << f[2])
+            unplace(f[2])
             f[2] = None
         for i in f[1]:
             explored += 1
@@ -555,7 +580,8 @@ def validate_run(
                 continue
             f[2], f[3] = i, used
             done = nd
-            frames.append([t, iter(ready(nd)), None, 0])
+            place(i)
+            frames.append([t, options(), None, 0])
             break
         else:
             failed.add((done, f[0]))
@@ -563,7 +589,7 @@ def validate_run(
             if not frames:
                 break
     if done != full:
-        stuck = [nodes[i] for i in ready(0)[:3]]
+        stuck = [nodes[i] for i in sorted(i for i in range(n) if indeg[i] == 0)[:3]]
         raise RefinementViolation(
             "no interleaving of the recorded run is a behaviour of the spec "
             f"({n} steps, {explored} candidates; first ready: "

@@ -105,7 +105,9 @@ for _, v in ipairs(redis.call('HVALS', k('res'))) do
 end
 if live_count() >= global_limit or mine + executing >= local_limit then return {0, ''} end
 if dry then return {1, ''} end
-local rid = 'r' .. redis.call('INCR', k('rid'))
+-- unique across wipes: a FLUSHALL resets the counter, not the server's clock
+local t = redis.call('TIME')
+local rid = 'r' .. t[1] .. '.' .. t[2] .. '-' .. redis.call('INCR', k('rid'))
 redis.call('SREM', k('queued'), job)
 redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
 return {rid, log('Reserve', ARGV[6])}

@@ -210,3 +210,32 @@ def test_random_walk_on_postgres_and_redis(seed: int, pg_dsn: str) -> None:
             coord = stores.coordination
             coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
             stores.close()
+
+
+@pytest.mark.services
+def test_reservation_ids_are_unique_across_wipes() -> None:
+    """``ActivateAttempt`` compares the reservation id: a wipe must not make an old id
+    valid again for a later reservation of the same worker."""
+    from remora.context import Context
+    from remora.jobs.io import Actor
+    from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+    from tests.services import require_redis
+
+    clock = LogicalClock()
+    coord = RedisCoordination(
+        require_redis(),
+        JobsConfig(),
+        namespace=f"remora-test:{secrets.token_hex(6)}",
+        clock=clock,
+    )
+    actor = Actor("w1", Context(clock))
+    try:
+        assert coord.enqueue(actor, "j1")
+        first = coord.reserve(actor, "j1", "w1", 0, 4)
+        coord.wipe(actor)
+        assert coord.enqueue(actor, "j1")
+        second = coord.reserve(actor, "j1", "w1", 0, 4)
+        assert first and second and first != second
+    finally:
+        coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))
+        coord.close()

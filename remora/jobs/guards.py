@@ -332,6 +332,20 @@ def record_stop(job: JobRow, attempts: Attempts, token: int) -> Change:
     return Change("", {"a": str(row.id)}, attempts=(attrs.evolve(row, stopped=True),))
 
 
+def lease_releasable(job: JobRow, row: AttemptRow, *, worker_up: bool) -> bool:
+    """``ReleaseLease(a)``'s condition as the durable store knows it: the attempt is
+    committed or known stopped (failed, recorded stopped, or its incarnation went down), or
+    it lost its authority, or the job is terminal."""
+    return (
+        row.committed
+        or row.stop is Stop.FAILED
+        or row.stopped
+        or not worker_up
+        or not job.current_authority(row.token)
+        or job.phase.terminal
+    )
+
+
 def cleanup_eligible(
     job: JobRow, row: AttemptRow, stage: StageInfo | None, *, worker_up: bool
 ) -> bool:

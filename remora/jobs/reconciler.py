@@ -126,6 +126,21 @@ class Reconciler:
         """``ExpireLease(a)``."""
         return self.stores.coordination.expire_lease(self.actor, a)
 
+    def release_lease(self, a: AttemptId) -> bool:
+        """``ReleaseLease(a)`` of an attempt the durable store knows is finished (e.g. its
+        incarnation shut down): no need to wait for the lease to expire."""
+        coord = self.stores.coordination
+
+        def act(lk: Locked) -> bool:
+            row = lk.attempts.get(a.token)
+            if row is None or not guards.lease_releasable(
+                lk.job, row, worker_up=row.worker not in lk.workers_down
+            ):
+                return False
+            return coord.release_lease(self.actor, a)
+
+        return self._locked(a.job, act)
+
     def expire_reservation(self, job: str) -> bool:
         """``ExpireReservation(j)``, under the job's durable lock: an ``AuthorizeAttempt``
         reading the reservation under that lock cannot see it vanish before it commits."""
@@ -285,9 +300,12 @@ class Reconciler:
             return self._durable_only()
         steps = 0
         snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
+        down = {w.id for w in stores.durable.snapshot().workers if not w.up}
         for a, lease in sorted(snap.leases.items()):
             if lease.live and guards.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
                 steps += _ok(partial(self.expire_lease, a))
+            elif lease.live and lease.worker in down:
+                steps += _ok(partial(self.release_lease, a))
         for job in sorted(snap.reservations):
             if guards.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
                 steps += _ok(partial(self.expire_reservation, job))

@@ -357,3 +357,12 @@ def test_every_spec_action_is_covered() -> None:
 
     assert set(ALL_ACTIONS) == set(ACTION_PARAMS) - {"Done"}
     assert set(CREDENTIAL_ACTIONS) <= set(ALL_ACTIONS)
+
+
+def test_reconciler_releases_the_lease_of_a_shut_down_worker() -> None:
+    run = Run()
+    a = run.running()
+    run.ok(lambda: run.sim.shutdown("w1"))
+    assert run.ok(lambda: run.r.release_lease(a))
+    assert run.ok(lambda: run.r.reap(a))  # at once: no need to wait for the lease to expire
+    run.saw("ReleaseLease", "ReapLostAttempt")

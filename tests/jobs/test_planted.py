@@ -257,7 +257,17 @@ def _unguarded(fn: Callable[..., Any], *skip: str) -> Callable[..., Any]:
     return mutant
 
 
+def release_running_lease(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.r.release_lease(a))
+
+
 MORE: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
+    "release a running attempt's lease": (
+        "lease_releasable",
+        lambda job, row, worker_up: True,
+        release_running_lease,
+    ),
     "enqueue a queued job": ("can_enqueue", _true, enqueue_twice),
     "expire a fresh lease": ("can_expire_lease", _true, expire_fresh_lease),
     "expire a fresh reservation": ("can_expire_reservation", _true, expire_fresh_reservation),

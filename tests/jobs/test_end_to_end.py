@@ -26,7 +26,7 @@ pytestmark = pytest.mark.services
 
 REPO = Path(__file__).resolve().parents[2]
 BOUND = 120.0
-CONFIG = {"tick_ms": 100, "lease_ticks": 30, "reservation_ticks": 30, "max_progress": 10}
+CONFIG = {"tick_ms": 100, "lease_ticks": 100, "reservation_ticks": 100, "max_progress": 10}
 JOBS = {
     "greet-1": ("greet", {"name": "Ada"}, Phase.SUCCEEDED, b"hello, Ada"),
     "greet-2": ("greet", {"name": "Bo"}, Phase.SUCCEEDED, b"hello, Bo"),

@@ -37,7 +37,7 @@ def run() -> dict[str, Any]:
     import examples.jobs.app  # noqa: F401  (registers the example handlers)
 
     clock = MonotonicClock()
-    cfg = JobsConfig(tick_ms=50, lease_ticks=40, reservation_ticks=40, max_progress=10)
+    cfg = JobsConfig(tick_ms=50, lease_ticks=200, reservation_ticks=200, max_progress=10)
     stores = Stores(
         open_sqlite(":memory:"),
         MemoryCoordination(clock, cfg),

@@ -4,7 +4,7 @@
 set -euo pipefail
 dir=$(mktemp -d)
 db="$dir/jobs.sqlite3"
-cfg='{"tick_ms": 100, "lease_ticks": 20, "reservation_ticks": 20}'
+cfg='{"tick_ms": 100, "lease_ticks": 100, "reservation_ticks": 100}'
 remora jobs submit greet --db "$db" --config "$cfg" --id greet --payload '{"name": "Ada"}'
 remora jobs submit count --db "$db" --id count --payload '{"to": 4}'
 remora jobs submit flaky --db "$db" --id flaky

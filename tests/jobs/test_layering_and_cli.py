@@ -53,7 +53,7 @@ def test_embedded_end_to_end(tmp_path: Path) -> None:
     """The documented one-command run: a handful of example jobs on SQLite + in-process
     coordination, every one terminal as its handler says."""
     db = str(tmp_path / "jobs.sqlite3")
-    cfg = json.dumps({"tick_ms": 100, "lease_ticks": 20, "reservation_ticks": 20})
+    cfg = json.dumps({"tick_ms": 100, "lease_ticks": 100, "reservation_ticks": 100})
     for handler, job in (("greet", "g"), ("count", "c"), ("flaky", "f"), ("doomed", "d")):
         extra = ["--config", cfg] if job == "g" else []
         out = run_cli(

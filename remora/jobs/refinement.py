@@ -47,6 +47,7 @@ from remora.jobs.io import StepRecord
 from remora.jobs.model import (
     AttemptId,
     AttemptRow,
+    CoordEntry,
     CoordSnapshot,
     CredentialState,
     DurableSnapshot,
@@ -439,11 +440,11 @@ class _Node:
 def merge_records(
     actor_records: Iterable[StepRecord],
     durable_log: Iterable[Any],
-    coordination_order: Mapping[tuple[str, int], str] | None = None,
+    coordination_log: Iterable[CoordEntry] = (),
 ) -> list[StepRecord]:
-    """The run's steps: the actors' records, completed with the durable log (a committed
-    transition whose reply was lost is in the log but not in the actor's records) and, for
-    coordination steps, the store's order."""
+    """The run's steps: the actors' records, completed with the stores' own logs — a
+    durable transition or a coordination script whose reply was lost, or whose actor died
+    before writing its record, is in the store's log but not in the actor's records."""
     by_key: dict[tuple[str, int], StepRecord] = {(r.actor, r.seq): r for r in actor_records}
     for e in durable_log:
         key = (e.actor, e.actor_seq)
@@ -451,10 +452,12 @@ def merge_records(
             by_key[key] = StepRecord(
                 e.actor, e.actor_seq, e.action, e.params, "durable", e.key, e.version
             )
-    if coordination_order:
-        for key, order in coordination_order.items():
-            if key in by_key and not by_key[key].order:
-                by_key[key] = attrs.evolve(by_key[key], order=order)
+    for c in coordination_log:
+        key = (c.actor, c.actor_seq)
+        if key not in by_key and c.action:
+            by_key[key] = StepRecord(
+                c.actor, c.actor_seq, c.action, c.params, "coordination", order=c.order
+            )
     return sorted(by_key.values(), key=lambda r: (r.actor, r.seq))
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from remora.jobs.durable import open_postgres
 from remora.jobs.io import StepRecord
-from remora.jobs.model import AttemptId, Phase
+from remora.jobs.model import AttemptId, JobsConfig, Phase
 from remora.jobs.postgres import PostgresTarget
 from remora.jobs.refinement import constants_of_run, merge_records, validate_run
 from tests.services import require_redis
@@ -143,7 +143,14 @@ def test_worker_processes_on_postgres_and_redis(pg_dsn: str, tmp_path: Path) -> 
         for path in sorted(record.glob("*.jsonl")):
             for line in path.read_text().splitlines():
                 records.append(StepRecord(**json.loads(line)))
-        merged = merge_records(records, log)
+        from remora.jobs.redis_coordination import RedisCoordination
+
+        stream = RedisCoordination(url, durable.config() or JobsConfig(), namespace=ns)
+        merged = merge_records(records, log, stream.log())
+        stream.close()
+        assert len(merged) == len(
+            {(r.actor, r.seq) for r in records} | {(e.actor, e.actor_seq) for e in log}
+        )  # nothing is missing from the records
         config = durable.config()
         assert config is not None
         constants = constants_of_run(

@@ -75,8 +75,15 @@ def run() -> dict[str, Any]:
         t.join()
     Reconciler(stores, "final", recorder=rec).reconcile_once()
     records = merge_records(rec.steps, stores.durable.log())
+    raw = list(rec.steps)
     constants = constants_of_run(records, jobs, [w.id for w in workers], cfg, local_limit=2)
-    return {"stores": stores, "records": records, "constants": constants, "config": cfg}
+    return {
+        "stores": stores,
+        "records": records,
+        "constants": constants,
+        "config": cfg,
+        "raw": raw,
+    }
 
 
 def test_every_job_ends_as_its_handler_says(run: dict[str, Any]) -> None:
@@ -124,3 +131,17 @@ def test_a_tampered_record_does_not_validate(run: dict[str, Any]) -> None:
     ]
     with pytest.raises(RefinementViolation):
         validate_run(swapped, run["constants"], run["config"])
+
+
+def test_a_step_missing_from_the_records_is_taken_from_the_store_logs(
+    run: dict[str, Any],
+) -> None:
+    """A worker killed between its coordination script and its record: the coordination
+    log completes the run (and the durable log does for durable steps)."""
+    stores, raw = run["stores"], run["raw"]
+    reserve = next(i for i, r in enumerate(raw) if r.action == "Reserve")
+    authorize = next(i for i, r in enumerate(raw) if r.action == "AuthorizeAttempt")
+    lost = raw[:reserve] + raw[reserve + 1 : authorize] + raw[authorize + 1 :]
+    merged = merge_records(lost, stores.durable.log(), stores.coordination.log())
+    assert len(merged) == len(run["records"])
+    validate_run(merged, run["constants"], run["config"])

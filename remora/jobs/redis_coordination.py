@@ -25,7 +25,6 @@ a script ran leaves its effect unknown: the stream is searched for the call's
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -546,7 +545,5 @@ def _snapshot(
 def _truthy(out: Any) -> bool:
     return out not in (0, "0", None, b"0")
 
-
-Script = Callable[..., Any]
 
 __all__ = ["KEY_NAMES", "SCRIPTS", "RedisCoordination"]

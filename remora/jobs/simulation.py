@@ -10,7 +10,7 @@ steps and checks each against the spec.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -159,30 +159,5 @@ class Simulation:
     def close(self) -> None:
         self.stores.close()
 
-    # -- drivers ----------------------------------------------------------------------------
-    def run_job(self, w: str, job: str, *, outcome: str = "success") -> str:
-        """A whole attempt on worker ``w`` (enqueue … process outcome), step by step."""
-        from remora.jobs.model import Outcome
 
-        self.reconciler.enqueue(job)
-        wk = self.workers[w]
-        if wk.reserve(job) is None:
-            raise AssertionError(f"{w} could not reserve {job}")
-        a = wk.authorize(job)
-        wk.activate(a)
-        if outcome == "success":
-            local = wk.attempts[a]
-            wk.advance(a, local.max_progress, b"out:" + str(a).encode())
-            wk.send_outcome(a, Outcome.SUCCESS)
-        else:
-            wk.send_outcome(a, Outcome(outcome))
-        result = wk.process_outcome(a)
-        wk.release_lease(a)
-        return result
-
-
-def default_sim(jobs: Sequence[str] = ("j1",), workers: Sequence[str] = ("w1",)) -> Simulation:
-    return Simulation(SimConfig(jobs=tuple(jobs), workers=tuple(workers)))
-
-
-__all__ = ["SimConfig", "Simulation", "default_sim"]
+__all__ = ["SMALL", "SimConfig", "Simulation"]

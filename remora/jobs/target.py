@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -363,10 +362,6 @@ def _live(vault: Vault, c: IntentId) -> bool:
 
 def _dead(vault: Vault, c: IntentId) -> bool:
     return vault.state(None, c) is SecretState.DESTROYED
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
 
 
 __all__ = [

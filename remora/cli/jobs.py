@@ -15,6 +15,8 @@ import secrets
 import signal
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -33,6 +35,7 @@ from remora.jobs.target import DirectoryTarget, DirectoryVault, check_id
 from remora.jobs.worker import Worker
 
 DEFAULT_DB = "remora-jobs.sqlite3"
+EMBEDDED_LOCK = 0x52454D4A4F42  # "REMJOB": one in-process-coordination worker per database
 
 _positive = int_at_least(1)
 
@@ -169,8 +172,46 @@ def submit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@contextmanager
+def sole_embedded_worker(args: argparse.Namespace) -> Iterator[None]:
+    """Without ``--redis`` the coordination store lives inside the worker process, so only
+    one worker process may run per durable store: a second one would see none of the first
+    one's leases and reap its live attempts.  Held: an exclusive lock on a file beside the
+    SQLite database, or a PostgreSQL session advisory lock."""
+    if args.redis:
+        yield
+        return
+    busy = InvalidInput(
+        "another worker process already runs on this store with in-process coordination; "
+        "use --redis to run several"
+    )
+    if args.dsn is None:
+        import fcntl
+
+        db = Path(args.db or DEFAULT_DB)
+        with db.with_name(db.name + ".worker-lock").open("a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise busy from None
+            yield
+        return
+    import psycopg
+
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (EMBEDDED_LOCK,)).fetchone()
+        if not (row and row[0]):
+            raise busy
+        yield
+
+
 def worker(args: argparse.Namespace) -> int:
     registry = load_app(args.app)
+    with sole_embedded_worker(args):
+        return _worker(args, registry)
+
+
+def _worker(args: argparse.Namespace, registry: Any) -> int:
     clock = MonotonicClock()
     stores = open_stores(args, clock)
     worker_id = args.worker_id or _fresh_id()

@@ -129,3 +129,48 @@ def test_unreachable_redis_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert code == 1
     assert "cannot reach Redis" in err and err.count("\n") == 1
+
+
+def test_one_embedded_worker_per_store(tmp_path: Path) -> None:
+    """With in-process coordination a second worker process on the same SQLite file is
+    refused (it would reap the first one's live attempts)."""
+    import os
+    import signal
+    import time
+
+    db = str(tmp_path / "jobs.sqlite3")
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "remora",
+            "jobs",
+            "worker",
+            "--db",
+            db,
+            "--app",
+            "examples.jobs.app",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        lock = Path(db + ".worker-lock")
+        deadline = time.monotonic() + 60
+        while True:  # wait until the first worker holds the lock
+            out = run_cli(
+                "worker", "--db", db, "--app", "examples.jobs.app", "--until-idle", cwd=REPO
+            )
+            if out.returncode == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert lock.exists()
+        assert out.returncode == 2, out.stderr
+        assert "use --redis to run several" in out.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 0

@@ -15,6 +15,7 @@ import secrets
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,7 @@ from remora.jobs.worker import Worker
 
 DEFAULT_DB = "remora-jobs.sqlite3"
 EMBEDDED_LOCK = 0x52454D4A4F42  # "REMJOB": one in-process-coordination worker per database
+LOCK_WAIT = 2.0  # seconds a worker waits for that lock before it is refused
 
 _positive = int_at_least(1)
 
@@ -190,10 +192,15 @@ def sole_embedded_worker(args: argparse.Namespace) -> Iterator[None]:
 
         db = Path(args.db or DEFAULT_DB)
         with db.with_name(db.name + ".worker-lock").open("a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise busy from None
+            give_up = time.monotonic() + LOCK_WAIT
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= give_up:
+                        raise busy from None
+                    time.sleep(0.05)
             yield
         return
     import psycopg

@@ -158,16 +158,22 @@ def test_one_embedded_worker_per_store(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
+        import fcntl
+
         lock = Path(db + ".worker-lock")
         deadline = time.monotonic() + 60
-        while True:  # wait until the first worker holds the lock
-            out = run_cli(
-                "worker", "--db", db, "--app", "examples.jobs.app", "--until-idle", cwd=REPO
-            )
-            if out.returncode == 2 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert lock.exists()
+        while True:  # wait until the first worker holds the lock (probe without taking it)
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first worker never took the lock"
+            if lock.exists():
+                with lock.open("a") as f:
+                    try:
+                        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        break  # held by the first worker
+                    fcntl.flock(f, fcntl.LOCK_UN)
+            time.sleep(0.05)
+        out = run_cli("worker", "--db", db, "--app", "examples.jobs.app", "--until-idle", cwd=REPO)
         assert out.returncode == 2, out.stderr
         assert "use --redis to run several" in out.stderr
     finally:

@@ -74,9 +74,10 @@ def test_contract_sqlite(scenario: int, tmp_path: Path, use_backends: Any) -> No
     SCENARIOS[scenario]()
 
 
-@pytest.mark.services
-@pytest.mark.parametrize("scenario", range(len(SCENARIOS)), ids=NAMES)
-def test_contract_postgres_redis(scenario: int, pg_dsn: str, use_backends: Any) -> None:
+@pytest.fixture
+def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Stores]]:
+    """Builds stores on PostgreSQL (durable, target, vault) + Redis (a fresh namespace);
+    everything it opened is closed and the namespace deleted afterwards."""
     from remora.jobs.durable import open_postgres
     from remora.jobs.postgres import PostgresTarget, PostgresVault
     from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
@@ -99,14 +100,18 @@ def test_contract_postgres_redis(scenario: int, pg_dsn: str, use_backends: Any) 
         opened.append(stores)
         return stores
 
-    use_backends(build)
-    try:
-        SCENARIOS[scenario]()
-    finally:
-        for stores in opened:
-            coord = stores.coordination
-            coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
-            stores.close()
+    yield build
+    for stores in opened:
+        coord = stores.coordination
+        coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
+        stores.close()
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("scenario", range(len(SCENARIOS)), ids=NAMES)
+def test_contract_postgres_redis(scenario: int, pg_redis: Any, use_backends: Any) -> None:
+    use_backends(pg_redis)
+    SCENARIOS[scenario]()
 
 
 @pytest.fixture
@@ -177,39 +182,12 @@ def test_wipe_is_a_real_flushall(private_redis: str, tmp_path: Path, use_backend
 
 @pytest.mark.services
 @pytest.mark.parametrize("seed", range(3))
-def test_random_walk_on_postgres_and_redis(seed: int, pg_dsn: str) -> None:
+def test_random_walk_on_postgres_and_redis(seed: int, pg_redis: Any) -> None:
     """Seeded random schedules (faults, unknown results) on PostgreSQL + Redis, every step
     refinement-checked: the Lua scripts agree with the memory store's guards."""
-    from remora.jobs.durable import open_postgres
-    from remora.jobs.postgres import PostgresTarget, PostgresVault
-    from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
     from tests.jobs.walk import drain, walk
-    from tests.services import require_redis
 
-    url = require_redis()
-    opened: list[Stores] = []
-
-    def build(clock: LogicalClock, config: JobsConfig) -> Stores:
-        stores = Stores(
-            durable=open_postgres(pg_dsn),
-            coordination=RedisCoordination(
-                url, config, namespace=f"remora-test:{secrets.token_hex(6)}", clock=clock
-            ),
-            target=PostgresTarget(pg_dsn),
-            vault=PostgresVault(pg_dsn),
-            clock=clock,
-            config=config,
-        )
-        opened.append(stores)
-        return stores
-
-    try:
-        drain(walk(seed, steps=120, backends=build), rounds=20)
-    finally:
-        for stores in opened:
-            coord = stores.coordination
-            coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
-            stores.close()
+    drain(walk(seed, steps=120, backends=pg_redis), rounds=20)
 
 
 @pytest.mark.services

@@ -48,7 +48,7 @@ from remora.context import Context  # noqa: E402
 from remora.domain import SourceRecord  # noqa: E402
 from remora.store import MemoryStore, SqliteStore, StateStore, StoreSnapshot  # noqa: E402
 from remora.store.postgres import PostgresStore  # noqa: E402
-from tests.postgres.workload import generate, write_source_dir  # noqa: E402
+from tests.common.workload import generate, write_source_dir  # noqa: E402
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

@@ -10,7 +10,8 @@ explorer's (and, with ``--liveness``, TLC's verdict on the temporal properties):
 
 Safety runs use ``SafetySpec`` with every invariant and the four action properties (TLC checks
 deadlock by default); ``--liveness`` uses ``Spec`` and adds the six liveness properties.
-Exit status 1 if any number differs.
+Both checkers run with two workers, one after the other; the wall time of each and their
+ratio are printed (TLC's includes its JVM start-up).  Exit status 1 if any number differs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from remora.protocol.config import NAMED_CONFIGS
@@ -66,11 +68,16 @@ def run_tlc(jar: str, workdir: Path, name: str) -> dict[str, object]:
         "java", "-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-workers", "2",
         "-config", f"{name}.cfg", "-metadir", str(workdir / f"states-{name}"), "Remora.tla",
     ]  # fmt: skip
+    started = time.monotonic()
     out = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True).stdout
+    seconds = time.monotonic() - started
     (workdir / f"{name}.out").write_text(out)
     stats = re.findall(r"([\d,]+) states generated, ([\d,]+) distinct states found, 0 states", out)
     depth = re.search(r"depth of the complete state graph search is (\d+)", out)
-    result: dict[str, object] = {"temporal_violation": "Temporal properties were violated" in out}
+    result: dict[str, object] = {
+        "temporal_violation": "Temporal properties were violated" in out,
+        "seconds": round(seconds, 2),
+    }
     if stats:
         gen, dist = stats[-1]
         result["generated"] = int(gen.replace(",", ""))
@@ -100,7 +107,9 @@ def main() -> int:
             continue
         tlc = run_tlc(a.jar, out, name)
         model = Remora(k)
+        started = time.monotonic()
         r, _ = explore_parallel(model, name, workers=2)
+        seconds = time.monotonic() - started
         mine = {"distinct": r.distinct, "generated": r.generated, "depth": r.depth}
         if tlc.get("temporal_violation"):
             print(f"{name}: TLC reports a temporal property violation (see {name}.out)")
@@ -108,6 +117,12 @@ def main() -> int:
             a.liveness and tlc.get("temporal_violation")
         )
         print(f"{name}: TLC {tlc} explorer {mine} -> {'same' if same else 'DIFFERENT'}")
+        tlc_s = float(tlc["seconds"])  # type: ignore[arg-type]
+        print(
+            f"{name}: wall time, 2 workers each: TLC {tlc_s:.1f} s, explorer {seconds:.1f} s "
+            f"(explorer/TLC {seconds / tlc_s:.2f}; {r.distinct / seconds:,.0f} vs "
+            f"{r.distinct / tlc_s:,.0f} distinct states/s)"
+        )
         failed |= not same
     return 1 if failed else 0
 

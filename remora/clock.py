@@ -1,9 +1,10 @@
-"""Time as an injected dependency.
+"""Time as an injected dependency: one :class:`Clock` gives the time, timers and waiting.
 
-The lifecycle never reads time or sleeps directly: it is given a :class:`Clock` and a
-:data:`WaitFn`.  Production passes :class:`MonotonicClock` and :func:`real_wait`; the
-simulator passes a :class:`LogicalClock` and a wait that advances it.  No branch of the
-lifecycle knows which.
+The lifecycle never reads time or sleeps directly: it is given a clock, and every wait goes
+through :meth:`remora.context.Context.sleep`, which waits on its context's clock.
+Production passes :class:`MonotonicClock` (a real wait that a cancellation ends early); the
+simulator passes a :class:`LogicalClock`, whose waits advance logical time instead of
+sleeping.  No branch of the lifecycle knows which.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from remora.context import Context
+from typing import Protocol
 
 Disarm = Callable[[], None]
 
@@ -30,6 +28,11 @@ class Clock(Protocol):
     def call_later(self, seconds: float, callback: Callable[[], None]) -> Disarm:
         """Run ``callback`` once ``seconds`` have passed on this clock, unless the returned
         function is called first.  This is how an operation budget interrupts blocked I/O."""
+        ...
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        """Wait ``seconds`` on this clock, or less if ``wake`` is set (a cancellation);
+        True if the whole time passed without ``wake`` being set."""
         ...
 
 
@@ -134,6 +137,10 @@ class MonotonicClock:
     def call_later(self, seconds: float, callback: Callable[[], None]) -> Disarm:
         return _Watchdog.shared().arm(time.monotonic() + seconds, callback)
 
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        """A real wait on ``wake``: returns as soon as it is set."""
+        return not wake.wait(max(0.0, seconds))
+
 
 class LogicalClock:
     """A clock that moves only when told to, in whole milliseconds.  Its timers fire,
@@ -157,21 +164,10 @@ class LogicalClock:
         entry = self._timers.push(self.now() + seconds, callback)
         return lambda: self._timers.disarm(entry)
 
-
-WaitFn = Callable[["Context", float], None]
-"""``wait(ctx, seconds)``: pause between retries.  Must return early when ``ctx`` is
-canceled; the caller re-checks cancellation after every wakeup."""
-
-
-def real_wait(ctx: Context, seconds: float) -> None:
-    """Production wait: sleep, but wake as soon as the context is canceled."""
-    ctx.sleep(seconds)
-
-
-def logical_wait(clock: LogicalClock) -> WaitFn:
-    """A wait that advances ``clock`` instead of sleeping."""
-
-    def wait(ctx: Context, seconds: float) -> None:
-        clock.advance(round(seconds * 1000))
-
-    return wait
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        """Advance logical time by ``seconds`` (rounded to whole milliseconds) instead of
+        sleeping.  The whole time always passes — logical time is what the schedule says it
+        is — but a timer firing on the way (an operation budget) may set ``wake``: then the
+        wait reports that it was cut short."""
+        self.advance(round(seconds * 1000))
+        return not wake.is_set()

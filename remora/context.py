@@ -1,10 +1,11 @@
 """Cancellation contexts.
 
 A lifecycle owns a root :class:`Context`; each guarded operation runs under a child with a
-deadline (the operation budget).  Canceling a context cancels its children and runs the
-callbacks registered with :meth:`Context.on_cancel` — that is how ``Lifecycle.stop()``
-interrupts blocked I/O (an SQLite ``interrupt``, a PostgreSQL cancel request) without
-taking the lifecycle mutex.
+deadline (the operation budget).  Canceling a context cancels its children, wakes its
+:meth:`Context.sleep` and runs the callbacks registered with :meth:`Context.on_cancel` —
+that is how ``Lifecycle.stop()`` interrupts blocked I/O (an SQLite ``interrupt``, a
+PostgreSQL cancel request) without taking the lifecycle mutex.  Every wait goes through the
+context's clock, so one injected :class:`~remora.clock.Clock` decides what time is.
 """
 
 from __future__ import annotations
@@ -137,11 +138,14 @@ class Context:
         return lambda: None
 
     def sleep(self, seconds: float) -> bool:
-        """Real sleep that wakes early on cancellation; True if it slept the full time."""
+        """Wait ``seconds`` on this context's clock, waking early when the context is
+        canceled; True if the whole time passed uncanceled.  On a
+        :class:`~remora.clock.MonotonicClock` this is a real wait; on a
+        :class:`~remora.clock.LogicalClock` it advances logical time instead."""
         with self._lock:
             if self._event is None:
                 self._event = threading.Event()
                 if self._reason is not None:
                     self._event.set()
             event = self._event
-        return not event.wait(max(0.0, seconds))
+        return self._clock.sleep(seconds, event)

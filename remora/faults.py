@@ -13,7 +13,8 @@ through :func:`controlled_call`, which consults an :class:`IOHook`:
 
 A storage fence or cancellation always wins over the requested outcome: a requested commit
 may end fenced or canceled with no effect.  The hook therefore learns the *actual* effect and
-observation separately from its choice.  Production uses :data:`NO_FAULTS`.
+observation separately from its choice.  Production uses :data:`NO_FAULTS`; the simulation
+its own hook; tests :class:`remora.testing.faults.ScriptedFaults`.
 """
 
 from __future__ import annotations
@@ -172,62 +173,3 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
         raise
     finally:
         hook.returned(call, IOReport(decision, applied, observation, error))
-
-
-class ScriptedFaults:
-    """A simple programmable hook for tests and examples.
-
-    ``script`` maps (operation, n) — the n-th call of that operation since the last
-    :meth:`reset`, counting from 1 — to a decision.  Unlisted calls commit.  ``delay_ms``
-    advances ``clock`` if one is given.  Every call and its report is recorded in
-    :attr:`log` as ``(operation, n, outcome, effect_applied, observation)``.
-    """
-
-    def __init__(
-        self,
-        script: dict[tuple[Operation, int], FaultDecision] | None = None,
-        *,
-        clock: object | None = None,
-    ) -> None:
-        self.script = dict(script or {})
-        self.clock = clock
-        self.counts: dict[Operation, int] = {}
-        self.log: list[tuple[str, int, str, bool | None, str]] = []
-        self._current: dict[IOCall, int] = {}
-        self.boundaries: dict[tuple[Operation, int, At], Callable[[Context], None]] = {}
-
-    def reset(self) -> None:
-        self.counts.clear()
-
-    def on_boundary(
-        self, operation: Operation, n: int, at: At, action: Callable[[Context], None]
-    ) -> None:
-        self.boundaries[(operation, n, at)] = action
-
-    def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
-        n = self.counts.get(call.operation, 0) + 1
-        self.counts[call.operation] = n
-        self._current[call] = n
-        decision = self.script.get((call.operation, n), COMMIT)
-        if decision.delay_ms:
-            advance = getattr(self.clock, "advance", None)
-            if advance is not None:
-                advance(decision.delay_ms)
-        return decision
-
-    def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
-        action = self.boundaries.get((call.operation, self._current[call], at))
-        if action is not None:
-            action(ctx)
-
-    def returned(self, call: IOCall, report: IOReport) -> None:
-        n = self._current.pop(call)
-        self.log.append(
-            (
-                call.operation.value,
-                n,
-                report.decision.outcome.value,
-                report.effect_applied,
-                report.observation.value,
-            )
-        )

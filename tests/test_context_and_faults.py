@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from remora.clock import LogicalClock, MonotonicClock, logical_wait, real_wait
+from remora.clock import LogicalClock, MonotonicClock
 from remora.context import Context
 from remora.errors import Canceled, DeadlineExceeded, InvalidInput
 from remora.faults import (
@@ -14,12 +16,12 @@ from remora.faults import (
     IOCall,
     Operation,
     Outcome,
-    ScriptedFaults,
     controlled_call,
 )
 from remora.store import MemoryStore, Token
+from remora.testing.faults import ScriptedFaults
 from remora.worker import RetryPolicy
-from tests.support import amendment, records
+from tests.common.support import amendment, records
 
 
 def test_cancel_propagates_to_children_and_callbacks() -> None:
@@ -63,15 +65,22 @@ def test_deadline_on_logical_clock() -> None:
 def test_real_sleep_wakes_on_cancel() -> None:
     ctx = Context(MonotonicClock())
     assert ctx.sleep(0.0)
-    ctx.cancel()
-    real_wait(ctx, 60.0)  # returns at once
-    assert not ctx.sleep(60.0)
+    child = ctx.child()
+    threading.Timer(0.05, ctx.cancel).start()
+    assert not child.sleep(60.0)  # woken by the parent's cancellation, not after 60 s
+    assert not ctx.sleep(60.0)  # already canceled: returns at once
 
 
-def test_logical_wait_advances_clock() -> None:
+def test_logical_sleep_advances_the_clock_instead_of_sleeping() -> None:
     clock = LogicalClock()
-    logical_wait(clock)(Context(clock), 0.2)
+    ctx = Context(clock)
+    assert ctx.sleep(0.2)
     assert clock.ms == 200 and clock.now() == 0.2
+    budget = ctx.child(budget=0.5)
+    clock.call_later(0.5, budget.cancel)  # a budget timer firing during the wait
+    assert not budget.sleep(1.0)  # cut short by the cancellation ...
+    assert clock.ms == 1200  # ... yet the whole logical time passed, as the schedule says
+    assert not budget.sleep(0.1) and clock.ms == 1300
 
 
 def test_no_faults_hook_commits() -> None:
@@ -110,15 +119,19 @@ def test_memory_backend_observer_reads() -> None:
     store = MemoryStore()
     ctx = Context(LogicalClock())
     assert store.backend.partition_row(4).epoch == 0
-    assert store.backend.outbox(4) == [] == store.backend.quarantine(4) == store.backend.intents(4)
+    empty = store.backend.partition_state(4)
+    assert empty.outbox == () == empty.quarantine == empty.intents
+    assert store.backend.change_count(4) == 0
     token = store.claim(4, ctx)
     recs = records(4, amendment("s", "submit", 1), "x")
     token = store.process(4, token, recs[0], ctx)
     store.process(4, token, recs[1], ctx)
     assert store.backend.partition_row(4).frontier == 2
-    assert [e.seq for e in store.backend.outbox(4)] == [1]
-    assert [q.reason for q in store.backend.quarantine(4)] == ["malformed"]
-    assert [i.version for i in store.backend.intents(4)] == [1]
+    state = store.backend.partition_state(4)
+    assert [e.seq for e in state.outbox] == [1]
+    assert [q.reason for q in state.quarantine] == ["malformed"]
+    assert [i.version for i in state.intents] == [1]
+    assert store.backend.change_count(4) == 3  # one claim, two process writes
     assert store.snapshot().partition(9).epoch == 0
 
 
@@ -137,8 +150,6 @@ def test_logical_timers_fire_inside_advance() -> None:
 
 
 def test_monotonic_timers_fire_once_and_disarm() -> None:
-    import threading
-
     clock = MonotonicClock()
     done = threading.Event()
     fired: list[int] = []

@@ -8,8 +8,8 @@ from remora.clock import LogicalClock
 from remora.context import Context
 from remora.delivery import DeliveryGap, MemoryView, Relay
 from remora.domain import OutboxEntry
+from tests.common.support import amendment, records
 from tests.conftest import StoreFactory
-from tests.support import amendment, records
 
 
 def filled(store_factory: StoreFactory) -> object:

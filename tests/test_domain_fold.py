@@ -19,7 +19,7 @@ from remora.domain import (
     parse_amendment,
 )
 from remora.errors import InvalidInput
-from tests.support import FIXTURES, amendment, fixture_records, load_fixture
+from tests.common.support import FIXTURES, amendment, fixture_records, load_fixture
 
 FOLD_FIXTURES = sorted((FIXTURES / "fold").glob("*.json"))
 

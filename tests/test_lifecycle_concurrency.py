@@ -14,7 +14,7 @@ from remora.errors import Canceled, DeadlineExceeded, LifetimeRetired
 from remora.faults import At, Operation
 from remora.store import SqliteStore, Token
 from remora.worker import Lifecycle
-from tests.support import Harness, amendment, records
+from tests.common.support import Harness, amendment, records
 
 BOUND = 10.0  # seconds: generous upper bound so a hang fails instead of blocking CI
 
@@ -24,8 +24,12 @@ def test_stop_interrupts_claim_blocked_under_the_mutex() -> None:
     entered = threading.Event()
 
     def block_until_canceled(ctx: Context) -> None:
+        # Blocked I/O (the harness's clock is logical, so ctx.sleep would not block): it
+        # returns only when the cancellation interrupts it (or after BOUND).
+        interrupted = threading.Event()
+        ctx.on_cancel(interrupted.set)
         entered.set()
-        ctx.sleep(BOUND)  # blocked I/O: returns only when canceled (or after BOUND)
+        interrupted.wait(BOUND)
 
     h.hook.on_boundary(Operation.CLAIM, 1, At.BEFORE, block_until_canceled)
     outcome: list[BaseException] = []

@@ -16,7 +16,7 @@ from remora.errors import (
 )
 from remora.faults import At, Operation
 from remora.store import Token
-from tests.support import Harness, amendment, records
+from tests.common.support import Harness, amendment, records
 
 OK = "commit"
 
@@ -79,7 +79,7 @@ def test_claim_unknown_aborted_reobserves_then_claims_fresh() -> None:
 def test_claim_unknown_then_stop_makes_no_fresh_claim() -> None:
     h = Harness(source())
     h.script("claim", 1, "unknown-committed")
-    h.on_wait = lambda ctx, s: h.lifecycle.stop()
+    h.clock.on_wait = lambda s: h.lifecycle.stop()
     with pytest.raises(Canceled):
         h.lifecycle.assign([0])
     assert [c[0] for c in h.calls()] == ["validate", "claim", "observe"]
@@ -300,7 +300,7 @@ def test_unknown_aborted_three_times_exhausts() -> None:
 def test_cancellation_rechecked_after_retry_wakeup() -> None:
     h = owned_harness()
     h.script("process", 1, "abort")
-    h.on_wait = lambda ctx, s: h.lifecycle.stop()
+    h.clock.on_wait = lambda s: h.lifecycle.stop()
     with pytest.raises(Canceled):
         h.lifecycle.process(0, source()[0])
     assert h.calls() == [("process", "abort", False, "unavailable")]  # no second call

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+import remora.source.files
 from remora.clock import LogicalClock
 from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import InvalidInput, SourceError, Unseeked
-from remora.source import FetchCursors, MemorySourceLog, load_source_dir, parse_source_line
+from remora.sim.checker import Checker
+from remora.source import (
+    FetchCursors,
+    MemorySourceLog,
+    SourceLog,
+    load_source_dir,
+    open_source_dir,
+    parse_source_line,
+)
+from remora.store import MemoryStore
+from remora.worker.group import WorkerGroup
+from tests.common.workload import generate
 
 
 def rec(offset: int, visible: bool = True, partition: int = 0) -> SourceRecord:
@@ -117,3 +130,123 @@ def test_unreadable_file_rejected(tmp_path: Path) -> None:
     (tmp_path / "partition-0.jsonl").write_bytes(b"\xff\xfe")
     with pytest.raises(InvalidInput, match="cannot read"):
         load_source_dir(tmp_path)
+
+
+# -- the streaming file source ------------------------------------------------------
+
+
+def write_records(root: Path, records: list[SourceRecord], partitions: int, crlf: bool) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    ending = "\r\n" if crlf else "\n"
+    for p in range(partitions):
+        lines = []
+        for i, r in enumerate(x for x in records if x.partition == p):
+            doc = {
+                "offset": r.offset,
+                "visible": r.visible,
+                "key": r.key,
+                "value": r.value.decode(),
+            }
+            lines.append(json.dumps(doc))
+            if i % 7 == 3:
+                lines.append("   ")  # blank lines are skipped
+        (root / f"partition-{p}.jsonl").write_bytes("".join(x + ending for x in lines).encode())
+    return root
+
+
+def disagreements(log: SourceLog, reference: MemorySourceLog, positions: list[int]) -> list[str]:
+    """Positions (asked in this order, per partition) where ``log`` answers differently."""
+    found = []
+    for p in reference.partitions:
+        for position in positions:
+            got, want = log.next_visible(p, position), reference.next_visible(p, position)
+            if got != want:
+                found.append(f"partition {p} at {position}: {got} != {want}")
+    return found
+
+
+def positions(seed: int, end: int) -> list[int]:
+    """Forward runs (as a fetch cursor asks), jumps back (a new owner at the durable
+    frontier), and positions past the end."""
+    rng = random.Random(seed)
+    out, here = [], 0
+    for _ in range(300):
+        roll = rng.random()
+        here = rng.randrange(end + 3) if roll < 0.15 else here + rng.randrange(1, 3)
+        out.append(min(here, end + 2))
+    return out
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+@pytest.mark.parametrize("every", [1, 3, 1024])
+def test_file_source_answers_like_the_loaded_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crlf: bool, every: int
+) -> None:
+    monkeypatch.setattr(remora.source.files, "INDEX_EVERY", every)
+    records = generate(5, 3, 120)
+    root = write_records(tmp_path / "src", records, 3, crlf)
+    reference = load_source_dir(root)
+    assert reference.all_records() == records
+    with open_source_dir(root) as log:
+        assert log.partitions == (0, 1, 2)
+        assert [log.end(p) for p in range(4)] == [reference.end(p) for p in range(4)]
+        end = max(reference.end(p) for p in range(3))
+        assert disagreements(log, reference, positions(1, end)) == []
+        ctx = Context(LogicalClock())
+        log.validate(2, ctx)
+        with pytest.raises(SourceError):
+            log.validate(3, ctx)
+        assert log.next_visible(3, 0) is None
+
+
+def test_file_source_keeps_no_records(tmp_path: Path) -> None:
+    """What it holds per partition is one index entry per INDEX_EVERY records."""
+    records = generate(2, 1, 5000, faulty=False)
+    with open_source_dir(write_records(tmp_path / "src", records, 1, False)) as log:
+        cursors = FetchCursors(log)
+        cursors.seek(0, 0)
+        fetched = 0
+        while cursors.fetch(0) is not None:
+            fetched += 1
+        assert fetched == sum(r.visible for r in records)
+        held = log._files[0]
+        assert len(held.index) == 1 + len(records) // remora.source.files.INDEX_EVERY
+
+
+class NeverRewinds(remora.source.files._PartitionFile):
+    """Planted: a seek back is served from the current reading position."""
+
+    def next_visible(self, position: int) -> SourceRecord | None:
+        self.floor = min(self.floor, position)
+        return super().next_visible(position)
+
+
+def test_a_reader_that_cannot_seek_back_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = generate(5, 1, 100)
+    root = write_records(tmp_path / "src", records, 1, False)
+    monkeypatch.setattr(remora.source.files, "_PartitionFile", NeverRewinds)
+    with open_source_dir(root) as log:
+        assert disagreements(log, load_source_dir(root), positions(2, 120)) != []
+
+
+def test_file_source_rejects_what_the_loader_rejects(tmp_path: Path) -> None:
+    write(tmp_path, "partition-0.jsonl", [{"offset": 2, "value": 1}, {"offset": 2, "value": 1}])
+    with pytest.raises(InvalidInput, match=r"partition-0\.jsonl:2: offset 2 is not increasing"):
+        open_source_dir(tmp_path)
+    (tmp_path / "partition-0.jsonl").write_bytes(b'{"offset": 0, "value": 1}\n\xff\n')
+    with pytest.raises(InvalidInput, match=r"partition-0\.jsonl:2: cannot read"):
+        open_source_dir(tmp_path)
+    with pytest.raises(InvalidInput, match="not a directory"):
+        open_source_dir(tmp_path / "missing")
+
+
+def test_a_group_over_the_file_source_processes_everything_once(tmp_path: Path) -> None:
+    records = generate(9, 4, 150)
+    root = write_records(tmp_path / "src", records, 4, False)
+    store = MemoryStore()
+    with open_source_dir(root) as log:
+        stats = WorkerGroup(store, log, 3, rebalance_every=7, batch=5).run()
+    assert stats.errors == [] and stats.done and stats.rebalances > 0
+    assert Checker(records, range(4)).final_problems(store.snapshot()) == []

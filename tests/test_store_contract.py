@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
 import attrs
 import pytest
 
 from remora.clock import LogicalClock
 from remora.context import Context
-from remora.domain import SourceRecord
+from remora.domain import OutboxEntry, SourceRecord
 from remora.errors import Canceled, Fenced, InvalidInput, Unavailable, UnknownResult
-from remora.faults import At, Operation, ScriptedFaults
-from remora.store import StateStore, Token
+from remora.faults import At, Operation
+from remora.store import (
+    Backend,
+    MemoryBackend,
+    PartitionState,
+    PartitionSummary,
+    SqliteStore,
+    StateStore,
+    StoreSnapshot,
+    Token,
+)
+from remora.testing.faults import ScriptedFaults
+from tests.common.support import amendment, decision, records
 from tests.conftest import StoreFactory
-from tests.support import amendment, decision, records
 
 P = 0
 
@@ -249,3 +263,190 @@ def test_backends_agree_on_snapshot(store_factory: StoreFactory) -> None:
             token = s.process(P, token, record, ctx())
         s.claim(P + 1, ctx())
     assert store.snapshot() == reference.snapshot()
+
+
+# -- optional observer reads ----------------------------------------------------------
+
+
+def workload(store: StateStore) -> list[Callable[[], object]]:
+    """Writes that leave outbox, quarantine (a blocked subject) and intents on P, a bare
+    claim on P + 1 and a rolled-back claim on P + 2 — each as one step, so that observers
+    can look in between."""
+    steps: list[Callable[[], object]] = []
+    token = [Token(0, 0)]
+
+    def claim(p: int) -> Callable[[], object]:
+        def run() -> None:
+            token[0] = store.claim(p, ctx())
+
+        return run
+
+    def process(record: SourceRecord) -> Callable[[], object]:
+        def run() -> None:
+            token[0] = store.process(P, token[0], record, ctx())
+
+        return run
+
+    def rolled_back_claim() -> None:
+        scripted(store, "claim", "unknown-aborted")
+        with pytest.raises(UnknownResult):
+            store.claim(P + 2, ctx())
+
+    steps.append(claim(P))
+    steps += [process(r) for r in recs()]
+    steps += [claim(P + 1), rolled_back_claim]
+    return steps
+
+
+def read_differences(backend: Backend, partitions: Iterable[int]) -> list[str]:
+    """Where ``backend``'s optional reads differ from the defaults built from its snapshot."""
+    found = []
+    for p in partitions:
+        pairs: list[tuple[str, object, object]] = [
+            ("partition_row", backend.partition_row(p), Backend.partition_row(backend, p)),
+            ("partition_state", backend.partition_state(p), Backend.partition_state(backend, p)),
+        ]
+        for seq, limit in ((0, 100), (1, 2), (4, 1), (9, 5)):
+            pairs.append(
+                (
+                    f"outbox_after({seq}, {limit})",
+                    backend.outbox_after(p, seq, limit),
+                    Backend.outbox_after(backend, p, seq, limit),
+                )
+            )
+        found += [f"partition {p}: {name}: {a!r} != {b!r}" for name, a, b in pairs if a != b]
+    summaries = backend.partition_summaries()
+    if summaries != Backend.partition_summaries(backend):
+        found.append(f"partition_summaries: {summaries!r}")
+    return found
+
+
+def dishonest_counts(store: StateStore, steps: Iterable[Callable[[], object]]) -> list[str]:
+    """Steps after which a partition's state changed although its change count did not."""
+    found = []
+    partitions = (P, P + 1, P + 2)
+
+    def look() -> dict[int, tuple[int | None, PartitionState]]:
+        b = store.backend
+        return {p: (b.change_count(p), b.partition_state(p)) for p in partitions}
+
+    before = look()
+    for i, step in enumerate(steps):
+        step()
+        after = look()
+        for p in partitions:
+            (count, state), (count2, state2) = before[p], after[p]
+            if count is not None and count == count2 and state != state2:
+                found.append(f"step {i}: partition {p} changed, change count stayed {count}")
+        before = after
+    return found
+
+
+def test_optional_reads_equal_their_snapshot_defaults(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    assert read_differences(store.backend, range(4)) == []  # empty store
+    for step in workload(store):
+        step()
+        assert read_differences(store.backend, range(4)) == []
+    assert [s.partition for s in store.backend.partition_summaries()] == [P, P + 1]
+    summary = store.backend.partition_summaries()[0]
+    assert (summary.frontier, summary.next_seq, summary.outbox, summary.quarantine) == (5, 4, 3, 2)
+
+
+def test_change_count_changes_whenever_the_state_does(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    assert dishonest_counts(store, workload(store)) == []
+
+
+class WrongSummaries(MemoryBackend):
+    """Planted: counts quarantine rows as outbox entries."""
+
+    def partition_summaries(self) -> list[PartitionSummary]:
+        return [
+            attrs.evolve(s, outbox=s.outbox + s.quarantine) for s in super().partition_summaries()
+        ]
+
+
+class OffByOneOutbox(MemoryBackend):
+    """Planted: ``outbox_after`` skips the first entry it should return."""
+
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        return super().outbox_after(partition, seq + 1, limit)
+
+
+class CountsOnlyClaims(MemoryBackend):
+    """Planted: the change count ignores process writes."""
+
+    def change_count(self, partition: int) -> int:
+        return self.partition_row(partition).epoch
+
+
+@pytest.mark.parametrize("broken", [WrongSummaries, OffByOneOutbox])
+def test_a_wrong_read_override_is_caught(broken: type[MemoryBackend]) -> None:
+    store = StateStore(broken())
+    for step in workload(store):
+        step()
+    assert read_differences(store.backend, range(4)) != []
+
+
+def test_a_dishonest_change_count_is_caught() -> None:
+    store = StateStore(CountsOnlyClaims())
+    assert dishonest_counts(store, workload(store)) != []
+
+
+def test_a_backend_needs_only_the_required_methods() -> None:
+    """The optional reads of a backend that implements only the required methods work, from
+    its snapshot (and it cannot be made without them)."""
+
+    class Minimal(Backend):
+        def __init__(self) -> None:
+            self.inner = MemoryBackend()
+
+        def claim(self, partition: int, ctx: Context, commit: bool) -> Token:
+            return self.inner.claim(partition, ctx, commit)
+
+        def observe(self, partition: int, ctx: Context) -> Token:
+            return self.inner.observe(partition, ctx)
+
+        def process(
+            self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+        ) -> Token:
+            return self.inner.process(partition, token, record, ctx, commit)
+
+        def snapshot(self) -> StoreSnapshot:
+            return self.inner.snapshot()
+
+        def close(self) -> None:
+            self.inner.close()
+
+    minimal, reference = StateStore(Minimal()), StateStore(MemoryBackend())
+    for store in (minimal, reference):
+        for step in workload(store):
+            step()
+    for p in range(4):
+        assert minimal.backend.partition_state(p) == reference.backend.partition_state(p)
+        assert minimal.backend.outbox_after(p, 1, 1) == reference.backend.outbox_after(p, 1, 1)
+        assert minimal.backend.change_count(p) is None
+    assert minimal.backend.partition_summaries() == reference.backend.partition_summaries()
+
+    class Incomplete(Backend):
+        def snapshot(self) -> StoreSnapshot:
+            return StoreSnapshot((), (), (), (), ())
+
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete()  # type: ignore[abstract]
+
+
+# -- SQLite specifics ------------------------------------------------------------
+
+
+def test_sqlite_schema_newer_version_rejected(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    SqliteStore(db).close()
+    SqliteStore(db).close()  # migration is idempotent
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE remora_meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InvalidInput, match="schema version 99"):
+        SqliteStore(db)

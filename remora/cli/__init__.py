@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from remora import __version__
+from remora.cli import explore as explore_cmd
 from remora.cli import jobs as jobs_cmd
 from remora.cli import run as run_cmd
 from remora.cli import sim as sim_cmd
 from remora.cli import status as status_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from remora.errors import InvalidInput, RemoraError
-from remora.protocol.cli import register as register_explore
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.register(sub)
     status_cmd.register(sub)
     sim_cmd.register(sub)
-    register_explore(sub)
+    explore_cmd.register(sub)
     jobs_cmd.register(sub)
     return parser
 

@@ -1,12 +1,17 @@
-"""Shared pieces of the command line: exit codes, progress output."""
+"""Shared pieces of the command line: exit codes, argument types, output files, tables and
+progress output — every subcommand uses these, none re-implements them."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from remora.sim.artifacts import atomic_write
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -26,6 +31,23 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def write_json(path: str | Path, doc: Any) -> Path:
+    """Write ``doc`` as indented JSON, atomically: readers see the old file or the new one,
+    and a failure (a value JSON cannot encode, a full disk) leaves no temporary file."""
+    return atomic_write(path, json.dumps(doc, indent=2) + "\n")
+
+
+def print_table(rows: Sequence[dict[str, Any]], headers: Sequence[str]) -> None:
+    """``rows`` as left-aligned columns under ``headers`` (booleans as true/false)."""
+    cells = [
+        [str(r[h]).lower() if isinstance(r[h], bool) else str(r[h]) for h in headers] for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 
 class Progress:

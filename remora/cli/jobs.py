@@ -316,7 +316,7 @@ def status(args: argparse.Namespace) -> int:
     if not rows:
         print("no jobs")
         return EXIT_OK
-    from remora.cli.run import print_table
+    from remora.cli.common import print_table
 
     shown = [{**r, "result": _short(r["result"]), "error": _short(r["error"])} for r in rows]
     print_table(shown, ["id", "handler", "phase", "attempts", "result", "error"])

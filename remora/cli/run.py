@@ -13,14 +13,13 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress, int_at_least
+from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress, int_at_least, print_table
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
-from remora.source import load_source_dir
-from remora.source.log import MemorySourceLog
-from remora.store import StateStore
+from remora.source import SourceLog, open_source_dir
+from remora.store import PartitionSummary, StateStore
 from remora.worker.group import GroupProgress, WorkerGroup
 
-__all__ = ["DEFAULT_DB", "print_table", "register", "run", "summarize"]
+__all__ = ["DEFAULT_DB", "register", "run", "summarize"]
 
 DEFAULT_REBALANCE_EVERY = 500
 
@@ -58,34 +57,27 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def summarize(store: StateStore, log: MemorySourceLog) -> list[dict[str, Any]]:
-    """Per-partition frontier, outbox and quarantine counts, and whether it is complete."""
-    snap = store.snapshot()
+HEADERS = ["partition", "epoch", "frontier", "outbox", "quarantine", "complete"]
+
+
+def summarize(store: StateStore, log: SourceLog) -> list[dict[str, Any]]:
+    """Per-partition frontier, outbox and quarantine counts (counted by the store, not
+    loaded), and whether the partition is complete."""
+    counted = {s.partition: s for s in store.backend.partition_summaries()}
     rows = []
     for partition in log.partitions:
-        row = snap.partition(partition)
+        s = counted.get(partition) or PartitionSummary(partition, 0, 0, 1, 0, 0)
         rows.append(
             {
                 "partition": partition,
-                "epoch": row.epoch,
-                "frontier": row.frontier,
-                "outbox": sum(1 for e in snap.outbox if e.partition == partition),
-                "quarantine": sum(1 for q in snap.quarantine if q.partition == partition),
-                "complete": log.next_visible(partition, row.frontier) is None,
+                "epoch": s.epoch,
+                "frontier": s.frontier,
+                "outbox": s.outbox,
+                "quarantine": s.quarantine,
+                "complete": log.next_visible(partition, s.frontier) is None,
             }
         )
     return rows
-
-
-def print_table(rows: list[dict[str, Any]], headers: list[str] | None = None) -> None:
-    headers = headers or ["partition", "epoch", "frontier", "outbox", "quarantine", "complete"]
-    cells = [
-        [str(r[h]).lower() if isinstance(r[h], bool) else str(r[h]) for h in headers] for r in rows
-    ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
-    for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 
 @contextmanager
@@ -114,7 +106,11 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    log = load_source_dir(args.source_dir)
+    with open_source_dir(args.source_dir) as log:  # validated whole, then streamed
+        return _run(args, log)
+
+
+def _run(args: argparse.Namespace, log: SourceLog) -> int:
     store = open_store(args)
     where = describe(args)
     progress = Progress()
@@ -148,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"processed {stats.processed} records into {where}")
-        print_table(rows)
+        print_table(rows, HEADERS)
     if stats.stopped:
         name = signal.Signals(signals[0]).name if signals else "stop"
         print(

@@ -14,8 +14,8 @@ from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import Reducer
 from remora.sim.report import run_trace
-from remora.sim.stores import STORES, store_factory
 from remora.sim.trace import Trace, loads
+from remora.testing.stores import STORES, store_factory
 
 
 def read_trace(path: str) -> Trace:

@@ -7,7 +7,7 @@
 * :mod:`remora.protocol.tlc` — TLC's evaluation multiplicity for "states generated".
 * :mod:`remora.protocol.liveness` — fair-SCC liveness checking and the fair drain.
 * :mod:`remora.protocol.trace` — counterexample rendering (text and JSON).
-* :mod:`remora.protocol.cli` — ``remora explore``.
+* ``remora explore`` (:mod:`remora.cli.explore`) runs the explorer from the command line.
 * :mod:`remora.protocol.names` — where each TLA+ definition lives in Python.
 """
 

@@ -84,7 +84,7 @@ def build_report(sim: Simulation, trace: Trace) -> Report:
         "config_digest": trace.config.digest(),
         "status": status,
         "failure": sim.failure(status),
-        "predicted": sim.oracle.predicted_status(),
+        "predicted": sim.checker.oracle.predicted_status(),
         "drain": trace.drain,
         "steps": {
             "total": len(trace.steps),

@@ -15,12 +15,17 @@ through the production lifecycle on memory I/O and a logical clock; the simulati
 * records an event for every modeled I/O return (replacement I/O inside the original
   attempt), and checks safety at every I/O return, interleave, retry wait and attempt end.
 
+The simulation steps; it does not judge.  Every check — the oracle, the ownership model, the
+view, the status rules — is the :class:`~remora.sim.checker.Checker`'s, which reads the store
+through the :class:`~remora.store.Backend` reads every store has.
+
 The same class serves the CLI, replay and the Hypothesis state machines, so an exported
 trace replays through exactly the code that found it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -43,11 +48,11 @@ from remora.errors import (
     Unseeked,
 )
 from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport, Operation
-from remora.oracle import Monitor, Observed, Oracle, RawRecord, Violation
+from remora.oracle import Violation
+from remora.sim.checker import Checker, Holding, failure
 from remora.sim.trace import FaultSelector, SimConfig, Step
 from remora.source import FetchCursors, MemorySourceLog
 from remora.store import MemoryStore, StateStore, Token
-from remora.store.memory import MemoryBackend
 from remora.worker import Lifecycle, RetryPolicy
 
 StoreFactory = Callable[[SimConfig], StateStore]
@@ -113,6 +118,9 @@ class Worker:
     retired: bool = False
     assigned: set[int] = attrs.field(factory=set)
 
+    def state(self) -> str:
+        return "stopped" if self.stopped else "retired" if self.retired else "live"
+
 
 @attrs.define
 class _Frame:
@@ -126,8 +134,18 @@ class _Frame:
     at_effect: Token | None = None
 
 
-def raw_records(source: Iterable[SourceRecord]) -> list[RawRecord]:
-    return [RawRecord(r.partition, r.offset, r.visible, r.key, r.value) for r in source]
+class SimClock(LogicalClock):
+    """The simulation's logical clock: every wait through it is reported to ``on_sleep``
+    (in milliseconds) after the time has passed, so the scheduler records and checks it."""
+
+    def __init__(self, on_sleep: Callable[[int], None]) -> None:
+        super().__init__()
+        self.on_sleep = on_sleep
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        full = super().sleep(seconds, wake)
+        self.on_sleep(round(seconds * 1000))
+        return full
 
 
 class SimHook:
@@ -141,14 +159,11 @@ class SimHook:
         sim = self.sim
         lifetime = sim.caller
         worker = sim.workers[lifetime]
-        if worker.stopped or worker.retired:
-            state = "stopped" if worker.stopped else "retired"
-            sim.violation(
-                "io-after-stop",
-                call.partition,
-                f"lifetime {lifetime} ({state}) issued a {call.operation.value} call",
-                "decide",
-            )
+        checker = sim.checker
+        state = worker.state()
+        sim.record(
+            checker.check_caller(lifetime, state, call.operation.value, call.partition), "decide"
+        )
         replacement = lifetime != sim.attempt.step.worker
         counts = sim.replacement_counts if replacement else sim.call_counts
         number = counts.get(call.operation, 0) + 1
@@ -158,14 +173,10 @@ class SimHook:
         record = sim.records.get(lifetime)
         if call.operation is Operation.PROCESS and held is not None and record is not None:
             installed = sim.installed(call.partition)
-            if held.epoch == installed.epoch and record.offset < installed.frontier:
-                sim.violation(
-                    "repeated-decision",
-                    call.partition,
-                    f"lifetime {lifetime}, the current owner, resubmitted offset "
-                    f"{record.offset} below the durable frontier {installed.frontier}",
-                    "decide",
-                )
+            found = checker.check_submission(
+                lifetime, call.partition, held, record.offset, installed
+            )
+            sim.record(found, "decide")
         self.frames.append(_Frame(call, lifetime, number, selector, held, replacement))
         if selector is None:
             return COMMIT
@@ -206,15 +217,12 @@ class Simulation:
         self.config = config
         self.source = tuple(source)
         self.partitions = tuple(range(config.partitions))
-        self.clock = LogicalClock()
+        self.clock = SimClock(self.waited)
         self.hook = SimHook(self)
         self.store = store_factory(config) if store_factory else MemoryStore()
         self.store.hook = self.hook
-        self._memory = self.store.backend if isinstance(self.store.backend, MemoryBackend) else None
         self.log = MemorySourceLog(self.source, self.partitions, hook=self.hook)
-        self.oracle = Oracle(raw_records(self.source), self.partitions)
-        self.monitor = Monitor(self.oracle)
-        self._checked: dict[int, int] = {}
+        self.checker = Checker(self.source, self.partitions)
         self.view = MemoryView()
         self.lifecycle_factory = lifecycle_factory
         self.retry = RetryPolicy(
@@ -251,14 +259,10 @@ class Simulation:
         return None
 
     def installed(self, partition: int) -> Token:
-        if self._memory is not None:
-            return self._memory.installed(partition)
-        row = self.store.snapshot().partition(partition)
+        row = self.store.backend.partition_row(partition)
         return Token(row.epoch, row.frontier)
 
-    def wait(self, ctx: Context, seconds: float) -> None:
-        ms = round(seconds * 1000)
-        self.clock.advance(ms)
+    def waited(self, ms: int) -> None:
         self.attempt.waits_ms.append(ms)
         self.check_all("retry-wait")
 
@@ -301,18 +305,9 @@ class Simulation:
     def io_returned(self, frame: _Frame, report: IOReport) -> None:
         p = frame.call.partition
         now = self.installed(p)
-        if (
-            frame.call.operation is Operation.PROCESS
-            and report.effect_applied
-            and (frame.held is None or frame.held != frame.at_effect)
-        ):
-            self.violation(
-                "stale-token-commit",
-                p,
-                f"lifetime {frame.lifetime} committed with {frame.held} while "
-                f"{frame.at_effect} was installed",
-                "io-return",
-            )
+        if frame.call.operation is Operation.PROCESS and report.effect_applied:
+            found = self.checker.check_commit(frame.lifetime, p, frame.held, frame.at_effect)
+            self.record(found, "io-return")
         self.events.append(
             Event(
                 attempt=self.attempt.index,
@@ -332,98 +327,29 @@ class Simulation:
         )
         self.check_partition(p, "io-return")
 
-    # -- safety -----------------------------------------------------------------------
+    # -- safety: recorded here, judged by the checker -----------------------------------
     def violation(self, kind: str, partition: int | None, message: str, where: str) -> None:
         index = self._attempt.index if self._attempt is not None else -1
         self.violations.append(RecordedViolation(kind, partition, message, index, where))
 
-    def _record(self, found: Sequence[Violation], where: str) -> None:
+    def record(self, found: Sequence[Violation], where: str) -> None:
         for v in found:
             self.violation(v.kind, v.partition, v.message, where)
 
-    def observed(self, partition: int) -> Observed:
-        if self._memory is not None:
-            m = self._memory
-            row = m.partition_row(partition)
-            outbox: Sequence[Any] = [
-                (e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in m.outbox(partition)
-            ]
-            quarantine: Sequence[Any] = [
-                (q.offset, q.subject, q.reason) for q in m.quarantine(partition)
-            ]
-            intents: Sequence[Any] = [(i.subject, i.version, i.body) for i in m.intents(partition)]
-            return Observed(partition, row.epoch, row.frontier, outbox, quarantine, intents)
-        snap = self.store.snapshot()
-        row = snap.partition(partition)
-        return Observed(
-            partition,
-            row.epoch,
-            row.frontier,
-            [
-                (e.seq, e.subject, e.version, e.op, e.body, e.offset)
-                for e in snap.outbox
-                if e.partition == partition
-            ],
-            [(q.offset, q.subject, q.reason) for q in snap.quarantine if q.partition == partition],
-            [(i.subject, i.version, i.body) for i in snap.intents if i.partition == partition],
-        )
-
     def check_partition(self, partition: int, where: str) -> None:
-        if self._memory is not None:
-            # The memory backend counts its committed writes: an unchanged count means an
-            # unchanged partition, already checked.
-            writes = self._memory.writes(partition)
-            if self._checked.get(partition) == writes:
-                return
-            self._checked[partition] = writes
-        self._record(self.monitor.check(self.observed(partition)), where)
+        self.record(self.checker.check_store(self.store.backend, (partition,)), where)
 
     def check_all(self, where: str) -> None:
-        for p in self.partitions:
-            self.check_partition(p, where)
+        self.record(self.checker.check_store(self.store.backend, self.partitions), where)
 
     def check_model(self) -> None:
         """Lifecycle state against the model of what each lifetime may hold."""
-        holders: dict[tuple[int, int], int] = {}
-        for lifetime in sorted(self.workers):
-            w = self.workers[lifetime]
-            owned = w.lifecycle.owned()
-            if not owned:
-                continue
-            if w.stopped or w.retired:
-                state = "stopped" if w.stopped else "retired"
-                self.violation(
-                    "ownership-retained",
-                    min(owned),
-                    f"lifetime {lifetime} is {state} but holds {sorted(owned)}",
-                    "attempt-end",
-                )
-            extra = set(owned) - w.assigned
-            if extra:
-                self.violation(
-                    "ownership-unassigned",
-                    min(extra),
-                    f"lifetime {lifetime} holds {sorted(extra)} it is not assigned",
-                    "attempt-end",
-                )
-            for p, token in owned.items():
-                other = holders.setdefault((p, token.epoch), lifetime)
-                if other != lifetime:
-                    self.violation(
-                        "duplicate-owner",
-                        p,
-                        f"lifetimes {other} and {lifetime} both hold epoch {token.epoch}",
-                        "attempt-end",
-                    )
-                installed = self.installed(p)
-                if token.epoch == installed.epoch and token.frontier != installed.frontier:
-                    self.violation(
-                        "local-frontier-mismatch",
-                        p,
-                        f"lifetime {lifetime} holds frontier {token.frontier}, durable is "
-                        f"{installed.frontier}",
-                        "attempt-end",
-                    )
+        holdings = [
+            Holding(lifetime, owned, w.state(), frozenset(w.assigned))
+            for lifetime, w in sorted(self.workers.items())
+            if (owned := w.lifecycle.owned())  # holding nothing is always allowed
+        ]
+        self.record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
 
     # -- steps ------------------------------------------------------------------------
     def reserve(self, lifetime: int) -> None:
@@ -438,7 +364,6 @@ class Simulation:
             self.store,
             self.log,
             clock=self.clock,
-            wait=self.wait,
             retry=self.retry,
             budget=self.config.budget_ms / 1000,
             name=f"lifetime {lifetime}",
@@ -456,7 +381,7 @@ class Simulation:
         self.replacement_counts.clear()
         self._callers.append(step.worker)
         before = self.workers.get(step.worker)
-        was_live = before is not None and not (before.stopped or before.retired)
+        was_live = before is not None and before.state() == "live"
         try:
             attempt.result = self._act(step)
         except RemoraError as exc:
@@ -475,19 +400,11 @@ class Simulation:
             self.hook.frames.clear()
             attempt.last_event = len(self.events)
             self.records.pop(step.worker, None)
-        allowed = {
-            "assign": ("retired",),
-            "seek": ("retired",),
-            "process": ("retired", "unseeked", "idle"),
-        }.get(step.actor)
-        if before is not None and not was_live and allowed and attempt.result not in allowed:
-            self.violation(
-                "callback-after-stop",
-                step.partition,
-                f"lifetime {step.worker} was stopped or retired, yet its {step.actor} "
-                f"ended {attempt.result!r} instead of being rejected",
-                "attempt-end",
+        if before is not None and not was_live:
+            found = self.checker.check_rejected(
+                step.worker, step.actor, step.partition, attempt.result
             )
+            self.record(found, "attempt-end")
         self.check_all("attempt-end")
         self.check_model()
         self._attempt = None
@@ -567,81 +484,21 @@ class Simulation:
                         "drain",
                     )
                     break
-        Relay(self._outbox_reader(), self.view).deliver(self.partitions)
-        got = [
-            (r.partition, r.subject, r.version, r.status, self.monitor._body(r.body))
-            for r in self.view.rows()
-        ]
+        Relay(self.store.backend, self.view).deliver(self.partitions)
         frontiers = {p: self.installed(p).frontier for p in self.partitions}
-        want = [tuple(r) for r in self.oracle.view(frontiers)]
-        if got != want:
-            self.violation("view-mismatch", None, f"view {got} != expected {want}", "drain")
+        self.record(self.checker.check_view(self.view, frontiers), "drain")
         self.draining = False
         self.drained = True
 
-    def _outbox_reader(self) -> Any:
-        return self.store.backend
-
     def summary(self) -> dict[str, Any]:
         """Status, per-partition boundary and diagnostics of the current state."""
-        boundary = []
-        diagnostics = []
-        for p in self.partitions:
-            obs = self.observed(p)
-            visible = self.oracle.visible_count(p)
-            processed = self.oracle.processed_count(p, obs.frontier)
-            delivered = self.view.delivered(p)
-            reasons: dict[str, int] = {}
-            for q in obs.quarantine:
-                reasons[q[2]] = reasons.get(q[2], 0) + 1
-            complete = processed == visible and delivered == len(obs.outbox)
-            boundary.append(
-                {
-                    "partition": p,
-                    "epoch": obs.epoch,
-                    "frontier": obs.frontier,
-                    "end": self.oracle.end_frontier(p),
-                    "visible": visible,
-                    "processed": processed,
-                    "outbox": len(obs.outbox),
-                    "delivered": delivered,
-                    "quarantine": dict(sorted(reasons.items())),
-                    "complete": complete,
-                }
-            )
-            if processed < visible:
-                diagnostics.append(
-                    f"partition {p}: {visible - processed} visible records unprocessed "
-                    f"from frontier {obs.frontier}"
-                )
-            if delivered < len(obs.outbox):
-                diagnostics.append(
-                    f"partition {p}: {len(obs.outbox) - delivered} outbox entries undelivered"
-                )
-        return {
-            "status": self.status(boundary),
-            "boundary": boundary,
-            "diagnostics": diagnostics,
-        }
-
-    def status(self, boundary: Sequence[dict[str, Any]]) -> str:
-        if self.violations:
-            return "ERROR"
-        if any(b["quarantine"].get("blocked") for b in boundary):
-            return "BLOCKED"
-        if not all(b["complete"] for b in boundary):
-            return "INCOMPLETE"
-        if any(b["quarantine"] for b in boundary):
-            return "PASS_WITH_EXCLUSIONS"
-        return "PASS"
+        return self.checker.summary(
+            self.store.backend, self.view, self.partitions, bool(self.violations)
+        )
 
     def failure(self, status: str) -> str | None:
         """The stable failure string of a non-PASS status (what the reducer preserves)."""
-        if status == "PASS":
-            return None
-        if status == "ERROR":
-            return f"ERROR {self.violations[0].kind}"
-        return status
+        return failure(status, self.violations[0].kind if self.violations else None)
 
 
 def _classify(exc: RemoraError) -> str:

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from remora.domain import SourceRecord
 from remora.errors import Unseeked
-from remora.source.log import MemorySourceLog
+from remora.source.log import SourceLog
 
 
 class FetchCursors:
-    def __init__(self, log: MemorySourceLog) -> None:
+    def __init__(self, log: SourceLog) -> None:
         self.log = log
         self._positions: dict[int, int] = {}
 

@@ -12,20 +12,33 @@ File names are ``partition-<N>.jsonl`` (``N`` ≥ 0).  Each non-blank line is on
   ``value_base64`` — raw bytes, base64-encoded;
 * ``partition`` (optional) — must equal the file's partition.
 
-Anything else is rejected with ``file:line: reason``.
+Anything else is rejected with ``file:line: reason``.  Records are separated by ``\n`` (a
+``\r\n`` ending is accepted too).
+
+Two readers share one parser and one validation: :func:`load_source_dir` loads everything
+into a :class:`~remora.source.log.MemorySourceLog` (tests, small tools), and
+:func:`open_source_dir` returns a :class:`FileSourceLog`, which validates every file in one
+streaming pass and then reads records from the files as they are fetched — what
+``remora run`` uses, so its memory does not grow with the source.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
 import re
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
+from remora.context import Context
 from remora.domain import SourceRecord
-from remora.errors import InvalidInput
+from remora.errors import InvalidInput, SourceError
+from remora.faults import NO_FAULTS, IOCall, IOHook, Operation, controlled_call
 from remora.source.log import MemorySourceLog
 
 _FILE = re.compile(r"^partition-(\d+)\.jsonl$")
@@ -70,32 +83,170 @@ def parse_source_line(partition: int, line: str, where: str) -> SourceRecord:
     return SourceRecord(partition=partition, offset=offset, visible=visible, key=key, value=value)
 
 
-def load_source_dir(path: str | Path) -> MemorySourceLog:
-    """Load every ``partition-<N>.jsonl`` file under ``path`` into a :class:`MemorySourceLog`."""
+INDEX_EVERY = 1024
+"""A :class:`FileSourceLog` remembers where every 1024th record of a file starts, so that a
+seek back (a new owner resuming at the durable frontier) rereads at most that many lines."""
+
+
+def _partition_files(path: str | Path) -> list[tuple[int, Path]]:
     root = Path(path)
     if not root.is_dir():
         raise InvalidInput(f"{root}: not a directory")
-    records: list[SourceRecord] = []
-    partitions: list[int] = []
+    found = []
     for file in sorted(root.iterdir()):
         match = _FILE.match(file.name)
-        if match is None:
-            continue
-        partition = int(match.group(1))
-        partitions.append(partition)
-        last = -1
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{file}: cannot read ({exc})") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            record = parse_source_line(partition, line, f"{file}:{number}")
-            if record.offset <= last:
-                raise InvalidInput(f"{file}:{number}: offset {record.offset} is not increasing")
-            last = record.offset
-            records.append(record)
-    if not partitions:
+        if match is not None:
+            found.append((int(match.group(1)), file))
+    if not found:
         raise InvalidInput(f"{root}: no partition-<N>.jsonl files")
-    return MemorySourceLog(records, partitions)
+    return found
+
+
+def _decode(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{where}: cannot read (not UTF-8: {exc.reason})") from None
+
+
+def _scan(partition: int, file: Path) -> Iterator[tuple[SourceRecord, int]]:
+    """Every record of one partition file, validated (parsed, offsets increasing), with the
+    byte position its line starts at; read line by line."""
+    last = -1
+    position = 0
+    try:
+        with file.open("rb") as f:
+            for number, raw in enumerate(f, start=1):
+                start, position = position, position + len(raw)
+                where = f"{file}:{number}"
+                line = _decode(raw, where)
+                if not line.strip():
+                    continue
+                record = parse_source_line(partition, line, where)
+                if record.offset <= last:
+                    raise InvalidInput(f"{where}: offset {record.offset} is not increasing")
+                last = record.offset
+                yield record, start
+    except OSError as exc:
+        raise InvalidInput(f"{file}: cannot read ({exc})") from None
+
+
+def load_source_dir(path: str | Path) -> MemorySourceLog:
+    """Load every ``partition-<N>.jsonl`` file under ``path`` into a :class:`MemorySourceLog`."""
+    files = _partition_files(path)
+    records = [record for p, file in files for record, _ in _scan(p, file)]
+    return MemorySourceLog(records, [p for p, _ in files])
+
+
+def open_source_dir(path: str | Path, hook: IOHook = NO_FAULTS) -> FileSourceLog:
+    """Validate every ``partition-<N>.jsonl`` file under ``path`` (one streaming pass: a bad
+    line is rejected before anything runs) and return a :class:`FileSourceLog` over them."""
+    return FileSourceLog(
+        [(p, _PartitionFile.validated(p, file)) for p, file in _partition_files(path)], hook
+    )
+
+
+class _PartitionFile:
+    """One validated partition file and a reading position in it.
+
+    ``pos`` is a line boundary and ``floor`` the smallest offset a record from ``pos`` on can
+    have; ``index`` holds such (floor, pos) pairs every :data:`INDEX_EVERY` records."""
+
+    def __init__(self, partition: int, file: Path, index: list[tuple[int, int]], end: int) -> None:
+        self.partition = partition
+        self.file = file
+        self.index = index
+        self.floors = [floor for floor, _ in index]
+        self.end = end
+        self.lock = threading.Lock()
+        self.handle: IO[bytes] | None = None
+        self.pos = 0
+        self.floor = 0
+
+    @classmethod
+    def validated(cls, partition: int, file: Path) -> _PartitionFile:
+        index = [(0, 0)]
+        end = 0
+        for n, (record, start) in enumerate(_scan(partition, file), start=1):
+            if n % INDEX_EVERY == 0:
+                index.append((end, start))
+            end = record.offset + 1
+        return cls(partition, file, index, end)
+
+    def next_visible(self, position: int) -> SourceRecord | None:
+        with self.lock:
+            if position < self.floor:  # back to the last indexed line at or before it
+                self.floor, self.pos = self.index[bisect.bisect_right(self.floors, position) - 1]
+            if self.handle is None:
+                try:
+                    self.handle = self.file.open("rb")
+                except OSError as exc:
+                    raise SourceError(f"{self.file}: cannot read ({exc})") from None
+            self.handle.seek(self.pos)
+            while raw := self.handle.readline():
+                where = f"{self.file}@{self.pos}"
+                self.pos += len(raw)
+                line = _decode(raw, where)
+                if not line.strip():
+                    continue
+                record = parse_source_line(self.partition, line, where)
+                self.floor = record.offset + 1
+                if record.offset >= position and record.visible:
+                    return record
+            return None
+
+    def close(self) -> None:
+        with self.lock:
+            if self.handle is not None:
+                self.handle.close()
+                self.handle = None
+
+
+class FileSourceLog:
+    """A source read from its partition files as records are fetched (module docstring).
+
+    Memory does not grow with the files: it holds one open file and a sparse index (one
+    entry per :data:`INDEX_EVERY` records) per partition.  Safe to share between threads;
+    close it (or use it as a context manager) to close the files."""
+
+    def __init__(self, files: list[tuple[int, _PartitionFile]], hook: IOHook = NO_FAULTS) -> None:
+        self._files = dict(files)
+        self.hook = hook
+
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        return tuple(sorted(self._files))
+
+    def validate(self, partition: int, ctx: Context) -> None:
+        """Modeled I/O: confirm the partition exists (commit or abort only)."""
+
+        def effect(commit: bool) -> None:
+            if partition not in self._files:
+                raise SourceError(f"source has no partition {partition}")
+
+        controlled_call(self.hook, IOCall(Operation.VALIDATE, partition), ctx, effect)
+
+    def next_visible(self, partition: int, position: int) -> SourceRecord | None:
+        """The first visible record at or after ``position``, or None."""
+        file = self._files.get(partition)
+        return None if file is None else file.next_visible(position)
+
+    def end(self, partition: int) -> int:
+        """One past the last offset of the partition (0 when empty)."""
+        file = self._files.get(partition)
+        return 0 if file is None else file.end
+
+    def close(self) -> None:
+        for file in self._files.values():
+            file.close()
+
+    def __enter__(self) -> FileSourceLog:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -18,6 +18,20 @@ class SourceValidator(Protocol):
     def validate(self, partition: int, ctx: Context) -> None: ...
 
 
+class SourceLog(SourceValidator, Protocol):
+    """What consumers need from a source: its partitions, the validation, and the next
+    visible record at or after a position.  :class:`MemorySourceLog` holds the records
+    (simulation, tests); :class:`~remora.source.files.FileSourceLog` streams them from the
+    partition files (``remora run``)."""
+
+    @property
+    def partitions(self) -> tuple[int, ...]: ...
+
+    def next_visible(self, partition: int, position: int) -> SourceRecord | None:
+        """The first visible record at or after offset ``position``, or None."""
+        ...
+
+
 class MemorySourceLog:
     """Partitions of raw records held in memory, ordered by offset."""
 

@@ -11,10 +11,16 @@ Semantics shared by all backends (memory, SQLite, PostgreSQL):
 
 Every call goes through :func:`remora.faults.controlled_call`, so the same fault hook
 drives memory, SQLite and PostgreSQL alike.
+
+Observers (the simulation's checker, the relay, ``remora run`` and ``remora status``) read a
+backend only through the :class:`Backend` interface: its required methods, and optional
+reads whose defaults are built from :meth:`Backend.snapshot` — so every store has the same
+observation path, and a store overrides a read only to answer it more cheaply.
 """
 
 from __future__ import annotations
 
+import abc
 from typing import Protocol
 
 import attrs
@@ -57,6 +63,62 @@ class StoreSnapshot:
                 return row
         return PartitionRow(partition, 0, 0, 1)
 
+    def partition_state(self, partition: int) -> PartitionState:
+        """One partition's part of the snapshot."""
+        return PartitionState(
+            self.partition(partition),
+            tuple(e for e in self.outbox if e.partition == partition),
+            tuple(q for q in self.quarantine if q.partition == partition),
+            tuple(i for i in self.intents if i.partition == partition),
+        )
+
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        """Entries of ``partition`` with seq > ``seq``, in seq order, at most ``limit``."""
+        return [e for e in self.partition_state(partition).outbox if e.seq > seq][:limit]
+
+    def summaries(self) -> list[PartitionSummary]:
+        """The counters of every claimed partition."""
+        outbox: dict[int, int] = {}
+        quarantine: dict[int, int] = {}
+        for e in self.outbox:
+            outbox[e.partition] = outbox.get(e.partition, 0) + 1
+        for q in self.quarantine:
+            quarantine[q.partition] = quarantine.get(q.partition, 0) + 1
+        return [
+            PartitionSummary(
+                r.partition,
+                r.epoch,
+                r.frontier,
+                r.next_seq,
+                outbox.get(r.partition, 0),
+                quarantine.get(r.partition, 0),
+            )
+            for r in self.partitions
+        ]
+
+
+@attrs.frozen
+class PartitionState:
+    """One partition's durable state: its row, outbox (seq order), quarantine (offset order)
+    and committed intents (commit order)."""
+
+    row: PartitionRow
+    outbox: tuple[OutboxEntry, ...]
+    quarantine: tuple[QuarantineEntry, ...]
+    intents: tuple[Intent, ...]
+
+
+@attrs.frozen
+class PartitionSummary:
+    """One claimed partition's counters, as ``remora run`` and ``remora status`` show them."""
+
+    partition: int
+    epoch: int
+    frontier: int
+    next_seq: int
+    outbox: int
+    quarantine: int
+
 
 class OwnershipStore(Protocol):
     """What :class:`remora.worker.Lifecycle` needs from a store."""
@@ -70,20 +132,61 @@ class OwnershipStore(Protocol):
     ) -> Token: ...
 
 
-class Backend(Protocol):
-    """One storage engine.  ``commit=False`` runs the write and rolls it back."""
+class Backend(abc.ABC):
+    """One storage engine.  ``commit=False`` runs the write and rolls it back.
 
+    Required: :meth:`claim`, :meth:`observe`, :meth:`process`, :meth:`snapshot` and
+    :meth:`close`.  The observer reads — :meth:`partition_row`, :meth:`partition_state`,
+    :meth:`change_count`, :meth:`outbox_after` and :meth:`partition_summaries` — are
+    optional: their defaults are built from :meth:`snapshot` and are correct for any backend
+    (the way Hypothesis's ``ExampleDatabase`` builds ``move`` from ``save`` and ``delete``);
+    a backend overrides one only to answer it without reading everything, and the store
+    conformance tests hold every override equal to its default.  Observer reads are not
+    modeled I/O: no fault hook sees them.
+    """
+
+    @abc.abstractmethod
     def claim(self, partition: int, ctx: Context, commit: bool) -> Token: ...
 
+    @abc.abstractmethod
     def observe(self, partition: int, ctx: Context) -> Token: ...
 
+    @abc.abstractmethod
     def process(
         self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
     ) -> Token: ...
 
-    def snapshot(self) -> StoreSnapshot: ...
+    @abc.abstractmethod
+    def snapshot(self) -> StoreSnapshot:
+        """Everything durable, in the canonical order of :class:`StoreSnapshot`."""
 
+    @abc.abstractmethod
     def close(self) -> None: ...
+
+    # -- optional observer reads (defaults built from snapshot()) -------------------------
+    def partition_row(self, partition: int) -> PartitionRow:
+        """The partition's installed epoch, durable frontier and next outbox seq (epoch 0,
+        frontier 0, seq 1 before its first claim)."""
+        return self.snapshot().partition(partition)
+
+    def partition_state(self, partition: int) -> PartitionState:
+        """Everything durable of one partition."""
+        return self.snapshot().partition_state(partition)
+
+    def change_count(self, partition: int) -> int | None:
+        """How many writes have committed on ``partition`` so far, if this backend counts
+        them: an observer that saw the same count before knows nothing changed since, and
+        need not read the state again.  None (the default): the backend does not count."""
+        return None
+
+    def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
+        """Entries of ``partition`` with seq > ``seq``, in seq order, at most ``limit`` (the
+        relay's read)."""
+        return self.snapshot().outbox_after(partition, seq, limit)
+
+    def partition_summaries(self) -> list[PartitionSummary]:
+        """The counters of every claimed partition, in partition order."""
+        return self.snapshot().summaries()
 
 
 def check_fence(partition: int, installed: Token, token: Token, record: SourceRecord) -> None:
@@ -141,7 +244,8 @@ class StateStore:
         )
 
     def snapshot(self) -> StoreSnapshot:
-        """Read all durable state directly (an observer's read, not a modeled call)."""
+        """Read all durable state directly (an observer's read, not a modeled call; the
+        narrower observer reads are on :attr:`backend`)."""
         return self.backend.snapshot()
 
     def close(self) -> None:

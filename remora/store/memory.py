@@ -23,7 +23,16 @@ from remora.domain import (
     parse_amendment,
 )
 from remora.faults import NO_FAULTS, IOHook
-from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
+from remora.store.base import (
+    Backend,
+    PartitionRow,
+    PartitionState,
+    PartitionSummary,
+    StateStore,
+    StoreSnapshot,
+    Token,
+    check_fence,
+)
 
 
 @attrs.define
@@ -38,7 +47,9 @@ class _Partition:
     intents: list[Intent] = attrs.field(factory=list)
 
 
-class MemoryBackend:
+class MemoryBackend(Backend):
+    """Partitions held in dicts and lists (see the module docstring)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._partitions: dict[int, _Partition] = {}
@@ -89,39 +100,50 @@ class MemoryBackend:
             part.writes += 1
             return result
 
-    # -- observer reads (not modeled I/O) -------------------------------------------
-    def installed(self, partition: int) -> Token:
-        """The installed epoch and durable frontier."""
-        part = self._partitions.get(partition)
-        return Token(0, 0) if part is None else Token(part.epoch, part.frontier)
-
-    def writes(self, partition: int) -> int:
-        """How many writes have committed on ``partition`` (changes whenever its state does)."""
-        part = self._partitions.get(partition)
-        return 0 if part is None else part.writes
-
+    # -- observer reads (not modeled I/O): cheap overrides of the Backend defaults ----------
     def partition_row(self, partition: int) -> PartitionRow:
         part = self._partitions.get(partition)
         if part is None:
             return PartitionRow(partition, 0, 0, 1)
         return PartitionRow(partition, part.epoch, part.frontier, part.next_seq)
 
-    def outbox(self, partition: int) -> list[OutboxEntry]:
-        """The live outbox list of one partition (append-only; do not mutate)."""
+    def partition_state(self, partition: int) -> PartitionState:
+        with self._lock:
+            part = self._partitions.get(partition)
+            if part is None:
+                return PartitionState(PartitionRow(partition, 0, 0, 1), (), (), ())
+            return PartitionState(
+                PartitionRow(partition, part.epoch, part.frontier, part.next_seq),
+                tuple(part.outbox),
+                tuple(part.quarantine),
+                tuple(part.intents),
+            )
+
+    def change_count(self, partition: int) -> int:
         part = self._partitions.get(partition)
-        return [] if part is None else part.outbox
+        return 0 if part is None else part.writes
 
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
-        """Entries with seq > ``seq`` (seq n sits at index n - 1)."""
-        return self.outbox(partition)[max(seq, 0) : max(seq, 0) + limit]
+        with self._lock:
+            part = self._partitions.get(partition)
+            if part is None:
+                return []
+            return part.outbox[max(seq, 0) : max(seq, 0) + limit]  # seq n sits at index n - 1
 
-    def quarantine(self, partition: int) -> list[QuarantineEntry]:
-        part = self._partitions.get(partition)
-        return [] if part is None else part.quarantine
-
-    def intents(self, partition: int) -> list[Intent]:
-        part = self._partitions.get(partition)
-        return [] if part is None else part.intents
+    def partition_summaries(self) -> list[PartitionSummary]:
+        with self._lock:
+            return [
+                PartitionSummary(
+                    p,
+                    part.epoch,
+                    part.frontier,
+                    part.next_seq,
+                    len(part.outbox),
+                    len(part.quarantine),
+                )
+                for p, part in sorted(self._partitions.items())
+                if part.epoch > 0
+            ]
 
     def snapshot(self) -> StoreSnapshot:
         with self._lock:

@@ -47,7 +47,6 @@ serialize, and a second start changes nothing.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 import weakref
@@ -55,10 +54,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
-import attrs
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from remora.context import Context
@@ -80,8 +77,24 @@ from remora.errors import (
     UnknownResult,
 )
 from remora.faults import NO_FAULTS, IOHook
-from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
-from remora.store.sql import decision_writes
+from remora.store.base import (
+    Backend,
+    PartitionRow,
+    PartitionState,
+    PartitionSummary,
+    StateStore,
+    StoreSnapshot,
+    Token,
+    check_fence,
+)
+from remora.store.sql import (
+    SELECT_INTENTS,
+    SELECT_OUTBOX,
+    SELECT_PARTITIONS,
+    SELECT_QUARANTINE,
+    SELECT_SUMMARIES,
+    decision_writes,
+)
 
 T = TypeVar("T")
 
@@ -170,19 +183,7 @@ def describe_dsn(dsn: str) -> str:
     return " ".join(parts) or "(libpq defaults)"
 
 
-@attrs.frozen
-class PartitionSummary:
-    """One partition's counters, as ``remora status`` shows them."""
-
-    partition: int
-    epoch: int
-    frontier: int
-    next_seq: int
-    outbox: int
-    quarantine: int
-
-
-class PostgresBackend:
+class PostgresBackend(Backend):
     """A :class:`~remora.store.base.Backend` on PostgreSQL (see the module docstring)."""
 
     lock_sql = LOCK_PARTITION_SQL
@@ -442,20 +443,51 @@ class PostgresBackend:
 
         return self._write(ctx, commit, "process", body)
 
-    # -- observer reads (not modeled I/O) -------------------------------------------
+    # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
-        """Outbox entries of ``partition`` with seq > ``seq``, in seq order (the relay's
-        read)."""
         with self._connection(None) as conn:
             try:
                 rows = conn.execute(
-                    'SELECT partition, seq, subject, version, op, body, "offset" '
-                    "FROM remora_outbox WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
+                    f"{SELECT_OUTBOX} WHERE partition = %s AND seq > %s ORDER BY seq LIMIT %s",
                     (partition, seq, limit),
                 ).fetchall()
             except psycopg.Error as exc:
                 raise self._failure(exc, None, "outbox read") from exc
-        return [OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6])) for r in rows]
+        return [_outbox_entry(r) for r in rows]
+
+    def partition_row(self, partition: int) -> PartitionRow:
+        def body(cur: psycopg.Cursor[Any]) -> PartitionRow:
+            row = cur.execute(
+                f"{SELECT_PARTITIONS} WHERE partition = %s AND epoch > 0", (partition,)
+            ).fetchone()
+            return PartitionRow(partition, 0, 0, 1) if row is None else _partition_row(row)
+
+        return self._read("partition read", body)
+
+    def partition_state(self, partition: int) -> PartitionState:
+        def body(cur: psycopg.Cursor[Any]) -> PartitionState:
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return cur.execute(sql, (partition,)).fetchall()
+
+            row = rows(f"{SELECT_PARTITIONS} WHERE partition = %s AND epoch > 0")
+            return PartitionState(
+                _partition_row(row[0]) if row else PartitionRow(partition, 0, 0, 1),
+                tuple(
+                    map(_outbox_entry, rows(f"{SELECT_OUTBOX} WHERE partition = %s ORDER BY seq"))
+                ),
+                tuple(
+                    map(
+                        _quarantine_entry,
+                        rows(f'{SELECT_QUARANTINE} WHERE partition = %s ORDER BY "offset"'),
+                    )
+                ),
+                tuple(
+                    Intent(*r)
+                    for r in rows(f'{SELECT_INTENTS} WHERE partition = %s ORDER BY "offset"')
+                ),
+            )
+
+        return self._read("partition read", body)
 
     def _read(self, what: str, body: Callable[[psycopg.Cursor[Any]], T]) -> T:
         """A consistent read-only snapshot across several statements."""
@@ -475,35 +507,18 @@ class PostgresBackend:
             def rows(sql: str) -> list[tuple[Any, ...]]:
                 return cur.execute(sql).fetchall()
 
-            parts = rows(
-                "SELECT partition, epoch, frontier, next_seq FROM remora_partition "
-                "WHERE epoch > 0 ORDER BY partition"
-            )
-            outbox = rows(
-                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
-                "ORDER BY partition, seq"
-            )
-            quarantine = rows(
-                'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine '
-                'ORDER BY partition, "offset"'
-            )
-            intents = rows(
-                "SELECT partition, subject, version, body FROM remora_intent "
-                'ORDER BY partition, "offset"'
-            )
+            parts = rows(f"{SELECT_PARTITIONS} WHERE epoch > 0 ORDER BY partition")
+            outbox = rows(f"{SELECT_OUTBOX} ORDER BY partition, seq")
+            quarantine = rows(f'{SELECT_QUARANTINE} ORDER BY partition, "offset"')
+            intents = rows(f'{SELECT_INTENTS} ORDER BY partition, "offset"')
             subjects = rows(
                 "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
                 'ORDER BY partition, subject COLLATE "C"'
             )
             return StoreSnapshot(
-                partitions=tuple(PartitionRow(*(int(v) for v in r)) for r in parts),
-                outbox=tuple(
-                    OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6]))
-                    for r in outbox
-                ),
-                quarantine=tuple(
-                    QuarantineEntry(int(r[0]), int(r[1]), r[2], r[3], r[4]) for r in quarantine
-                ),
+                partitions=tuple(map(_partition_row, parts)),
+                outbox=tuple(map(_outbox_entry, outbox)),
+                quarantine=tuple(map(_quarantine_entry, quarantine)),
                 intents=tuple(Intent(*r) for r in intents),
                 subjects=tuple(
                     (r[0], SubjectState(r[1], r[2], r[3], bool(r[4]), r[5])) for r in subjects
@@ -516,12 +531,7 @@ class PostgresBackend:
         """Per-partition counters, computed by the server (cheap on a large store)."""
 
         def body(cur: psycopg.Cursor[Any]) -> list[PartitionSummary]:
-            rows = cur.execute(
-                "SELECT p.partition, p.epoch, p.frontier, p.next_seq, "
-                "(SELECT count(*) FROM remora_outbox o WHERE o.partition = p.partition), "
-                "(SELECT count(*) FROM remora_quarantine q WHERE q.partition = p.partition) "
-                "FROM remora_partition p WHERE p.epoch > 0 ORDER BY p.partition"
-            ).fetchall()
+            rows = cur.execute(SELECT_SUMMARIES).fetchall()
             return [PartitionSummary(*(int(v) for v in r)) for r in rows]
 
         return self._read("status", body)
@@ -599,6 +609,18 @@ class PostgresBackend:
             _close_quietly(conn)
 
 
+def _partition_row(r: tuple[Any, ...]) -> PartitionRow:
+    return PartitionRow(*(int(v) for v in r))
+
+
+def _outbox_entry(r: tuple[Any, ...]) -> OutboxEntry:
+    return OutboxEntry(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], int(r[6]))
+
+
+def _quarantine_entry(r: tuple[Any, ...]) -> QuarantineEntry:
+    return QuarantineEntry(int(r[0]), int(r[1]), r[2], r[3], r[4])
+
+
 def _cancel_quietly(conn: psycopg.Connection[Any]) -> None:
     """Ask the server to cancel whatever ``conn`` runs (called from another thread)."""
     # Nothing running, already closed, or the server is gone: nothing to cancel.
@@ -632,28 +654,6 @@ class PostgresStore(StateStore):
         super().__init__(PostgresBackend(dsn, lock_timeout=lock_timeout), hook)
 
 
-@contextmanager
-def scratch_database(dsn: str, prefix: str = "remora_scratch") -> Iterator[str]:
-    """Create an empty database named ``<prefix>_<random>`` on the server ``dsn`` points at
-    (its user needs CREATEDB), yield its DSN, and drop it on exit."""
-    name = f"{prefix}_{secrets.token_hex(6)}"
-    parse_dsn(dsn)
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.Error as exc:
-        raise Unavailable(
-            f"cannot create a scratch database on {describe_dsn(dsn)}: {one_line(exc)}"
-        ) from None
-    try:
-        yield make_conninfo(dsn, dbname=name)
-    finally:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
@@ -663,5 +663,4 @@ __all__ = [
     "describe_dsn",
     "one_line",
     "parse_dsn",
-    "scratch_database",
 ]

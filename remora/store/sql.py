@@ -1,4 +1,5 @@
-"""The writes one fold decision makes, shared by the SQL backends (SQLite, PostgreSQL).
+"""SQL shared by the SQL backends (SQLite, PostgreSQL): the writes one fold decision makes,
+and the observer reads.
 
 Both backends run the same statements inside their fenced transaction; only the
 placeholder style and one column differ (PostgreSQL also records an intent's offset)."""
@@ -10,6 +11,20 @@ from typing import Any
 from remora.domain import Applied, Decision, SourceRecord
 
 Statement = tuple[str, tuple[Any, ...]]
+
+# The observer reads' column lists (each maps onto its row type in remora.domain/store.base).
+SELECT_PARTITIONS = "SELECT partition, epoch, frontier, next_seq FROM remora_partition"
+SELECT_OUTBOX = 'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox'
+SELECT_QUARANTINE = 'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine'
+SELECT_INTENTS = "SELECT partition, subject, version, body FROM remora_intent"
+
+SELECT_SUMMARIES = (
+    "SELECT p.partition, p.epoch, p.frontier, p.next_seq, "
+    "(SELECT count(*) FROM remora_outbox o WHERE o.partition = p.partition), "
+    "(SELECT count(*) FROM remora_quarantine q WHERE q.partition = p.partition) "
+    "FROM remora_partition p WHERE p.epoch > 0 ORDER BY p.partition"
+)
+"""Every claimed partition's counters, counted on the primary-key indexes (not loaded)."""
 
 
 def decision_writes(

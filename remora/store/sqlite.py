@@ -27,8 +27,24 @@ from remora.domain import (
 )
 from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.faults import NO_FAULTS, IOHook
-from remora.store.base import PartitionRow, StateStore, StoreSnapshot, Token, check_fence
-from remora.store.sql import decision_writes
+from remora.store.base import (
+    Backend,
+    PartitionRow,
+    PartitionState,
+    PartitionSummary,
+    StateStore,
+    StoreSnapshot,
+    Token,
+    check_fence,
+)
+from remora.store.sql import (
+    SELECT_INTENTS,
+    SELECT_OUTBOX,
+    SELECT_PARTITIONS,
+    SELECT_QUARANTINE,
+    SELECT_SUMMARIES,
+    decision_writes,
+)
 
 SCHEMA_VERSION = 1
 
@@ -62,7 +78,9 @@ class _Rollback(Exception):
     pass
 
 
-class SqliteBackend:
+class SqliteBackend(Backend):
+    """An SQLite database file (or ``:memory:``) on one connection (module docstring)."""
+
     def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         self.path = str(path)
         self.lock_timeout = lock_timeout
@@ -203,34 +221,61 @@ class SqliteBackend:
             result = Token(epoch, record.offset + 1)
         return result
 
+    # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
+    def partition_row(self, partition: int) -> PartitionRow:
+        with self._lock:
+            row = self._conn.execute(
+                f"{SELECT_PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
+            ).fetchone()
+        return PartitionRow(partition, 0, 0, 1) if row is None else PartitionRow(*row)
+
+    def partition_state(self, partition: int) -> PartitionState:
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN")  # one consistent read
+            try:
+                row = c.execute(
+                    f"{SELECT_PARTITIONS} WHERE partition = ? AND epoch > 0", (partition,)
+                ).fetchone()
+                outbox = c.execute(
+                    f"{SELECT_OUTBOX} WHERE partition = ? ORDER BY seq", (partition,)
+                ).fetchall()
+                quarantine = c.execute(
+                    f'{SELECT_QUARANTINE} WHERE partition = ? ORDER BY "offset"', (partition,)
+                ).fetchall()
+                intents = c.execute(
+                    f"{SELECT_INTENTS} WHERE partition = ? ORDER BY rowid", (partition,)
+                ).fetchall()
+            finally:
+                c.execute("COMMIT")
+        return PartitionState(
+            PartitionRow(partition, 0, 0, 1) if row is None else PartitionRow(*row),
+            tuple(OutboxEntry(*r) for r in outbox),
+            tuple(QuarantineEntry(*r) for r in quarantine),
+            tuple(Intent(*r) for r in intents),
+        )
+
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
         with self._lock:
             rows = self._conn.execute(
-                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
-                "WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
+                f"{SELECT_OUTBOX} WHERE partition = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (partition, seq, limit),
             ).fetchall()
         return [OutboxEntry(*r) for r in rows]
 
+    def partition_summaries(self) -> list[PartitionSummary]:
+        """Counted by SQLite (on the primary-key indexes), not loaded."""
+        with self._lock:
+            rows = self._conn.execute(SELECT_SUMMARIES).fetchall()
+        return [PartitionSummary(*r) for r in rows]
+
     def snapshot(self) -> StoreSnapshot:
         with self._lock:
             c = self._conn
-            parts = c.execute(
-                "SELECT partition, epoch, frontier, next_seq FROM remora_partition "
-                "WHERE epoch > 0 ORDER BY partition"
-            ).fetchall()
-            outbox = c.execute(
-                'SELECT partition, seq, subject, version, op, body, "offset" FROM remora_outbox '
-                "ORDER BY partition, seq"
-            ).fetchall()
-            quarantine = c.execute(
-                'SELECT partition, "offset", subject, reason, detail FROM remora_quarantine '
-                'ORDER BY partition, "offset"'
-            ).fetchall()
-            intents = c.execute(
-                "SELECT partition, subject, version, body FROM remora_intent "
-                "ORDER BY partition, rowid"
-            ).fetchall()
+            parts = c.execute(f"{SELECT_PARTITIONS} WHERE epoch > 0 ORDER BY partition").fetchall()
+            outbox = c.execute(f"{SELECT_OUTBOX} ORDER BY partition, seq").fetchall()
+            quarantine = c.execute(f'{SELECT_QUARANTINE} ORDER BY partition, "offset"').fetchall()
+            intents = c.execute(f"{SELECT_INTENTS} ORDER BY partition, rowid").fetchall()
             subjects = c.execute(
                 "SELECT partition, subject, revision, status, blocked, body FROM remora_subject "
                 "ORDER BY partition, subject"

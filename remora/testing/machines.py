@@ -6,8 +6,10 @@ whose rules are the scheduler's actors — ``start``, ``assign``, ``seek``, ``pr
 interleaves (stop and/or a replacement lifetime).  Every rule executes one step through the
 same :class:`~remora.sim.scheduler.Simulation` that ``remora sim-worker`` uses, so:
 
-* safety is checked by the independent oracle at every modeled I/O return, interleave,
-  retry wait and attempt end; the machine's invariant fails on the first violation;
+* safety is judged by the simulation's :class:`~remora.sim.checker.Checker` (the
+  independent oracle, the ownership model, the view and status rules) at every modeled I/O
+  return, interleave, retry wait and attempt end; the machine's invariant fails on the first
+  violation;
 * teardown runs the fault-free fair drain and requires the final status to be exactly what
   the oracle predicts from the source alone (``PASS``, ``PASS_WITH_EXCLUSIONS`` or
   ``BLOCKED``) — never ``ERROR`` or ``INCOMPLETE``;

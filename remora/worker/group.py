@@ -32,7 +32,7 @@ import attrs
 from remora.domain import SourceRecord
 from remora.errors import RemoraError
 from remora.source.cursor import FetchCursors
-from remora.source.log import MemorySourceLog
+from remora.source.log import SourceLog
 from remora.store.base import OwnershipStore
 from remora.worker.lifecycle import Lifecycle
 from remora.worker.runner import AssignCallback, Runner
@@ -121,7 +121,7 @@ class Coordinator:
 class GroupClient:
     """A :class:`~remora.worker.runner.SourceClient` for one member of a group."""
 
-    def __init__(self, coordinator: Coordinator, member: int, log: MemorySourceLog) -> None:
+    def __init__(self, coordinator: Coordinator, member: int, log: SourceLog) -> None:
         self.coordinator = coordinator
         self.member = member
         self.cursors = FetchCursors(log)
@@ -190,7 +190,7 @@ class WorkerGroup:
     def __init__(
         self,
         store: OwnershipStore,
-        log: MemorySourceLog,
+        log: SourceLog,
         workers: int = 1,
         *,
         rebalance_every: int = 0,

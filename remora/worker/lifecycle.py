@@ -2,9 +2,9 @@
 
 :class:`Lifecycle` holds the assignment mutex, the saved ownership tokens (epoch and local
 frontier per partition), an independent cancellation context, the source validator, the
-state store and the retry wait function.  The same object runs in production (monotonic
-clock, real sleep, SQLite/PostgreSQL) and under simulation (logical clock and waits, memory
-I/O with faults); nothing in it knows which.
+state store and the clock.  The same object runs in production (monotonic clock, real
+waits, SQLite/PostgreSQL) and under simulation (logical clock, memory I/O with faults);
+nothing in it knows which.
 
 Method table (the seed's rules):
 
@@ -25,8 +25,8 @@ starts *before* waiting for the mutex; any failure retires the lifetime before t
 released; a stopped or retired lifetime rejects ``assign``/``seek``/``process`` without I/O.
 
 Retries: at most ``retry.max_calls`` calls per operation, ``retry.waits`` between them,
-through the injected wait; cancellation is re-checked after every wakeup before another
-call.  Unknown results:
+waited on the injected clock (:meth:`Context.sleep`); cancellation is re-checked after every
+wakeup before another call.  Unknown results:
 
 * claim — reobserve, then make a *fresh* claim only while the context is live (reading an
   epoch does not prove this caller installed it, so the read is never adopted);
@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from remora.clock import Clock, MonotonicClock, WaitFn, real_wait
+from remora.clock import Clock, MonotonicClock
 from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import (
@@ -77,7 +77,6 @@ class Lifecycle:
         source: SourceValidator,
         *,
         clock: Clock | None = None,
-        wait: WaitFn = real_wait,
         retry: RetryPolicy = DEFAULT_RETRY,
         budget: float = PRODUCTION_BUDGET,
         name: str = "lifetime",
@@ -85,7 +84,6 @@ class Lifecycle:
         self.store = store
         self.source = source
         self.clock: Clock = clock or MonotonicClock()
-        self.wait = wait
         self.retry = retry
         self.budget = budget
         self.name = name
@@ -227,7 +225,7 @@ class Lifecycle:
         """Gate every I/O call: before a retry (``call`` > 1) wait first; then, and only
         then, check cancellation — so a stop that lands during the wait prevents the call."""
         if call > 1:
-            self.wait(ctx, self.retry.wait_before(call))
+            ctx.sleep(self.retry.wait_before(call))
         ctx.check()
 
     def _call(self, ctx: Context, operation: str, io: Callable[[], T]) -> T:

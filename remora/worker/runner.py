@@ -23,8 +23,6 @@ import attrs
 
 from remora.domain import SourceRecord
 from remora.errors import RemoraError
-from remora.source.cursor import FetchCursors
-from remora.source.log import MemorySourceLog
 from remora.worker.lifecycle import Lifecycle
 
 AssignCallback = Callable[[Sequence[int]], None]
@@ -99,36 +97,3 @@ class Runner:
             self.lifecycle.revoke()
             self.client.close()  # outside any callback
         return self.stats
-
-
-class LogClient:
-    """An in-process source client over a :class:`MemorySourceLog`.
-
-    It plays a single-member consumer group: the first ``poll`` invokes ``on_assigned``
-    with ``partitions`` (all of the log's by default); ``close`` invokes ``on_revoked``."""
-
-    def __init__(self, log: MemorySourceLog, partitions: Sequence[int] | None = None) -> None:
-        self.log = log
-        self.partitions = list(log.partitions if partitions is None else partitions)
-        self.cursors = FetchCursors(log)
-        self._on_assigned: AssignCallback | None = None
-        self._on_revoked: AssignCallback | None = None
-        self._assigned = False
-
-    def subscribe(self, on_assigned: AssignCallback, on_revoked: AssignCallback) -> None:
-        self._on_assigned, self._on_revoked = on_assigned, on_revoked
-
-    def seek(self, partition: int, offset: int) -> None:
-        self.cursors.seek(partition, offset)
-
-    def poll(self, max_records: int) -> list[SourceRecord]:
-        if not self._assigned and self._on_assigned is not None:
-            self._assigned = True
-            self._on_assigned(self.partitions)
-        return self.cursors.fetch_round_robin(self.partitions, max_records)
-
-    def close(self) -> None:
-        if self._assigned and self._on_revoked is not None:
-            self._assigned = False
-            self._on_revoked(self.partitions)
-        self.cursors.clear()

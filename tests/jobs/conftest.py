@@ -6,10 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.postgres.services import fresh_database
-
 
 @pytest.fixture
 def pg_dsn() -> Iterator[str]:
+    # imported here: the SQLite job tests must collect without psycopg (tests/test_layout.py)
+    from tests.postgres.services import fresh_database
+
     with fresh_database() as dsn:
         yield dsn

@@ -81,7 +81,7 @@ def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Store
     from remora.jobs.durable import open_postgres
     from remora.jobs.postgres import PostgresTarget, PostgresVault
     from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
-    from tests.services import require_redis
+    from tests.common.services import require_redis
 
     url = require_redis()
     opened: list[Stores] = []
@@ -125,7 +125,7 @@ def private_redis(tmp_path: Path) -> Iterator[str]:
 
     binary = shutil.which("redis-server")
     if binary is None:
-        from tests.services import unavailable
+        from tests.common.services import unavailable
 
         unavailable("redis-server", "the binary is not installed")
     sock = tmp_path / "redis.sock"
@@ -197,7 +197,7 @@ def test_reservation_ids_are_unique_across_wipes() -> None:
     from remora.context import Context
     from remora.jobs.io import Actor
     from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
-    from tests.services import require_redis
+    from tests.common.services import require_redis
 
     clock = LogicalClock()
     coord = RedisCoordination(

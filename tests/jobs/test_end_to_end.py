@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("psycopg", reason="the PostgreSQL job tests need psycopg")
+
 from remora.jobs.durable import open_postgres
 from remora.jobs.io import StepRecord
 from remora.jobs.model import AttemptId, JobsConfig, Phase
 from remora.jobs.postgres import PostgresTarget
 from remora.jobs.refinement import constants_of_run, merge_records, validate_run
-from tests.services import require_redis
+from tests.common.services import require_redis
 
 pytestmark = pytest.mark.services
 

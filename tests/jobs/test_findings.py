@@ -3,13 +3,14 @@ by the seeded random walks of ``test_random_walk.py``; see ``docs/jobs.md``, Fin
 
 from __future__ import annotations
 
-from remora.faults import FaultDecision, Outcome, ScriptedFaults
+from remora.faults import FaultDecision, Outcome
 from remora.jobs import worker as W
 from remora.jobs.io import JobOperation
 from remora.jobs.model import JobsConfig, NotEnabled
 from remora.jobs.model import Outcome as JobOutcome
 from remora.jobs.refinement import RefinementChecker
 from remora.jobs.simulation import SimConfig, Simulation
+from remora.testing.faults import ScriptedFaults
 from tests.jobs.test_actions import Run
 
 

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+pytest.importorskip("psycopg", reason="the PostgreSQL job tests need psycopg")
+
 from remora.clock import LogicalClock
 from remora.errors import Unavailable
 from remora.jobs.coordination import MemoryCoordination

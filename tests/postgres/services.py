@@ -6,21 +6,21 @@
 
 When the server is unreachable the test is skipped with the reason — or fails, when
 ``REMORA_REQUIRE_SERVICES=1`` (``.ci/run`` sets it), so CI cannot pass by skipping; the
-gate itself is :func:`tests.services.unavailable`, shared with the Redis tests.
+gate itself is :func:`tests.common.services.unavailable`, shared with the Redis tests.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from remora.store.postgres import scratch_database
-from tests.services import unavailable
+from remora.testing.scratch import scratch_database
+from tests.common.services import unavailable
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -65,3 +65,18 @@ def fresh_database() -> Iterator[str]:
 
 def database_name(dsn: str) -> str:
     return str(conninfo_to_dict(dsn)["dbname"])
+
+
+def pg_progress(dsn: str) -> Callable[[], int]:
+    def count() -> int:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT (SELECT count(*) FROM remora_outbox) "
+                    "+ (SELECT count(*) FROM remora_quarantine)"
+                ).fetchone()
+        except psycopg.Error:
+            return 0  # not created yet
+        return int(row[0]) if row else 0
+
+    return count

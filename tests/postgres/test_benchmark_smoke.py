@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.postgres.processes import BOUND, REPO
+from tests.common.processes import BOUND, REPO
 from tests.postgres.services import require_postgres
 
 pytestmark = pytest.mark.services

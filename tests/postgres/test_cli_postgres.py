@@ -10,7 +10,7 @@ import pytest
 from remora.cli import main
 from remora.store import SqliteStore
 from remora.store.postgres import PostgresStore
-from tests.postgres.workload import generate, write_source_dir
+from tests.common.workload import generate, write_source_dir
 
 pytestmark = pytest.mark.services
 

@@ -20,14 +20,13 @@ import pytest
 
 from remora.domain import SourceRecord
 from remora.errors import RemoraError
-from remora.oracle import Monitor
+from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import StateStore
 from remora.store.postgres import PostgresStore
 from remora.worker import Lifecycle
-from tests.postgres.checks import final_problems, oracle_for, violations
+from tests.common.workload import generate
 from tests.postgres.test_fence_lock_order import NoFence
-from tests.postgres.workload import generate
 
 pytestmark = pytest.mark.services
 
@@ -46,7 +45,6 @@ def churn(
 ) -> tuple[list[str], Counter[str]]:
     """Run the churn; returns (problems, outcome counts)."""
     log = MemorySourceLog(records, range(PARTITIONS))
-    oracle = oracle_for(records, range(PARTITIONS))
     deadline = time.monotonic() + seconds
     counts: Counter[str] = Counter()
     counts_lock = threading.Lock()
@@ -88,11 +86,11 @@ def churn(
             time.sleep(rng.random() * 0.01)  # let other owners get some work done
 
     def monitor() -> None:
-        mon = Monitor(oracle)
+        checker = Checker(records, range(PARTITIONS))  # one history for the whole churn
         while any(t.is_alive() for t in threads) and not halt.is_set():
-            found = violations(store.snapshot(), oracle, mon)
+            found = checker.check_store(store.backend)
             if found:
-                problems.extend(f"during the churn: {v}" for v in found)
+                problems.extend(f"during the churn: {v.kind}: {v.message}" for v in found)
                 if stop_on_violation:
                     halt.set()
                 return
@@ -121,7 +119,7 @@ def churn(
                     drain.process(p, record)
     except RemoraError as exc:
         problems.append(f"drain failed: {exc!r}")
-    problems += final_problems(store.snapshot(), oracle)
+    problems += Checker(records, range(PARTITIONS)).final_problems(store.snapshot())
     return problems, counts
 
 

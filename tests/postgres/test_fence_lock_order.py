@@ -28,12 +28,12 @@ import pytest
 
 from remora.domain import SourceRecord
 from remora.errors import Fenced, RemoraError
+from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import StateStore, Token
 from remora.store.postgres import LOCK_PARTITION_SQL, PostgresBackend, PostgresStore
 from remora.worker import Lifecycle
-from tests.postgres.checks import final_problems, oracle_for
-from tests.postgres.workload import generate
+from tests.common.workload import generate
 
 pytestmark = pytest.mark.services
 
@@ -145,7 +145,7 @@ def race(dsn: str, order: str, stale_backend: type[PostgresBackend]) -> list[str
                         new.process(P, record)
             except RemoraError as exc:
                 problems.append(f"the new owner could not finish: {exc!r}")
-            problems += final_problems(new_store.snapshot(), oracle_for(records, [P]))
+            problems += Checker(records, [P]).final_problems(new_store.snapshot())
         finally:
             old_store.close()
             new_store.close()

@@ -25,14 +25,14 @@ from remora.clock import MonotonicClock
 from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import RemoraError, UnknownResult
-from remora.faults import ScriptedFaults
+from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import StateStore, Token
 from remora.store.postgres import PostgresBackend, PostgresStore
+from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
-from tests.postgres.checks import final_problems, oracle_for
+from tests.common.workload import generate
 from tests.postgres.proxy import Cut, PgProxy
-from tests.postgres.workload import generate
 
 pytestmark = pytest.mark.services
 
@@ -131,7 +131,7 @@ def run_with_lost_commits(store: StateStore, proxy: PgProxy, cut: Cut, direct: S
             }[cut]
             if calls not in allowed:
                 problems.append(f"offset {record.offset}: calls {calls}, expected {allowed}")
-    problems += final_problems(direct.snapshot(), oracle_for(records, [P]))
+    problems += Checker(records, [P]).final_problems(direct.snapshot())
     return problems
 
 

@@ -30,8 +30,8 @@ from remora.store.postgres import (
     describe_dsn,
 )
 from remora.worker import Lifecycle
+from tests.common.support import amendment, records
 from tests.postgres.test_fence_lock_order import BOUND, in_thread, wait_for_waiters
-from tests.support import amendment, records
 
 pytestmark = pytest.mark.services
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from remora.sim.checker import Checker
 from remora.store.postgres import PostgresStore
-from tests.postgres.checks import final_problems, oracle_for, violations
-from tests.postgres.processes import finish, interrupt, pg_progress, remora_run
-from tests.postgres.workload import generate, write_source_dir
+from tests.common.processes import finish, interrupt, remora_run
+from tests.common.workload import generate, write_source_dir
+from tests.postgres.services import pg_progress
 
 pytestmark = pytest.mark.services
 
@@ -38,7 +39,7 @@ def test_worker_process_stopped_mid_run_then_replaced(
     pg_dsn: str, tmp_path: Path, sig: signal.Signals
 ) -> None:
     records = generate(31, PARTITIONS, PER_PARTITION)
-    oracle = oracle_for(records, range(PARTITIONS))
+    checker = Checker(records, range(PARTITIONS))
     src = write_source_dir(tmp_path / "src", records, PARTITIONS)
     args = ["--dsn", pg_dsn, "--workers", "4", "--rebalance-every", "150"]
 
@@ -50,8 +51,8 @@ def test_worker_process_stopped_mid_run_then_replaced(
     store = PostgresStore(pg_dsn)
     try:
         middle = store.snapshot()
-        assert violations(middle, oracle) == []
-        assert final_problems(middle, oracle) != [], "the worker was not stopped mid-run"
+        assert checker.problems(middle) == []
+        assert checker.final_problems(middle) != [], "the worker was not stopped mid-run"
         epochs = {r.partition: r.epoch for r in middle.partitions}
 
         code, out, err = finish(remora_run(src, [*args, "--json"]))
@@ -59,7 +60,7 @@ def test_worker_process_stopped_mid_run_then_replaced(
         doc = json.loads(out)
         assert all(p["complete"] for p in doc["partitions"])
         final = store.snapshot()
-        assert final_problems(final, oracle) == []
+        assert checker.final_problems(final) == []
         # The replacement took over with newer epochs, from the durable frontiers.
         assert all(r.epoch > epochs.get(r.partition, 0) for r in final.partitions)
         assert doc["processed"] == sum(1 for r in records if r.visible) - (

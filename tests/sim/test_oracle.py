@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from remora.oracle import Monitor, Observed, Oracle, RawRecord
-from tests.support import FIXTURES, fixture_records, load_fixture
+from remora.sim.checker import raw_records
+from tests.common.support import FIXTURES, fixture_records, load_fixture
 
 ORACLE_DIR = Path(__file__).resolve().parents[2] / "remora" / "oracle"
 FORBIDDEN = ("remora.worker", "remora.domain", "remora.store")
@@ -41,9 +42,7 @@ def test_importing_oracle_loads_no_production_package() -> None:
 
 
 def raw(doc: dict[str, object]) -> list[RawRecord]:
-    return [
-        RawRecord(r.partition, r.offset, r.visible, r.key, r.value) for r in fixture_records(doc)
-    ]  # type: ignore[arg-type]
+    return raw_records(fixture_records(doc))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["correction", "withdrawal"])

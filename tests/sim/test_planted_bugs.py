@@ -11,8 +11,8 @@ from remora.domain import OutboxEntry
 from remora.sim.report import run_trace
 from remora.sim.trace import Step, Trace
 from remora.worker import Lifecycle
-from tests.sim import planted as bug
-from tests.sim.planted import OWN, sel, trace
+from tests.common import planted as bug
+from tests.common.planted import OWN, sel, trace
 
 CASES: list[tuple[str, Trace, type[Lifecycle]]] = [
     (

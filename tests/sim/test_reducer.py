@@ -11,7 +11,7 @@ from remora.sim.generate import generate
 from remora.sim.reduce import Reducer, reduce_trace
 from remora.sim.report import run_trace
 from remora.sim.trace import Trace, validate
-from tests.sim import planted as bug
+from tests.common import planted as bug
 
 
 def unknown_process_by_started_lifetime(trace: Trace) -> str | None:

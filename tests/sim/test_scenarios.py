@@ -13,7 +13,7 @@ from remora.cli import main
 from remora.domain import canonical_json
 from remora.sim.report import build_report, replay
 from remora.sim.trace import loads
-from tests.support import FIXTURES, load_fixture
+from tests.common.support import FIXTURES, load_fixture
 
 SCENARIOS = FIXTURES / "scenarios"
 NAMES = sorted(p.name.removesuffix(".trace.json") for p in SCENARIOS.glob("*.trace.json"))

@@ -14,7 +14,7 @@ import pytest
 
 import remora.store.memory
 from remora.worker import Lifecycle
-from tests.sim import planted
+from tests.common import planted
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ from remora.sim.trace import loads
 from remora.testing.machines import ScheduleFailure
 from remora.testing.profiles import register_profiles
 from remora.worker import Lifecycle
-from tests.sim.planted import SkipsCancelAfterWakeup
+from tests.common.planted import SkipsCancelAfterWakeup
 from tests.stateful.machines import SinglePartitionHeavyFaults
 
 SHRUNK_BOUND = 8  # steps in the exported trace of the shrunk example (start included)

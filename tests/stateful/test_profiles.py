@@ -19,7 +19,7 @@ from remora.testing.profiles import (
     register_profiles,
     selected_profile,
 )
-from tests.services import require_redis
+from tests.common.services import require_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,5 @@
-"""Running ``remora run`` as a real process, and interrupting or killing it mid-run."""
+"""Running ``remora run`` as a real process, and interrupting or killing it mid-run (the
+PostgreSQL progress probe is ``tests.postgres.services.pg_progress``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import psycopg
 
 REPO = Path(__file__).resolve().parents[2]
 BOUND = 60.0  # seconds any one process may take before the test fails
@@ -42,21 +41,6 @@ def sqlite_progress(db: Path) -> Callable[[], int]:
             finally:
                 conn.close()
         except sqlite3.Error:
-            return 0  # not created yet
-        return int(row[0]) if row else 0
-
-    return count
-
-
-def pg_progress(dsn: str) -> Callable[[], int]:
-    def count() -> int:
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                row = conn.execute(
-                    "SELECT (SELECT count(*) FROM remora_outbox) "
-                    "+ (SELECT count(*) FROM remora_quarantine)"
-                ).fetchone()
-        except psycopg.Error:
             return 0  # not created yet
         return int(row[0]) if row else 0
 

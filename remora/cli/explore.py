@@ -7,13 +7,13 @@ drain failure; 2 bad usage or a rejected configuration file (one line on stderr)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from remora.cli.common import EXIT_FAILED, EXIT_OK, int_at_least, write_json
+from remora.errors import InvalidInput
 from remora.protocol.config import NAMED_CONFIGS, load_config
 from remora.protocol.errors import ProtocolError
 from remora.protocol.explore import ExploreOptions, explore, format_summary, violation_text
@@ -21,10 +21,7 @@ from remora.protocol.liveness import LIVENESS_PROPERTIES, DrainChecker, check_li
 from remora.protocol.parallel import explore_parallel
 from remora.protocol.spec import Remora
 from remora.protocol.trace import format_trace
-
-EXIT_OK = 0
-EXIT_VIOLATION = 1
-EXIT_USAGE = 2
+from remora.sim.artifacts import ARTIFACT_ENV
 
 
 def register(subparsers: Any) -> None:
@@ -52,7 +49,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help="worker processes (default: 2, or 1 with --liveness, which keeps the graph)",
@@ -70,19 +67,10 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
 def _cex_path(args: argparse.Namespace, name: str) -> Path:
     if args.counterexample:
         return Path(args.counterexample)
-    base = Path(os.environ.get("REMORA_ARTIFACT_DIR") or "artifacts") / "protocol"
+    base = Path(os.environ.get(ARTIFACT_ENV) or "artifacts") / "protocol"
     return base / f"{Path(name).name}-counterexample.json"
 
 
@@ -91,12 +79,10 @@ def run(args: argparse.Namespace) -> int:
         name, constants = load_config(args.config)
         model = Remora(constants)
     except ProtocolError as exc:
-        print(f"remora explore: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise InvalidInput(str(exc)) from None
     workers = args.workers if args.workers is not None else (1 if args.liveness else 2)
-    if workers < 1 or (workers > 1 and args.liveness):
-        print("remora explore: --liveness needs --workers 1; N must be >= 1", file=sys.stderr)
-        return EXIT_USAGE
+    if workers > 1 and args.liveness:
+        raise InvalidInput("--liveness needs --workers 1 (it keeps the state graph)")
     drain = DrainChecker(model) if args.drain and workers == 1 else None
     opts = ExploreOptions(
         check_deadlock=not args.no_deadlock,
@@ -114,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             result, drained = explore_parallel(model, name, opts, workers, drain=args.drain)
     except ProtocolError as exc:
         print(f"remora explore: spec evaluation error: {exc}", file=sys.stderr)
-        return EXIT_VIOLATION
+        return EXIT_FAILED
     print(format_summary(result))
     summary: dict[str, Any] = {
         "config": name,
@@ -137,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
         print(violation_text(v, model, name))
         doc = v.document(model, name)
         path = _cex_path(args, name)
-        _write_json(path, doc)
+        write_json(path, doc)
         print(f"counterexample written to {path}")
         summary["violation"] = {"kind": v.kind, "name": v.name, "file": str(path)}
-        code = EXIT_VIOLATION
+        code = EXIT_FAILED
     else:
         print("Model checking completed. No error has been found.")
     if drained is not None and result.violation is None:
@@ -153,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             why = f": {drain.first_failure}" if drain is not None else ""
             print(f"fair drain: {failures} state(s) do not drain{why}")
-            code = EXIT_VIOLATION
+            code = EXIT_FAILED
         summary["drain"] = {"max_steps": longest, "failures": failures}
     if args.liveness and result.violation is None and result.graph is not None:
         live = check_liveness(model, result.graph, name, LIVENESS_PROPERTIES)
@@ -169,9 +155,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"Error: Temporal property {first_bad.label} is violated by this lasso:")
             print(format_trace(first_bad.lasso))
             path = _cex_path(args, name)
-            _write_json(path, first_bad.lasso)
+            write_json(path, first_bad.lasso)
             print(f"counterexample written to {path}")
-            code = EXIT_VIOLATION
+            code = EXIT_FAILED
     if args.json:
-        _write_json(Path(args.json), summary)
+        write_json(args.json, summary)
     return code

@@ -44,7 +44,8 @@ def store_factory(kind: str, dsn: str | None = None) -> Iterator[StoreFactory | 
 
             yield sqlite
             return
-        from remora.store.postgres import PostgresStore, scratch_database
+        from remora.store.postgres import PostgresStore
+        from remora.testing.scratch import scratch_database
 
         assert dsn is not None
 

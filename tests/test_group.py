@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 
 import pytest
 
-from remora.cli import main
-from remora.faults import Operation, ScriptedFaults
+from remora.faults import Operation
+from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
 from remora.store import MemoryStore, SqliteStore
+from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
 from remora.worker.group import WorkerGroup
-from tests.postgres.checks import final_problems, oracle_for
-from tests.postgres.workload import generate, write_source_dir
-from tests.support import decision
+from tests.common.support import decision
+from tests.common.workload import generate
 
 
 def source(partitions: int = 4, per_partition: int = 60, seed: int = 2) -> MemorySourceLog:
@@ -31,7 +30,7 @@ def test_group_processes_everything_exactly_once(workers: int, rebalance_every: 
     stats = group.run()
     assert stats.errors == [] and stats.done and not stats.stopped
     assert stats.processed == sum(1 for r in log.all_records() if r.visible)
-    assert final_problems(store.snapshot(), oracle_for(log.all_records(), log.partitions)) == []
+    assert Checker(log.all_records(), log.partitions).final_problems(store.snapshot()) == []
     if rebalance_every:
         assert stats.rebalances > 0
         # Every rebalance re-claims: epochs show the partitions really moved.
@@ -78,7 +77,7 @@ def test_member_failure_stops_the_group_and_a_restart_finishes() -> None:
     store.hook = ScriptedFaults()
     stats = WorkerGroup(store, log, 3, rebalance_every=5, batch=3).run()
     assert stats.errors == [] and stats.done
-    assert final_problems(store.snapshot(), oracle_for(log.all_records(), log.partitions)) == []
+    assert Checker(log.all_records(), log.partitions).final_problems(store.snapshot()) == []
 
 
 def test_stop_from_another_thread_is_clean_and_resumable(tmp_path: Path) -> None:
@@ -94,67 +93,13 @@ def test_stop_from_another_thread_is_clean_and_resumable(tmp_path: Path) -> None
 
     stats = group.run(progress=progress, interval=0.01)
     assert stats.errors == [] and stats.stopped and not stats.done
-    oracle = oracle_for(log.all_records(), log.partitions)
+    checker = Checker(log.all_records(), log.partitions)
     snap = store.snapshot()
-    assert final_problems(snap, oracle) != []  # incomplete…
-    from tests.postgres.checks import violations
-
-    assert violations(snap, oracle) == []  # …but safe
+    assert checker.final_problems(snap) != []  # incomplete…
+    assert checker.problems(snap) == []  # …but safe
     stats = WorkerGroup(store, log, 2, rebalance_every=50).run()
-    assert stats.done and final_problems(store.snapshot(), oracle) == []
+    assert stats.done and checker.final_problems(store.snapshot()) == []
     store.close()
-
-
-def test_run_cli_with_workers_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    records = generate(4, 4, 150)
-    src = write_source_dir(tmp_path / "src", records, 4)
-    db = tmp_path / "state.sqlite3"
-    args = ["run", str(src), "--db", str(db), "--workers", "4", "--rebalance-every", "40"]
-    assert main([*args, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["workers"] == 4 and doc["rebalances"] > 0 and not doc["interrupted"]
-    assert all(p["complete"] for p in doc["partitions"])
-    store = SqliteStore(db)
-    assert final_problems(store.snapshot(), oracle_for(records, range(4))) == []
-    store.close()
-    assert main(args) == 0  # a second run resumes at the frontiers: nothing more to do
-    assert "processed 0 records" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--workers", "0"], "--workers: must be at least 1"),
-        (["--workers", "x"], "--workers: not an integer"),
-        (["--rebalance-every", "-1"], "--rebalance-every: must be at least 0"),
-        (["--db", "a", "--dsn", "b"], "not allowed with argument"),
-    ],
-)
-def test_run_cli_rejects_bad_flags(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
-) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["run", str(tmp_path), *flags])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and message in err
-
-
-def test_run_cli_rejects_bad_dsn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = write_source_dir(tmp_path / "src", generate(1, 1, 3), 1)
-    assert main(["run", str(src), "--dsn", "definitely not a dsn"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "bad PostgreSQL DSN" in err
-
-
-def test_run_cli_unreachable_server_is_a_failure(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    src = write_source_dir(tmp_path / "src", generate(1, 1, 3), 1)
-    dsn = "host=127.0.0.1 port=1 user=postgres connect_timeout=2"
-    assert main(["run", str(src), "--dsn", dsn]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cannot connect to PostgreSQL" in err
 
 
 def test_group_rejects_zero_workers() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from remora.sim.checker import Checker
 from remora.store import SqliteStore
-from tests.postgres.checks import final_problems, oracle_for, violations
-from tests.postgres.processes import finish, interrupt, remora_run, sqlite_progress
-from tests.postgres.workload import generate, write_source_dir
+from tests.common.processes import finish, interrupt, remora_run, sqlite_progress
+from tests.common.workload import generate, write_source_dir
 
 PARTITIONS = 4
 
@@ -27,15 +27,15 @@ def test_interrupt_then_restart_on_sqlite(tmp_path: Path, sig: signal.Signals) -
     assert code == 1, (out, err)
     assert err.count("\n") == 1 and f"interrupted ({sig.name})" in err, err
     assert "partition  epoch  frontier" in out  # the summary still printed
-    oracle = oracle_for(records, range(PARTITIONS))
+    checker = Checker(records, range(PARTITIONS))
     store = SqliteStore(db)
     middle = store.snapshot()
     store.close()
-    assert violations(middle, oracle) == []  # whatever was in flight: consistent
-    assert final_problems(middle, oracle) != [], "the run was not interrupted mid-way"
+    assert checker.problems(middle) == []  # whatever was in flight: consistent
+    assert checker.final_problems(middle) != [], "the run was not interrupted mid-way"
 
     code, out, err = finish(remora_run(src, store_args))
     assert (code, err) == (0, ""), out
     store = SqliteStore(db)
-    assert final_problems(store.snapshot(), oracle) == []
+    assert checker.final_problems(store.snapshot()) == []
     store.close()

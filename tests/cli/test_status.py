@@ -9,7 +9,7 @@ import pytest
 
 from remora.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "source"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "source"
 
 
 def test_status_after_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

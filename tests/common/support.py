@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from remora.clock import LogicalClock
-from remora.context import Context
 from remora.domain import SourceRecord
-from remora.faults import FaultDecision, Operation, Outcome, ScriptedFaults
+from remora.faults import FaultDecision, Operation, Outcome
 from remora.source import MemorySourceLog, parse_source_line
 from remora.store import MemoryStore, StateStore
+from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def load_fixture(path: Path) -> dict[str, Any]:
@@ -48,9 +49,26 @@ def decision(outcome: str, delay_ms: int = 0) -> FaultDecision:
     return FaultDecision(Outcome(outcome), delay_ms, selected=True)
 
 
+class RecordingClock(LogicalClock):
+    """A logical clock that records every wait through it (in seconds) and then calls
+    ``on_wait``, if set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.on_wait: Callable[[float], None] | None = None
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        full = super().sleep(seconds, wake)
+        self.waits.append(seconds)
+        if self.on_wait is not None:
+            self.on_wait(seconds)
+        return full
+
+
 class Harness:
-    """A lifecycle over a memory store and source that share one scripted fault hook,
-    a logical clock, and a wait function that records every wait."""
+    """A lifecycle over a memory store and source that share one scripted fault hook, and a
+    logical clock that records every wait."""
 
     def __init__(
         self,
@@ -59,26 +77,17 @@ class Harness:
         store: StateStore | None = None,
         budget: float = 20.0,
     ) -> None:
-        self.clock = LogicalClock()
+        self.clock = RecordingClock()
         self.hook = ScriptedFaults(clock=self.clock)
         self.store = store if store is not None else MemoryStore()
         self.store.hook = self.hook
         self.log = MemorySourceLog(source or [], partitions, hook=self.hook)
-        self.waits: list[float] = []
-        self.on_wait: Callable[[Context, float], None] | None = None
+        self.waits = self.clock.waits
         self.budget = budget
         self.lifecycle = self.new_lifecycle("w0")
 
-    def wait(self, ctx: Context, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.clock.advance(round(seconds * 1000))
-        if self.on_wait is not None:
-            self.on_wait(ctx, seconds)
-
     def new_lifecycle(self, name: str) -> Lifecycle:
-        return Lifecycle(
-            self.store, self.log, clock=self.clock, wait=self.wait, budget=self.budget, name=name
-        )
+        return Lifecycle(self.store, self.log, clock=self.clock, budget=self.budget, name=name)
 
     def script(self, operation: str, n: int, outcome: str, delay_ms: int = 0) -> None:
         self.hook.script[(Operation(operation), n)] = decision(outcome, delay_ms)

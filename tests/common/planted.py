@@ -62,7 +62,7 @@ class NeverRetires(Lifecycle):
 
     def _before_call(self, ctx: Context, call: int) -> None:
         if call > 1:
-            self.wait(ctx, self.retry.wait_before(call))
+            ctx.sleep(self.retry.wait_before(call))
 
 
 class KeepsTokensOnRetire(Lifecycle):
@@ -133,7 +133,7 @@ class SkipsCancelAfterWakeup(Lifecycle):
 
     def _before_call(self, ctx: Context, call: int) -> None:
         if call > 1:
-            self.wait(ctx, self.retry.wait_before(call))
+            ctx.sleep(self.retry.wait_before(call))
         else:
             ctx.check()
 

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
-from remora.cli import main
 from remora.clock import LogicalClock
 from remora.errors import LifetimeRetired
 from remora.faults import Operation
 from remora.source import MemorySourceLog
-from remora.store import MemoryStore, SqliteStore
+from remora.store import MemoryStore
+from remora.testing.clients import LogClient
 from remora.worker import Lifecycle
-from remora.worker.runner import LogClient, Runner
-from tests.support import Harness, amendment, decision, records
+from remora.worker.runner import Runner
+from tests.common.support import Harness, amendment, decision, records
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "source"
 
@@ -69,56 +66,3 @@ def test_runner_stop_from_another_thread() -> None:
     stats = runner.run(until_idle=False, max_records=5, progress=progress)
     assert lifecycle.stopped
     assert stats.processed == len(store.snapshot().outbox) <= 50
-
-
-def test_run_cli_example_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "state.sqlite3"
-    assert main(["run", str(EXAMPLES), "--db", str(db), "--json"]) == 0
-    first = json.loads(capsys.readouterr().out)
-    assert first["processed"] == 11
-    assert [
-        (p["partition"], p["frontier"], p["outbox"], p["quarantine"]) for p in first["partitions"]
-    ] == [
-        (0, 9, 5, 0),
-        (1, 7, 2, 4),
-    ]
-    assert main(["run", str(EXAMPLES), "--db", str(db)]) == 0
-    out = capsys.readouterr().out
-    assert "processed 0 records" in out and "partition  epoch  frontier" in out
-    store = SqliteStore(db)
-    assert len(store.snapshot().outbox) == 7  # nothing duplicated by the second run
-    store.close()
-
-
-def test_run_cli_rejects_bad_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = tmp_path / "src"
-    shutil.copytree(EXAMPLES, src)
-    with (src / "partition-0.jsonl").open("a") as f:
-        f.write("{broken\n")
-    assert main(["run", str(src), "--db", str(tmp_path / "db")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "partition-0.jsonl:7: not JSON" in err
-    assert not (tmp_path / "db").exists()
-
-
-def test_run_cli_rejects_corrupt_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    db = tmp_path / "db"
-    db.write_bytes(b"this is not sqlite" * 100)
-    assert main(["run", str(EXAMPLES), "--db", str(db)]) == 2
-    assert "not a usable Remora database" in capsys.readouterr().err
-
-
-def test_sqlite_schema_newer_version_rejected(tmp_path: Path) -> None:
-    from remora.errors import InvalidInput
-
-    db = tmp_path / "db"
-    SqliteStore(db).close()
-    SqliteStore(db).close()  # migration is idempotent
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE remora_meta SET value = '99' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
-    with pytest.raises(InvalidInput, match="schema version 99"):
-        SqliteStore(db)

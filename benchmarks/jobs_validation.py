@@ -1,7 +1,7 @@
 """Cost of trace validation on a real run: N jobs through worker processes on PostgreSQL +
 Redis (``remora jobs worker --record``), then the merged run is validated against the spec.
 
-    python tests/jobs/bench_validation.py --jobs 200 --workers 3
+    python benchmarks/jobs_validation.py --jobs 200 --workers 3
 
 Prints the run's size (spec steps), the validation time and the search's candidates.  Needs
 PostgreSQL (REMORA_PG_DSN, default postgres@127.0.0.1) and Redis (REMORA_REDIS_URL)."""
@@ -17,13 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from remora.jobs.durable import open_postgres  # noqa: E402
 from remora.jobs.io import StepRecord  # noqa: E402
 from remora.jobs.refinement import constants_of_run, merge_records, validate_run  # noqa: E402
-from remora.store.postgres import scratch_database  # noqa: E402
+from remora.testing.scratch import scratch_database  # noqa: E402
 
 
 def main() -> None:

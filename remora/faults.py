@@ -142,7 +142,9 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
     """Run ``effect`` as one modeled I/O call under ``hook`` (see the module docstring)."""
     decision = hook.decide(call, ctx)
     outcome = decision.outcome
-    if outcome in UNKNOWN_OUTCOMES and outcome not in OUTCOMES_FOR[call.operation]:
+    # Operations of other packages (e.g. remora.jobs) are not listed: they accept every outcome.
+    allowed = OUTCOMES_FOR.get(call.operation, frozenset(Outcome))
+    if outcome in UNKNOWN_OUTCOMES and outcome not in allowed:
         raise InvalidInput(f"{call.operation.value} does not accept outcome {outcome.value}")
     applied: bool | None = False
     observation = Observation.OK

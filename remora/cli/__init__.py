@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from remora import __version__
 from remora.cli import explore as explore_cmd
+from remora.cli import jobs as jobs_cmd
 from remora.cli import run as run_cmd
 from remora.cli import show as show_cmd
 from remora.cli import sim as sim_cmd
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cmd.register(sub)
     explore_cmd.register(sub)
     show_cmd.register(sub)
+    jobs_cmd.register(sub)
     return parser
 
 

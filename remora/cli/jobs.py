@@ -1,0 +1,351 @@
+"""``remora jobs``: submit, run, cancel, inspect and reconcile jobs.
+
+Stores: SQLite (``--db``, default ``remora-jobs.sqlite3``) with target staging and vault
+directories beside it, and in-process coordination — or PostgreSQL (``--dsn``: durable,
+target and vault schemas) and Redis (``--redis URL``: coordination).  Exit codes: 0 done,
+1 a failure (e.g. an unreachable server, a worker error), 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from remora.cli.common import EXIT_FAILED, EXIT_OK, int_at_least
+from remora.clock import MonotonicClock
+from remora.context import Context
+from remora.errors import InvalidInput
+from remora.jobs.coordination import Coordination, MemoryCoordination
+from remora.jobs.handlers import load_app
+from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, Recorder
+from remora.jobs.model import JobsConfig, Phase
+from remora.jobs.reconciler import Reconciler
+from remora.jobs.stores import Stores
+from remora.jobs.target import DirectoryTarget, DirectoryVault, check_id
+from remora.jobs.worker import Worker
+
+DEFAULT_DB = "remora-jobs.sqlite3"
+EMBEDDED_LOCK = 0x52454D4A4F42  # "REMJOB": one in-process-coordination worker per database
+LOCK_WAIT = 2.0  # seconds a worker waits for that lock before it is refused
+
+_positive = int_at_least(1)
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "jobs",
+        help="the job runtime: submit, worker, cancel, status, reconcile",
+        description="Fenced, exactly-once jobs (docs/jobs.md).  Default stores: SQLite "
+        f"({DEFAULT_DB}) + in-process coordination; --dsn/--redis for PostgreSQL/Redis.",
+    )
+    cmds = p.add_subparsers(dest="jobs_command", metavar="COMMAND", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        where = q.add_mutually_exclusive_group()
+        where.add_argument("--db", metavar="FILE", help=f"SQLite file (default {DEFAULT_DB})")
+        where.add_argument("--dsn", metavar="DSN", help="PostgreSQL DSN (durable, target, vault)")
+        q.add_argument("--redis", metavar="URL", help="Redis URL for the coordination store")
+        q.add_argument(
+            "--namespace", default="remora:jobs", help="Redis key namespace (default remora:jobs)"
+        )
+        q.add_argument(
+            "--config",
+            metavar="JSON",
+            help='deployment limits on first use, e.g. \'{"max_attempts": 3, "tick_ms": 1000, '
+            '"lease_ticks": 10}\' (stored in the durable store, then fixed)',
+        )
+        q.add_argument(
+            "--record", metavar="DIR", help="append every step this process takes to DIR/*.jsonl"
+        )
+
+    s = cmds.add_parser("submit", help="durably accept jobs")
+    common(s)
+    s.add_argument("handler", metavar="HANDLER")
+    s.add_argument("--payload", default="null", metavar="JSON", help="the job's input (JSON)")
+    s.add_argument("--id", dest="job_id", metavar="ID", help="job id (default: generated)")
+    s.add_argument("--count", type=_positive, default=1, metavar="N", help="submit N jobs")
+    s.add_argument("--app", metavar="MODULE", help="check HANDLER is registered by MODULE")
+    s.set_defaults(func=submit)
+
+    w = cmds.add_parser("worker", help="run a worker incarnation")
+    common(w)
+    w.add_argument("--app", required=True, metavar="MODULE", help="module registering handlers")
+    w.add_argument("--concurrency", type=_positive, default=1, metavar="N")
+    w.add_argument("--id", dest="worker_id", metavar="ID", help="incarnation id (default fresh)")
+    w.add_argument("--until-idle", action="store_true", help="exit once every job is terminal")
+    w.add_argument("--poll", type=float, default=0.05, metavar="SECONDS")
+    w.add_argument("--reconcile-every", type=float, default=0.5, metavar="SECONDS")
+    w.set_defaults(func=worker)
+
+    c = cmds.add_parser("cancel", help="request cancellation of jobs")
+    common(c)
+    c.add_argument("jobs", nargs="+", metavar="JOB")
+    c.set_defaults(func=cancel)
+
+    st = cmds.add_parser("status", help="show jobs")
+    common(st)
+    st.add_argument("jobs", nargs="*", metavar="JOB")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=status)
+
+    r = cmds.add_parser("reconcile", help="run the reconciler's ambient actions once")
+    common(r)
+    r.set_defaults(func=reconcile)
+
+
+def open_stores(args: argparse.Namespace, clock: MonotonicClock) -> Stores:
+    config = None
+    if args.config:
+        try:
+            config = JobsConfig(**json.loads(args.config))
+        except (ValueError, TypeError) as exc:
+            raise InvalidInput(f"--config: {exc}") from None
+    ctx = Context(clock)
+    if args.dsn is not None:
+        from remora.jobs.durable import open_postgres
+        from remora.jobs.postgres import PostgresTarget, PostgresVault
+
+        durable = open_postgres(args.dsn)
+        target: Any = PostgresTarget(args.dsn)
+        vault: Any = PostgresVault(args.dsn)
+    else:
+        from remora.jobs.durable import open_sqlite
+
+        db = Path(args.db or DEFAULT_DB)
+        durable = open_sqlite(db)
+        target = DirectoryTarget(db.with_name(db.name + ".stage"))
+        vault = DirectoryVault(db.with_name(db.name + ".vault"))
+    chosen = durable.ensure_config(ctx, config)
+    coordination: Coordination
+    if args.redis:
+        from remora.jobs.redis_coordination import RedisCoordination
+
+        redis_store = RedisCoordination(args.redis, chosen, namespace=args.namespace)
+        redis_store.ping()
+        coordination = redis_store
+    else:
+        coordination = MemoryCoordination(clock, chosen)
+    return Stores(durable, coordination, target, vault, clock, chosen)
+
+
+def recorder_for(args: argparse.Namespace, name: str) -> Recorder:
+    if not args.record:
+        return NULL_RECORDER
+    return FileRecorder(Path(args.record) / f"{name}.jsonl")
+
+
+def _payload(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"--payload is not JSON: {exc}") from None
+
+
+def submit(args: argparse.Namespace) -> int:
+    payload = _payload(args.payload)
+    if args.app:
+        load_app(args.app).get(args.handler)
+    if args.job_id:
+        check_id("job", args.job_id)
+    clock = MonotonicClock()
+    stores = open_stores(args, clock)
+    name = f"client-{secrets.token_hex(4)}"
+    actor = Actor(name, Context(clock), recorder=recorder_for(args, name))
+    try:
+        for i in range(args.count):
+            job_id = args.job_id or f"job-{secrets.token_hex(6)}"
+            if args.job_id and args.count > 1:
+                job_id = f"{args.job_id}-{i + 1}"
+            stores.submit(actor, job_id, args.handler, payload)
+            print(job_id)
+    finally:
+        stores.close()
+    return EXIT_OK
+
+
+@contextmanager
+def sole_embedded_worker(args: argparse.Namespace) -> Iterator[None]:
+    """Without ``--redis`` the coordination store lives inside the worker process, so only
+    one worker process may run per durable store: a second one would see none of the first
+    one's leases and reap its live attempts.  Held: an exclusive lock on a file beside the
+    SQLite database, or a PostgreSQL session advisory lock."""
+    if args.redis:
+        yield
+        return
+    busy = InvalidInput(
+        "another worker process already runs on this store with in-process coordination; "
+        "use --redis to run several"
+    )
+    if args.dsn is None:
+        import fcntl
+
+        db = Path(args.db or DEFAULT_DB)
+        with db.with_name(db.name + ".worker-lock").open("a") as f:
+            give_up = time.monotonic() + LOCK_WAIT
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= give_up:
+                        raise busy from None
+                    time.sleep(0.05)
+            yield
+        return
+    import psycopg
+
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (EMBEDDED_LOCK,)).fetchone()
+        if not (row and row[0]):
+            raise busy
+        yield
+
+
+def worker(args: argparse.Namespace) -> int:
+    registry = load_app(args.app)
+    with sole_embedded_worker(args):
+        return _worker(args, registry)
+
+
+def _worker(args: argparse.Namespace, registry: Any) -> int:
+    clock = MonotonicClock()
+    stores = open_stores(args, clock)
+    worker_id = args.worker_id or _fresh_id()
+    check_id("worker", worker_id)
+    recorder = recorder_for(args, worker_id)
+    w = Worker(
+        stores,
+        worker_id,
+        concurrency=args.concurrency,
+        recorder=recorder,
+        registry=registry,
+        durable_guard=not args.redis,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def idle() -> None:
+        if args.until_idle and not stores.durable.jobs(active_only=True):
+            stop.set()
+
+    try:
+        w.start()
+        w.run(stop=stop, poll=args.poll, reconcile_every=args.reconcile_every, on_idle=idle)
+        # A last pass: clean staging and coordination of what just finished.
+        Reconciler(stores, f"{worker_id}.final", recorder=recorder).reconcile_once()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        stores.close()
+    return EXIT_OK
+
+
+def cancel(args: argparse.Namespace) -> int:
+    for job in args.jobs:
+        check_id("job", job)
+    clock = MonotonicClock()
+    stores = open_stores(args, clock)
+    name = f"client-{secrets.token_hex(4)}"
+    actor = Actor(name, Context(clock), recorder=recorder_for(args, name))
+    code = EXIT_OK
+    try:
+        for job in args.jobs:
+            from remora.jobs.model import NotEnabled, UnknownJob
+
+            try:
+                row = stores.request_cancel(actor, job)
+                print(f"{job}: {row.phase.value}")
+            except UnknownJob as exc:
+                raise InvalidInput(str(exc)) from None
+            except NotEnabled as exc:
+                print(f"{job}: not cancelled ({exc})")
+                code = EXIT_FAILED
+    finally:
+        stores.close()
+    return code
+
+
+def status(args: argparse.Namespace) -> int:
+    clock = MonotonicClock()
+    stores = open_stores(args, clock)
+    try:
+        snap = stores.durable.snapshot()
+        rows = []
+        wanted = set(args.jobs)
+        attempts: dict[str, int] = {}
+        for a in snap.attempts:
+            attempts[a.job] = attempts.get(a.job, 0) + 1
+        for job in snap.jobs:
+            if wanted and job.id not in wanted:
+                continue
+            result = stores.result(job.id) if job.phase is Phase.SUCCEEDED else None
+            rows.append(
+                {
+                    "id": job.id,
+                    "handler": job.handler,
+                    "phase": job.phase.value,
+                    "attempts": attempts.get(job.id, 0),
+                    "cancel_requested": job.cancel_requested,
+                    "result": None if result is None else result.decode(errors="replace"),
+                    "error": job.error or None,
+                }
+            )
+        missing = wanted - {r["id"] for r in rows}
+        if missing:
+            raise InvalidInput(f"no such job: {', '.join(sorted(missing))}")
+    finally:
+        stores.close()
+    if args.json:
+        print(json.dumps({"jobs": rows}, indent=2))
+        return EXIT_OK
+    if not rows:
+        print("no jobs")
+        return EXIT_OK
+    from remora.cli.common import print_table
+
+    shown = [{**r, "result": _short(r["result"]), "error": _short(r["error"])} for r in rows]
+    print_table(shown, ["id", "handler", "phase", "attempts", "result", "error"])
+    return EXIT_OK
+
+
+def reconcile(args: argparse.Namespace) -> int:
+    clock = MonotonicClock()
+    stores = open_stores(args, clock)
+    name = f"reconciler-{secrets.token_hex(4)}"
+    try:
+        r = Reconciler(stores, name, recorder=recorder_for(args, name), durable_only=not args.redis)
+        steps = r.reconcile_once()
+    finally:
+        stores.close()
+    print(f"{steps} steps")
+    return EXIT_OK
+
+
+def _short(value: object, width: int = 40) -> str:
+    if value is None:
+        return ""
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _fresh_id() -> str:
+    host = "".join(ch for ch in socket.gethostname() if ch.isalnum() or ch in "-.")[:20]
+    return f"{host or 'worker'}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+__all__ = ["DEFAULT_DB", "register"]

@@ -1,0 +1,363 @@
+"""The coordination store: reconstructible state (queue, reservations and leases with ages,
+cancel notices, live progress), in process memory (embedded default, simulation) or Redis
+(:mod:`remora.jobs.redis_coordination`).
+
+Every operation is atomic and guarded — :class:`MemoryCoordination` under one lock with the
+``can_*`` functions of :mod:`remora.jobs.guards`, Redis in one Lua script with the same
+conditions — and appends the spec action it performed to the coordination log in the same
+atomic step (its position orders coordination steps when a run is validated).
+
+Besides the spec's variables the store keeps a **durable mirror** per job: a token *floor*
+(every token at or below it is revoked) and a *cancel* mark.  A runtime step that revokes
+durable authority raises the floor **before** it commits durably (and ``RequestCancel``
+marks cancel before it commits), so the mirror never claims more than the durable store
+holds: ``ActivateAttempt``, ``RenewLease`` and ``ReportProgress`` compare the attempt's
+token with it inside their atomic step — that is their linearization point for
+``CurrentAuthority`` and ``phase = Running`` (see ``docs/jobs.md``).  A wipe forgets the
+mirror, and with it every reservation and lease those steps need, so nothing is lost.
+
+Ages: a reservation's or lease's age is the number of whole ticks (``tick_ms``) since it was
+made or renewed, capped at the limit, read from the store's clock.  A lease is never
+dropped by a TTL: the reaper's ``ExpireLease`` marks it expired explicitly, so the
+expiry is a logged step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from remora.clock import Clock
+from remora.errors import UnknownResult
+from remora.jobs import guards
+from remora.jobs.io import Actor, JobOperation, io_call
+from remora.jobs.model import (
+    AttemptId,
+    CoordEntry,
+    CoordSnapshot,
+    JobsConfig,
+    Lease,
+    LiveProgress,
+    Reservation,
+)
+
+
+def order_key(order: str) -> tuple[int, int]:
+    """Sort key of a coordination log position (``"<ms>-<n>"``, as Redis stream ids)."""
+    head, _, tail = order.partition("-")
+    return int(head), int(tail or 0)
+
+
+class Coordination(Protocol):
+    """What the runtime needs from a coordination store."""
+
+    config: JobsConfig
+
+    def enqueue(self, actor: Actor, job: str) -> bool: ...
+
+    def reserve(
+        self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
+    ) -> str | None: ...
+
+    def activate(
+        self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int
+    ) -> bool: ...
+
+    def renew(self, actor: Actor, a: AttemptId, worker: str) -> bool: ...
+
+    def report_progress(self, actor: Actor, a: AttemptId, progress: int) -> bool: ...
+
+    def expire_lease(self, actor: Actor, a: AttemptId) -> bool: ...
+
+    def expire_reservation(self, actor: Actor, job: str) -> bool: ...
+
+    def release_lease(self, actor: Actor, a: AttemptId) -> bool: ...
+
+    def release_reservation(self, actor: Actor, job: str, rid: str | None) -> bool: ...
+
+    def publish_cancel_notice(self, actor: Actor, job: str) -> bool: ...
+
+    def clean_terminal(self, actor: Actor, job: str) -> bool: ...
+
+    def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool: ...
+
+    def raise_floor(self, actor: Actor, job: str, token: int) -> None: ...
+
+    def mark_cancel(self, actor: Actor, job: str) -> None: ...
+
+    def wipe(self, actor: Actor) -> None: ...
+
+    def snapshot(self, actor: Actor | None = None) -> CoordSnapshot: ...
+
+    def log(self) -> list[CoordEntry]: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.define
+class _Data:
+    queued: set[str] = attrs.field(factory=set)
+    reservations: dict[str, Reservation] = attrs.field(factory=dict)
+    leases: dict[AttemptId, Lease] = attrs.field(factory=dict)
+    notices: set[str] = attrs.field(factory=set)
+    progress: dict[str, LiveProgress] = attrs.field(factory=dict)
+    floors: dict[str, int] = attrs.field(factory=dict)
+    cancels: set[str] = attrs.field(factory=set)
+
+
+class MemoryCoordination:
+    """In-process coordination (one lock; time from the injected clock).
+
+    Its log survives :meth:`wipe` (it is the run's history, like the Redis stream copies the
+    actors keep); the data does not."""
+
+    def __init__(self, clock: Clock, config: JobsConfig) -> None:
+        self.clock = clock
+        self.config = config
+        self._data = _Data()
+        self._log: list[CoordEntry] = []
+        self._lock = threading.Lock()
+        self._rids = 0
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _now(self) -> int:
+        return round(self.clock.now() * 1000)
+
+    def _snap(self) -> CoordSnapshot:
+        d = self._data
+        return CoordSnapshot(
+            frozenset(d.queued),
+            dict(d.reservations),
+            dict(d.leases),
+            frozenset(d.notices),
+            dict(d.progress),
+            dict(d.floors),
+            frozenset(d.cancels),
+            self._now(),
+        )
+
+    def _op(
+        self,
+        actor: Actor,
+        action: str,
+        params: dict[str, Any],
+        key: str,
+        body: Callable[[_Data, CoordSnapshot, int], Any],
+    ) -> Any:
+        """One atomic operation: ``body`` returns a truthy result when it changed the store
+        (then the step is logged and recorded) or a falsy one when its guard was false."""
+        seq = actor.next_seq()
+        applied: list[str] = []
+
+        def effect(commit: bool) -> Any:
+            with self._lock:
+                snap = self._snap()
+                saved = attrs.evolve(
+                    self._data,
+                    queued=set(self._data.queued),
+                    reservations=dict(self._data.reservations),
+                    leases=dict(self._data.leases),
+                    notices=set(self._data.notices),
+                    progress=dict(self._data.progress),
+                    floors=dict(self._data.floors),
+                    cancels=set(self._data.cancels),
+                )
+                result = body(self._data, snap, snap.now_ms)
+                if not commit:
+                    self._data = saved
+                    return result
+                if result:
+                    order = f"{len(self._log) + 1}-0"
+                    self._log.append(CoordEntry(order, action, params, actor.name, seq))
+                    applied.append(order)
+                return result
+
+        try:
+            result = io_call(actor, JobOperation.COORD_WRITE, key, effect)
+        except UnknownResult:
+            # Resolved by re-reading the log (the memory store always can).
+            if not applied:
+                raise
+            result = True
+        if result and applied:
+            actor.record(seq, action, params, store="coordination", order=applied[0])
+        return result
+
+    # -- spec actions -----------------------------------------------------------------------
+    def enqueue(self, actor: Actor, job: str) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_enqueue(c, job):
+                return False
+            d.queued.add(job)
+            return True
+
+        return bool(self._op(actor, "Enqueue", {"j": job}, job, body))
+
+    def reserve(
+        self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
+    ) -> str | None:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> str | None:
+            if not guards.can_reserve(
+                c, job, worker, executing, local_limit, self.config.global_limit
+            ):
+                return None
+            self._rids += 1
+            rid = f"r{self._rids}"
+            d.queued.discard(job)
+            d.reservations[job] = Reservation(worker, rid, now)
+            return rid
+
+        result = self._op(actor, "Reserve", {"j": job, "w": worker}, job, body)
+        return str(result) if result else None
+
+    def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_activate(c, a, worker, rid):
+                return False
+            del d.reservations[a.job]
+            d.leases[a] = Lease(worker, now, True)
+            d.progress[a.job] = LiveProgress(a, progress)
+            return True
+
+        return bool(self._op(actor, "ActivateAttempt", {"a": str(a)}, a.job, body))
+
+    def renew(self, actor: Actor, a: AttemptId, worker: str) -> bool:
+        cfg = self.config
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_renew(c, a, worker, cfg.tick_ms, cfg.lease_ticks):
+                return False
+            d.leases[a] = Lease(worker, now, True)
+            return True
+
+        return bool(self._op(actor, "RenewLease", {"a": str(a)}, a.job, body))
+
+    def report_progress(self, actor: Actor, a: AttemptId, progress: int) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_report_progress(c, a, progress):
+                return False
+            d.progress[a.job] = LiveProgress(a, progress)
+            return True
+
+        return bool(self._op(actor, "ReportProgress", {"a": str(a)}, a.job, body))
+
+    def expire_lease(self, actor: Actor, a: AttemptId) -> bool:
+        cfg = self.config
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_expire_lease(c, a, cfg.tick_ms, cfg.lease_ticks):
+                return False
+            d.leases[a] = attrs.evolve(d.leases[a], live=False)
+            return True
+
+        return bool(self._op(actor, "ExpireLease", {"a": str(a)}, a.job, body))
+
+    def expire_reservation(self, actor: Actor, job: str) -> bool:
+        cfg = self.config
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_expire_reservation(c, job, cfg.tick_ms, cfg.reservation_ticks):
+                return False
+            del d.reservations[job]
+            return True
+
+        return bool(self._op(actor, "ExpireReservation", {"j": job}, job, body))
+
+    def release_lease(self, actor: Actor, a: AttemptId) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            lease = d.leases.get(a)
+            if lease is None or not lease.live:
+                return False
+            d.leases[a] = attrs.evolve(lease, live=False)
+            return True
+
+        return bool(self._op(actor, "ReleaseLease", {"a": str(a)}, a.job, body))
+
+    def release_reservation(self, actor: Actor, job: str, rid: str | None) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            r = d.reservations.get(job)
+            if r is None or (rid is not None and r.rid != rid):
+                return False
+            del d.reservations[job]
+            return True
+
+        return bool(self._op(actor, "ReleaseReservation", {"j": job}, job, body))
+
+    def publish_cancel_notice(self, actor: Actor, job: str) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if job in d.notices:
+                return False
+            d.notices.add(job)
+            return True
+
+        return bool(self._op(actor, "PublishCancelNotice", {"j": job}, job, body))
+
+    def clean_terminal(self, actor: Actor, job: str) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.coordination_dirty(c, job):
+                return False
+            d.queued.discard(job)
+            d.reservations.pop(job, None)
+            d.notices.discard(job)
+            d.progress.pop(job, None)
+            return True
+
+        return bool(self._op(actor, "CleanTerminalCoordination", {"j": job}, job, body))
+
+    def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            if not guards.can_clear_stale_progress(c, job, authority):
+                return False
+            del d.progress[job]
+            return True
+
+        return bool(self._op(actor, "ClearStaleLiveProgress", {"j": job}, job, body))
+
+    # -- the durable mirror (not spec steps) ------------------------------------------------
+    def raise_floor(self, actor: Actor, job: str, token: int) -> None:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            d.floors[job] = max(d.floors.get(job, 0), token)
+            return False  # not a spec step: nothing is logged
+
+        self._op(actor, "", {"j": job, "floor": token}, job, body)
+
+    def mark_cancel(self, actor: Actor, job: str) -> None:
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            d.cancels.add(job)
+            return False
+
+        self._op(actor, "", {"j": job, "cancel": True}, job, body)
+
+    # -- faults and reads -------------------------------------------------------------------
+    def wipe(self, actor: Actor) -> None:
+        """``LoseCoordinationState``: everything is gone (the log records the wipe)."""
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            self._data = _Data()
+            return True
+
+        self._op(actor, "LoseCoordinationState", {}, "", body)
+
+    def snapshot(self, actor: Actor | None = None) -> CoordSnapshot:
+        if actor is None:
+            with self._lock:
+                return self._snap()
+
+        def read(commit: bool) -> CoordSnapshot:
+            with self._lock:
+                return self._snap()
+
+        return io_call(actor, JobOperation.COORD_READ, "", read)
+
+    def log(self) -> list[CoordEntry]:
+        with self._lock:
+            return list(self._log)
+
+    def close(self) -> None:
+        return None
+
+
+__all__ = ["Coordination", "MemoryCoordination", "order_key"]

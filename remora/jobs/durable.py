@@ -1,0 +1,660 @@
+"""The durable store: the sole authority (SQLite embedded default, PostgreSQL via psycopg 3).
+
+It holds jobs (phase, cancellation, attempt allocation, fencing tokens, checkpoint, the
+committed attempt), attempts, worker incarnations (ids never reused), credential intents,
+and the durable transition log.  Every durable spec action is **one transaction**:
+
+1. lock the job's row (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
+   takes the database write lock), read its attempts and intents;
+2. evaluate the spec's guard on the locked rows — the pure functions of
+   :mod:`remora.jobs.guards` — together with any fact of another store the action needs,
+   read while the lock is held (e.g. ``AcceptSuccess`` reads the attempt's staging);
+3. write the new rows, bump the job's ``version`` and append the log row
+   ``(job, version, action, params, actor, actor_seq)``; COMMIT.
+
+So each step is a compare-and-swap whose condition is the guard, and the log's per-job
+``version`` order is the commit order.  A COMMIT whose reply is lost raises
+:class:`~remora.errors.UnknownResult` from the backend; :meth:`DurableStore.transact`
+resolves it by re-reading the log for the call's ``(actor, actor_seq)``: found — it
+committed (its recorded result is returned); absent — it did not (PostgreSQL settles the
+lost session first, see :mod:`remora.store.postgres`), and :class:`~remora.errors.Unavailable`
+tells the caller it may try again.  Never a blind retry.
+
+The backends reuse the partition store's: connection handling, error mapping and the
+lost-COMMIT settling of :class:`~remora.store.postgres.PostgresBackend`, the interruptible
+write lock of :class:`~remora.store.sqlite.SqliteBackend`.  The schema is versioned in
+``remora_jobs_config`` and created under the same advisory lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from remora.context import Context
+from remora.errors import InvalidInput, Unavailable, UnknownResult
+from remora.jobs import guards
+from remora.jobs.guards import Change
+from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
+from remora.jobs.model import (
+    AttemptRow,
+    CredentialRow,
+    CredentialState,
+    DurableSnapshot,
+    JobRow,
+    JobsConfig,
+    LogEntry,
+    NotEnabled,
+    Outcome,
+    Phase,
+    Stop,
+    UnknownJob,
+    WorkerRow,
+    dumps,
+)
+from remora.store.sqlite import SqliteBackend
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS remora_jobs_config (
+        name TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS remora_jobs_job (
+        id TEXT PRIMARY KEY, seq BIGINT NOT NULL, handler TEXT NOT NULL, payload TEXT NOT NULL,
+        max_attempts INTEGER NOT NULL, max_progress INTEGER NOT NULL, phase TEXT NOT NULL,
+        cancel_requested INTEGER NOT NULL, current_token INTEGER NOT NULL,
+        authority INTEGER NOT NULL, dispatch_needed INTEGER NOT NULL,
+        committed INTEGER NOT NULL, checkpoint INTEGER NOT NULL,
+        checkpoint_owner INTEGER NOT NULL, checkpoint_valid INTEGER NOT NULL,
+        version INTEGER NOT NULL, error TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS remora_jobs_attempt (
+        job TEXT NOT NULL, token INTEGER NOT NULL, worker TEXT NOT NULL,
+        reservation TEXT NOT NULL, initial_progress INTEGER NOT NULL,
+        resumed INTEGER NOT NULL, adopted_from INTEGER NOT NULL, transferred INTEGER NOT NULL,
+        stop TEXT NOT NULL, stopped INTEGER NOT NULL, committed INTEGER NOT NULL,
+        pending TEXT NOT NULL, PRIMARY KEY (job, token))""",
+    """CREATE TABLE IF NOT EXISTS remora_jobs_worker (
+        id TEXT PRIMARY KEY, up INTEGER NOT NULL, version INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS remora_jobs_credential (
+        job TEXT NOT NULL, sequence INTEGER NOT NULL, state TEXT NOT NULL,
+        durable INTEGER NOT NULL, token INTEGER NOT NULL, PRIMARY KEY (job, sequence))""",
+    """CREATE TABLE IF NOT EXISTS remora_jobs_log (
+        subject TEXT NOT NULL, version INTEGER NOT NULL, action TEXT NOT NULL,
+        params TEXT NOT NULL, actor TEXT NOT NULL, actor_seq BIGINT NOT NULL,
+        result TEXT NOT NULL, PRIMARY KEY (subject, version))""",
+    "CREATE INDEX IF NOT EXISTS remora_jobs_log_actor ON remora_jobs_log (actor, actor_seq)",
+)
+
+JOB_COLUMNS = (
+    "id, seq, handler, payload, max_attempts, max_progress, phase, cancel_requested, "
+    "current_token, authority, dispatch_needed, committed, checkpoint, checkpoint_owner, "
+    "checkpoint_valid, version, error"
+)
+ATTEMPT_COLUMNS = (
+    "job, token, worker, reservation, initial_progress, resumed, adopted_from, transferred, "
+    "stop, stopped, committed, pending"
+)
+CREDENTIAL_COLUMNS = "job, sequence, state, durable, token"
+
+
+class Cursor(Protocol):
+    def execute(self, query: Any, params: Any = ...) -> Any: ...
+
+
+class Backend(Protocol):
+    """A SQL engine: one transaction per write, consistent reads."""
+
+    placeholder: str
+    lock_clause: str
+    where: str
+
+    def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T: ...
+
+    def read(self, what: str, body: Callable[[Any], T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+def _job(r: tuple[Any, ...]) -> JobRow:
+    return JobRow(
+        id=r[0],
+        seq=int(r[1]),
+        handler=r[2],
+        payload=r[3],
+        max_attempts=int(r[4]),
+        max_progress=int(r[5]),
+        phase=Phase(r[6]),
+        cancel_requested=bool(r[7]),
+        current_token=int(r[8]),
+        authority=int(r[9]),
+        dispatch_needed=bool(r[10]),
+        committed=int(r[11]),
+        checkpoint=int(r[12]),
+        checkpoint_owner=int(r[13]),
+        checkpoint_valid=bool(r[14]),
+        version=int(r[15]),
+        error=r[16],
+    )
+
+
+def _job_values(j: JobRow) -> tuple[Any, ...]:
+    return (
+        j.id,
+        j.seq,
+        j.handler,
+        j.payload,
+        j.max_attempts,
+        j.max_progress,
+        j.phase.value,
+        int(j.cancel_requested),
+        j.current_token,
+        j.authority,
+        int(j.dispatch_needed),
+        j.committed,
+        j.checkpoint,
+        j.checkpoint_owner,
+        int(j.checkpoint_valid),
+        j.version,
+        j.error,
+    )
+
+
+def _attempt(r: tuple[Any, ...]) -> AttemptRow:
+    return AttemptRow(
+        job=r[0],
+        token=int(r[1]),
+        worker=r[2],
+        reservation=r[3],
+        initial_progress=int(r[4]),
+        resumed=bool(r[5]),
+        adopted_from=int(r[6]),
+        transferred=bool(r[7]),
+        stop=Stop(r[8]),
+        stopped=bool(r[9]),
+        committed=bool(r[10]),
+        pending=Outcome(r[11]) if r[11] else None,
+    )
+
+
+def _attempt_values(a: AttemptRow) -> tuple[Any, ...]:
+    return (
+        a.job,
+        a.token,
+        a.worker,
+        a.reservation,
+        a.initial_progress,
+        int(a.resumed),
+        a.adopted_from,
+        int(a.transferred),
+        a.stop.value,
+        int(a.stopped),
+        int(a.committed),
+        a.pending.value if a.pending else "",
+    )
+
+
+def _credential(r: tuple[Any, ...]) -> CredentialRow:
+    return CredentialRow(r[0], int(r[1]), CredentialState(r[2]), bool(r[3]), int(r[4]))
+
+
+@attrs.frozen
+class Locked:
+    """A job's rows read under its lock."""
+
+    job: JobRow
+    attempts: Mapping[int, AttemptRow]
+    credentials: Mapping[int, CredentialRow]
+    workers_down: frozenset[str] = frozenset()
+
+
+Decide = Callable[[Locked], Change]
+
+
+class DurableStore:
+    """The durable authority behind the controlled seam (see the module docstring)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.where = backend.where
+
+    # -- SQL helpers ----------------------------------------------------------------------
+    def _q(self, sql: str) -> str:
+        return sql.replace("?", self.backend.placeholder)
+
+    def _lock(self, cur: Any, job_id: str, *, lock: bool = True) -> Locked:
+        row = cur.execute(
+            self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?")
+            + (self.backend.lock_clause if lock else ""),
+            (job_id,),
+        ).fetchone()
+        if row is None:
+            raise UnknownJob(f"no job {job_id!r}")
+        attempts = cur.execute(
+            self._q(f"SELECT {ATTEMPT_COLUMNS} FROM remora_jobs_attempt WHERE job = ?"),
+            (job_id,),
+        ).fetchall()
+        creds = cur.execute(
+            self._q(f"SELECT {CREDENTIAL_COLUMNS} FROM remora_jobs_credential WHERE job = ?"),
+            (job_id,),
+        ).fetchall()
+        down = cur.execute("SELECT id FROM remora_jobs_worker WHERE up = 0").fetchall()
+        return Locked(
+            _job(tuple(row)),
+            {int(a[1]): _attempt(tuple(a)) for a in attempts},
+            {int(c[1]): _credential(tuple(c)) for c in creds},
+            frozenset(r[0] for r in down),
+        )
+
+    def _apply(self, cur: Any, locked: Locked, change: Change, actor: str, seq: int) -> int:
+        """Write ``change`` and its log row; returns the job's new version."""
+        version = locked.job.version + 1
+        job = attrs.evolve(change.job or locked.job, version=version)
+        cur.execute(
+            self._q(
+                "UPDATE remora_jobs_job SET phase = ?, cancel_requested = ?, current_token = ?, "
+                "authority = ?, dispatch_needed = ?, committed = ?, checkpoint = ?, "
+                "checkpoint_owner = ?, checkpoint_valid = ?, version = ?, error = ? "
+                "WHERE id = ?"
+            ),
+            (*_job_values(job)[6:], job.id),
+        )
+        for a in change.attempts:
+            cur.execute(
+                self._q(
+                    f"INSERT INTO remora_jobs_attempt ({ATTEMPT_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, token) DO UPDATE SET "
+                    "transferred = excluded.transferred, stop = excluded.stop, "
+                    "stopped = excluded.stopped, committed = excluded.committed, "
+                    "pending = excluded.pending"
+                ),
+                _attempt_values(a),
+            )
+        for c in change.credentials:
+            cur.execute(
+                self._q(
+                    f"INSERT INTO remora_jobs_credential ({CREDENTIAL_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?) ON CONFLICT (job, sequence) DO UPDATE SET "
+                    "state = excluded.state, durable = excluded.durable"
+                ),
+                (c.job, c.sequence, c.state.value, int(c.durable), c.token),
+            )
+        self._log(cur, job.id, version, change.action, change.params, actor, seq, change.result)
+        return version
+
+    def _log(
+        self,
+        cur: Any,
+        subject: str,
+        version: int,
+        action: str,
+        params: dict[str, Any],
+        actor: str,
+        seq: int,
+        result: str,
+    ) -> None:
+        cur.execute(
+            self._q(
+                "INSERT INTO remora_jobs_log (subject, version, action, params, actor, actor_seq, "
+                "result) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (subject, version, action, dumps(params), actor, seq, result),
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+    def transact(self, actor: Actor, job_id: str, decide: Decide) -> Change:
+        """One durable spec action on ``job_id``: lock, ``decide`` (raises
+        :class:`NotEnabled` when the guard is false), write, log, commit.  The action is
+        recorded for ``actor``; an unknown result is resolved by re-reading the log."""
+        seq = actor.next_seq()
+        box: list[tuple[Change, int]] = []
+
+        def body(cur: Any) -> tuple[Change, int]:
+            locked = self._lock(cur, job_id)
+            change = decide(locked)
+            version = self._apply(cur, locked, change, actor.name, seq)
+            return change, version
+
+        def effect(commit: bool) -> tuple[Change, int]:
+            out = self.backend.write(actor.ctx, commit, "job transition", body)
+            box.append(out)
+            return out
+
+        try:
+            change, version = io_call(actor, JobOperation.DURABLE_WRITE, job_id, effect)
+        except UnknownResult:
+            found = self.find_log(actor.name, seq)
+            if found is None:
+                raise Unavailable(
+                    f"{job_id}: the transition's COMMIT reply was lost and a re-read shows it "
+                    "did not commit"
+                ) from None
+            entry, result = found
+            change = Change(entry.action, entry.params, result=result)
+            version = entry.version
+            if box:  # the simulated backend knows the rows it wrote
+                change = attrs.evolve(box[0][0], result=result)
+        actor.record(
+            seq, change.action, change.params, store="durable", key=job_id, version=version
+        )
+        return change
+
+    def submit(
+        self,
+        actor: Actor,
+        job_id: str,
+        handler: str,
+        payload: str,
+        config: JobsConfig,
+    ) -> JobRow:
+        """Durably accept a job (``Queued``, dispatch needed).  Not a spec step: the spec's
+        jobs are accepted in ``Init``."""
+        seq = actor.next_seq()
+
+        def body(cur: Any) -> JobRow:
+            exists = cur.execute(
+                self._q("SELECT 1 FROM remora_jobs_job WHERE id = ?"), (job_id,)
+            ).fetchone()
+            if exists is not None:
+                raise InvalidInput(f"job {job_id!r} already exists")
+            top = cur.execute("SELECT COALESCE(MAX(seq), 0) FROM remora_jobs_job").fetchone()
+            job = JobRow(
+                job_id,
+                int(top[0]) + 1,
+                handler,
+                payload,
+                config.max_attempts,
+                config.max_progress,
+                version=1,
+            )
+            cur.execute(
+                self._q(
+                    f"INSERT INTO remora_jobs_job ({JOB_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ),
+                _job_values(job),
+            )
+            self._log(cur, job_id, 1, "", {"j": job_id}, actor.name, seq, "submitted")
+            return job
+
+        job = self._write_resolved(actor, seq, job_id, body, lambda: self.job(job_id))
+        actor.record(seq, "", {"j": job_id}, store="durable", key=job_id, version=1)
+        return job
+
+    def _write_resolved(
+        self,
+        actor: Actor,
+        seq: int,
+        key: str,
+        body: Callable[[Any], T],
+        reread: Callable[[], T],
+    ) -> T:
+        return resolved_call(
+            actor,
+            JobOperation.DURABLE_WRITE,
+            key,
+            lambda commit: self.backend.write(actor.ctx, commit, "job write", body),
+            lambda: self.find_log(actor.name, seq) is not None,
+            reread,
+        )
+
+    def register_worker(self, actor: Actor, worker_id: str) -> None:
+        """``StartIncarnation(w)``: a fresh incarnation id (an id is never reused)."""
+        seq = actor.next_seq()
+        subject = f"worker:{worker_id}"
+
+        def body(cur: Any) -> None:
+            exists = cur.execute(
+                self._q("SELECT 1 FROM remora_jobs_worker WHERE id = ?"), (worker_id,)
+            ).fetchone()
+            if exists is not None:
+                raise InvalidInput(f"worker incarnation {worker_id!r} was used before")
+            cur.execute(
+                self._q("INSERT INTO remora_jobs_worker (id, up, version) VALUES (?, 1, 1)"),
+                (worker_id,),
+            )
+            self._log(cur, subject, 1, "StartIncarnation", {"w": worker_id}, actor.name, seq, "")
+
+        self._write_resolved(actor, seq, subject, body, lambda: None)
+        actor.record(
+            seq, "StartIncarnation", {"w": worker_id}, store="durable", key=subject, version=1
+        )
+
+    def retire_worker(self, actor: Actor, worker_id: str) -> None:
+        """The incarnation goes down for good (``CrashWorker(w)`` of a clean shutdown)."""
+        seq = actor.next_seq()
+        subject = f"worker:{worker_id}"
+
+        def body(cur: Any) -> None:
+            cur.execute(
+                self._q(
+                    "UPDATE remora_jobs_worker SET up = 0, version = 2 WHERE id = ? AND up = 1"
+                ),
+                (worker_id,),
+            )
+            self._log(cur, subject, 2, "CrashWorker", {"w": worker_id}, actor.name, seq, "")
+
+        self._write_resolved(actor, seq, subject, body, lambda: None)
+        actor.record(seq, "CrashWorker", {"w": worker_id}, store="durable", key=subject, version=2)
+
+    def with_lock(self, actor: Actor, job_id: str, block: Callable[[Locked], T]) -> T:
+        """Run ``block(locked)`` while holding ``job_id``'s lock (no durable change is made):
+        the reconciler's cross-store steps.  No durable transition of the job can commit
+        while ``block`` runs, so the row it sees is the job's durable state throughout."""
+
+        def body(cur: Any) -> T:
+            locked = self._lock(cur, job_id)
+            actor.held = (job_id, locked.job.version)
+            try:
+                return block(locked)
+            finally:
+                actor.held = None
+
+        return io_call(
+            actor,
+            JobOperation.DURABLE_READ,
+            job_id,
+            lambda commit: self.backend.write(actor.ctx, False, "job lock", body),
+        )
+
+    # -- reads ------------------------------------------------------------------------------
+    def read_locked(self, actor: Actor, job_id: str) -> Locked:
+        """The job's rows (a consistent read; no lock is kept)."""
+        return io_call(
+            actor,
+            JobOperation.DURABLE_READ,
+            job_id,
+            lambda commit: self.backend.read(
+                "job read", lambda cur: self._lock(cur, job_id, lock=False)
+            ),
+        )
+
+    def job(self, job_id: str) -> JobRow:
+        row = self.backend.read(
+            "job",
+            lambda cur: cur.execute(
+                self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?"), (job_id,)
+            ).fetchone(),
+        )
+        if row is None:
+            raise UnknownJob(f"no job {job_id!r}")
+        return _job(tuple(row))
+
+    def jobs(self, *, active_only: bool = False) -> list[JobRow]:
+        where = "WHERE phase NOT IN ('Succeeded', 'Failed', 'Cancelled') " if active_only else ""
+        rows = self.backend.read(
+            "jobs",
+            lambda cur: cur.execute(
+                f"SELECT {JOB_COLUMNS} FROM remora_jobs_job {where}ORDER BY seq, id"
+            ).fetchall(),
+        )
+        return [_job(tuple(r)) for r in rows]
+
+    def snapshot(self) -> DurableSnapshot:
+        def body(cur: Any) -> DurableSnapshot:
+            jobs = cur.execute(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job ORDER BY seq, id")
+            jobs = jobs.fetchall()
+            attempts = cur.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM remora_jobs_attempt ORDER BY job, token"
+            ).fetchall()
+            workers = cur.execute("SELECT id, up FROM remora_jobs_worker ORDER BY id").fetchall()
+            creds = cur.execute(
+                f"SELECT {CREDENTIAL_COLUMNS} FROM remora_jobs_credential ORDER BY job, sequence"
+            ).fetchall()
+            return DurableSnapshot(
+                tuple(_job(tuple(r)) for r in jobs),
+                tuple(_attempt(tuple(r)) for r in attempts),
+                tuple(WorkerRow(r[0], bool(r[1])) for r in workers),
+                tuple(_credential(tuple(r)) for r in creds),
+            )
+
+        return self.backend.read("snapshot", body)
+
+    def worker_up(self, worker_id: str) -> bool:
+        row = self.backend.read(
+            "worker",
+            lambda cur: cur.execute(
+                self._q("SELECT up FROM remora_jobs_worker WHERE id = ?"), (worker_id,)
+            ).fetchone(),
+        )
+        return row is not None and bool(row[0])
+
+    def log(self) -> list[LogEntry]:
+        rows = self.backend.read(
+            "log",
+            lambda cur: cur.execute(
+                "SELECT subject, version, action, params, actor, actor_seq FROM remora_jobs_log "
+                "ORDER BY subject, version"
+            ).fetchall(),
+        )
+        return [LogEntry(r[0], int(r[1]), r[2], json.loads(r[3]), r[4], int(r[5])) for r in rows]
+
+    def find_log(self, actor: str, seq: int) -> tuple[LogEntry, str] | None:
+        """The log row a call of ``(actor, seq)`` committed, with its result (resolution of
+        an unknown result); ``None`` when it did not commit.  Raises
+        :class:`~remora.errors.UnknownResult` when the store cannot be read."""
+        try:
+            row = self.backend.read(
+                "resolve",
+                lambda cur: cur.execute(
+                    self._q(
+                        "SELECT subject, version, action, params, actor, actor_seq, result "
+                        "FROM remora_jobs_log WHERE actor = ? AND actor_seq = ?"
+                    ),
+                    (actor, seq),
+                ).fetchone(),
+            )
+        except Unavailable as exc:
+            raise UnknownResult(f"cannot resolve an unknown result: {exc}") from exc
+        if row is None:
+            return None
+        entry = LogEntry(row[0], int(row[1]), row[2], json.loads(row[3]), row[4], int(row[5]))
+        return entry, row[6]
+
+    def config(self) -> JobsConfig | None:
+        row = self.backend.read(
+            "config",
+            lambda cur: cur.execute(
+                "SELECT value FROM remora_jobs_config WHERE name = 'jobs'"
+            ).fetchone(),
+        )
+        return None if row is None else JobsConfig(**json.loads(row[0]))
+
+    def ensure_config(self, ctx: Context, config: JobsConfig | None) -> JobsConfig:
+        """The deployment's limits: stored on first use, then read by every process."""
+
+        def body(cur: Any) -> JobsConfig:
+            row = cur.execute("SELECT value FROM remora_jobs_config WHERE name = 'jobs'").fetchone()
+            if row is not None:
+                return JobsConfig(**json.loads(row[0]))
+            chosen = config or JobsConfig()
+            cur.execute(
+                self._q("INSERT INTO remora_jobs_config (name, value) VALUES ('jobs', ?)"),
+                (dumps(chosen.to_json()),),
+            )
+            return chosen
+
+        return self.backend.write(ctx, True, "config", body)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+# -- backends ----------------------------------------------------------------------------------
+
+
+class SqliteJobsBackend(SqliteBackend):
+    """SQLite (a file, or ``:memory:`` for simulation)."""
+
+    placeholder = "?"
+    lock_clause = ""
+
+    def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
+        super().__init__(path, lock_timeout)
+        self.where = str(path)
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._begin(None)
+            try:
+                for statement in TABLES:
+                    self._conn.execute(statement)
+                row = self._conn.execute(
+                    "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
+                ).fetchone()
+                if row is not None and int(row[0]) > SCHEMA_VERSION:
+                    raise InvalidInput(
+                        f"{self.path}: jobs schema version {row[0]} is newer than this Remora "
+                        f"supports ({SCHEMA_VERSION})"
+                    )
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO remora_jobs_config(name, value) "
+                    "VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T:
+        with self._transaction(ctx, commit) as conn:
+            result = body(conn)
+        return result
+
+    def read(self, what: str, body: Callable[[Any], T]) -> T:
+        with self._lock:
+            try:
+                return body(self._conn)
+            except sqlite3.OperationalError as exc:
+                raise Unavailable(f"sqlite {what}: {exc}") from exc
+
+
+def open_sqlite(path: str | Path = ":memory:") -> DurableStore:
+    return DurableStore(SqliteJobsBackend(path))
+
+
+def open_postgres(dsn: str, *, migrate: bool = True) -> DurableStore:
+    from remora.jobs.postgres import PostgresJobsBackend
+
+    return DurableStore(PostgresJobsBackend(dsn, migrate=migrate))
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Backend",
+    "DurableStore",
+    "Locked",
+    "NotEnabled",
+    "SqliteJobsBackend",
+    "guards",
+    "open_postgres",
+    "open_sqlite",
+]

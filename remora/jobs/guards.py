@@ -1,0 +1,538 @@
+"""Every guard of the job runtime, in one place.
+
+Each durable spec action is a pure function from the *locked* durable rows of one job (and
+the facts of the other stores the action needs, read while that lock is held) to a
+:class:`Change` — the new rows and the spec action it implements — or :class:`NotEnabled`
+when the spec's guard is false.  The durable store (:mod:`remora.jobs.durable`) runs each of
+these inside one transaction on SQLite or PostgreSQL, so every durable step is a
+compare-and-swap whose condition is exactly the function below.
+
+The coordination guards (``can_*``) are the conditions of the coordination store's atomic
+operations: :class:`~remora.jobs.coordination.MemoryCoordination` evaluates these functions;
+the Redis store's Lua scripts (:mod:`remora.jobs.redis_coordination`) implement the same
+conditions and the shared contract suite keeps them equal.
+
+To plant a bug (a guard-mutation test), replace one function of this module: every store
+looks them up here at call time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from remora.jobs.model import (
+    AttemptId,
+    AttemptRow,
+    CoordSnapshot,
+    CredentialRow,
+    CredentialState,
+    JobRow,
+    NotEnabled,
+    Outcome,
+    Phase,
+    StageInfo,
+    Stop,
+)
+
+Attempts = Mapping[int, AttemptRow]
+
+
+@attrs.frozen
+class Change:
+    """The outcome of one durable transition: rows to write and the spec action taken."""
+
+    action: str
+    params: dict[str, Any]
+    job: JobRow | None = None
+    attempts: tuple[AttemptRow, ...] = ()
+    credentials: tuple[CredentialRow, ...] = ()
+    result: str = ""
+
+
+def need(cond: bool, why: str) -> None:
+    if not cond:
+        raise NotEnabled(why)
+
+
+def _attempt(attempts: Attempts, token: int) -> AttemptRow:
+    row = attempts.get(token)
+    if row is None:
+        raise NotEnabled(f"attempt {token} does not exist")
+    return row
+
+
+# -- staging as the durable store and the target jointly know it -------------------------
+
+
+def stage_progress(row: AttemptRow, info: StageInfo | None) -> int:
+    """``attemptProgress[a]``: the target's progress for the attempt, or the checkpoint it
+    resumed from."""
+    return max(row.initial_progress, info.progress if info is not None else 0)
+
+
+def stage_complete(job: JobRow, row: AttemptRow, info: StageInfo | None) -> bool:
+    """``stageState[a] = StageComplete``."""
+    if row.transferred or (info is not None and info.cleaned):
+        return False
+    return stage_progress(row, info) == job.max_progress
+
+
+def stage_present(row: AttemptRow, info: StageInfo | None) -> bool:
+    """``stageState[a] \\in {StagePartial, StageComplete}``."""
+    if row.transferred or (info is not None and info.cleaned):
+        return False
+    return row.adopted_from > 0 or (info is not None and info.progress > 0)
+
+
+def durably_stopped(row: AttemptRow, worker_up: bool) -> bool:
+    """The durable store *knows* the attempt is stopped (a lower bound of
+    ``attemptState[a] = AttemptStopped \\/ workerState[w] = WorkerDown``)."""
+    return row.stop is Stop.FAILED or row.stopped or (not row.committed and not worker_up)
+
+
+# -- durable job actions -------------------------------------------------------------------
+
+
+def authorize(
+    job: JobRow,
+    attempts: Attempts,
+    worker: str,
+    rid: str,
+    *,
+    reserved: bool,
+    worker_up: bool,
+    owner_stopped: bool,
+) -> Change:
+    """``AuthorizeAttempt(j, w)``: allocate the next token; resume from a valid checkpoint
+    by taking over its owner's staging.  ``reserved``: the coordination store holds the
+    reservation ``rid`` of ``worker`` for this job (read under the job's lock)."""
+    token = job.current_token + 1
+    need(job.phase is Phase.QUEUED, f"phase is {job.phase.value}, not Queued")
+    need(job.dispatch_needed, "dispatch is not needed")
+    need(reserved, f"{worker} does not hold the reservation")
+    need(worker_up, f"worker {worker} is not up")
+    need(job.current_token < job.max_attempts, "the attempt budget is spent")
+    need(token not in attempts, f"attempt {token} already exists")
+    changed: list[AttemptRow] = []
+    if job.checkpoint_valid:
+        owner = _attempt(attempts, job.checkpoint_owner)
+        need(owner_stopped, f"checkpoint owner {job.checkpoint_owner} is not known stopped")
+        changed.append(attrs.evolve(owner, transferred=True))
+        start = job.checkpoint
+        new = AttemptRow(
+            job.id,
+            token,
+            worker,
+            rid,
+            initial_progress=start,
+            resumed=start > 0,
+            adopted_from=owner.token,
+        )
+    else:
+        new = AttemptRow(job.id, token, worker, rid)
+    changed.append(new)
+    return Change(
+        "AuthorizeAttempt",
+        {"j": job.id, "w": worker},
+        job=attrs.evolve(
+            job,
+            phase=Phase.RUNNING,
+            current_token=token,
+            authority=token,
+            dispatch_needed=False,
+            checkpoint_owner=token if job.checkpoint_valid else 0,
+        ),
+        attempts=tuple(changed),
+        result=str(token),
+    )
+
+
+def persist_checkpoint(job: JobRow, attempts: Attempts, token: int, progress: int) -> Change:
+    """``PersistCheckpoint(a)`` (the worker checked ``AttemptExecuting`` locally)."""
+    _attempt(attempts, token)
+    need(job.current_authority(token), f"attempt {token} is not the current authority")
+    need(job.phase is Phase.RUNNING, f"phase is {job.phase.value}, not Running")
+    need(progress > 0, "no progress to checkpoint")
+    need(
+        not job.checkpoint_valid or job.checkpoint != progress,
+        "the checkpoint already holds this progress",
+    )
+    return Change(
+        "PersistCheckpoint",
+        {"a": str(job.attempt(token))},
+        job=attrs.evolve(job, checkpoint=progress, checkpoint_owner=token, checkpoint_valid=True),
+    )
+
+
+def invalidate_checkpoint(job: JobRow) -> Change:
+    """``InvalidateCheckpoint(j)``."""
+    need(not job.phase.terminal, "the job is terminal")
+    need(job.checkpoint_valid, "no valid checkpoint")
+    return Change(
+        "InvalidateCheckpoint",
+        {"j": job.id},
+        job=attrs.evolve(job, checkpoint_valid=False, checkpoint_owner=0),
+    )
+
+
+def send_outcome(job: JobRow, attempts: Attempts, token: int, outcome: Outcome) -> Change:
+    """``SendOutcome(a, o)``: the request is durably in flight (the worker checked
+    ``AttemptExecuting`` and, for success, a complete stage)."""
+    row = _attempt(attempts, token)
+    need(row.pending is None, "an outcome is already in flight")
+    need(not row.committed and row.stop is not Stop.FAILED, "the attempt is finished")
+    return Change(
+        "SendOutcome",
+        {"a": str(row.id), "outcome": outcome.value},
+        attempts=(attrs.evolve(row, pending=outcome),),
+    )
+
+
+def commit_eligible(job: JobRow, row: AttemptRow, stage: StageInfo | None) -> bool:
+    """``CommitEligible(a)``."""
+    return (
+        row.pending is Outcome.SUCCESS
+        and job.current_authority(row.token)
+        and job.phase is Phase.RUNNING
+        and not job.cancel_requested
+        and stage_complete(job, row, stage)
+    )
+
+
+def failure_eligible(job: JobRow, row: AttemptRow) -> bool:
+    """``FailureEligible(a)``."""
+    return (
+        row.pending in (Outcome.RETRYABLE, Outcome.PERMANENT)
+        and job.current_authority(row.token)
+        and job.phase is Phase.RUNNING
+        and not job.cancel_requested
+    )
+
+
+def process_outcome(
+    job: JobRow, attempts: Attempts, token: int, stage: StageInfo | None, error: str = ""
+) -> Change:
+    """``ProcessOutcome(a)``: AcceptSuccess, AcceptPermanentFailure,
+    AcceptRetryableFailureWithBudget/Exhausted, or RejectOutcome — the durable
+    compare-and-swap.  ``stage``: the target's record of the attempt (read under the lock)."""
+    row = _attempt(attempts, token)
+    a = {"a": str(row.id)}
+    need(row.pending is not None, "no outcome in flight")
+    if commit_eligible(job, row, stage):
+        return Change(
+            "AcceptSuccess",
+            a,
+            job=attrs.evolve(
+                job,
+                phase=Phase.SUCCEEDED,
+                authority=0,
+                committed=token,
+                checkpoint=job.max_progress,
+                checkpoint_owner=token,
+                checkpoint_valid=True,
+            ),
+            attempts=(attrs.evolve(row, committed=True, pending=None),),
+            result="AcceptSuccess",
+        )
+    if failure_eligible(job, row):
+        if row.pending is Outcome.PERMANENT:
+            action, phase = "AcceptPermanentFailure", Phase.FAILED
+        elif job.current_token < job.max_attempts:
+            action, phase = "AcceptRetryableFailureWithBudget", Phase.RETRY_WAIT
+        else:
+            action, phase = "AcceptRetryableFailureExhausted", Phase.FAILED
+        return Change(
+            action,
+            a,
+            job=attrs.evolve(job, phase=phase, authority=0, error=error or job.error),
+            attempts=(attrs.evolve(row, stop=Stop.FAILED, pending=None),),
+            result=action,
+        )
+    return Change(
+        "RejectOutcome", a, attempts=(attrs.evolve(row, pending=None),), result="RejectOutcome"
+    )
+
+
+def reap(
+    job: JobRow, attempts: Attempts, token: int, *, lease_live: bool, reserved: bool
+) -> Change:
+    """``ReapLostAttempt(a)``: revoke the authority of an attempt without a live lease.
+    The runtime also requires that no reservation is held for the job (stronger than the
+    spec's ``attemptState[a] # AttemptAuthorized \\/ reservation[j] = NoWorker``, which it
+    cannot observe: activation is known only to the attempt's worker)."""
+    row = _attempt(attempts, token)
+    need(job.current_authority(token), f"attempt {token} is not the current authority")
+    need(job.phase is Phase.RUNNING, f"phase is {job.phase.value}, not Running")
+    need(not lease_live, "the lease is live")
+    need(not reserved, "a reservation is held")
+    phase = Phase.RETRY_WAIT if job.current_token < job.max_attempts else Phase.FAILED
+    return Change(
+        "ReapLostAttempt",
+        {"a": str(row.id)},
+        job=attrs.evolve(job, phase=phase, authority=0, error=job.error or "lease lost"),
+        attempts=(attrs.evolve(row, stop=Stop.REVOKED),),
+    )
+
+
+def schedule_retry(job: JobRow) -> Change:
+    """``ScheduleRetry(j)``."""
+    need(job.phase is Phase.RETRY_WAIT, f"phase is {job.phase.value}, not RetryWait")
+    return Change(
+        "ScheduleRetry",
+        {"j": job.id},
+        job=attrs.evolve(job, phase=Phase.QUEUED, dispatch_needed=True),
+    )
+
+
+def request_cancel(job: JobRow) -> Change:
+    """``RequestCancel(j)``."""
+    need(
+        job.phase in (Phase.QUEUED, Phase.RUNNING, Phase.RETRY_WAIT),
+        f"phase is {job.phase.value}: nothing to cancel",
+    )
+    running = job.phase is Phase.RUNNING
+    return Change(
+        "RequestCancel",
+        {"j": job.id},
+        job=attrs.evolve(
+            job,
+            cancel_requested=True,
+            phase=Phase.CANCELLING if running else Phase.CANCELLED,
+            authority=job.authority if running else 0,
+            dispatch_needed=False,
+        ),
+    )
+
+
+def finalize_cancel(job: JobRow, attempts: Attempts) -> Change:
+    """``FinalizeCancel(j)``: authorized-never-activated attempts stop (the authority's row
+    is marked revoked; activated ones are unaffected)."""
+    need(job.phase is Phase.CANCELLING, f"phase is {job.phase.value}, not Cancelling")
+    changed: tuple[AttemptRow, ...] = ()
+    if job.authority in attempts:
+        changed = (attrs.evolve(attempts[job.authority], stop=Stop.REVOKED),)
+    return Change(
+        "FinalizeCancel",
+        {"j": job.id},
+        job=attrs.evolve(job, phase=Phase.CANCELLED, authority=0),
+        attempts=changed,
+    )
+
+
+def record_stop(job: JobRow, attempts: Attempts, token: int) -> Change:
+    """Not a spec action: the worker records that it stopped an attempt (after
+    ``CooperativeStop``, or after giving up an attempt revoked before activation), so
+    that the durable store knows it — for ``CleanupStage`` and a resumed
+    ``AuthorizeAttempt``."""
+    row = _attempt(attempts, token)
+    need(not row.stopped, "already recorded")
+    return Change("", {"a": str(row.id)}, attempts=(attrs.evolve(row, stopped=True),))
+
+
+def lease_releasable(job: JobRow, row: AttemptRow, *, worker_up: bool) -> bool:
+    """``ReleaseLease(a)``'s condition as the durable store knows it: the attempt is
+    committed or known stopped (failed, recorded stopped, or its incarnation went down), or
+    it lost its authority, or the job is terminal."""
+    return (
+        row.committed
+        or row.stop is Stop.FAILED
+        or row.stopped
+        or not worker_up
+        or not job.current_authority(row.token)
+        or job.phase.terminal
+    )
+
+
+def cleanup_eligible(
+    job: JobRow, row: AttemptRow, stage: StageInfo | None, *, worker_up: bool
+) -> bool:
+    """``CleanupStage(a)``'s guard, with ``attemptState[a] = AttemptStopped`` replaced by
+    what the durable store knows (a failed, recorded-stopped attempt, or a worker that
+    went down)."""
+    return (
+        stage_present(row, stage)
+        and job.committed != row.token
+        and not job.current_authority(row.token)
+        and (job.phase.terminal or not job.checkpoint_valid or job.checkpoint_owner != row.token)
+        and (row.stop is Stop.FAILED or row.stopped or not worker_up)
+    )
+
+
+# -- durable credential actions ----------------------------------------------------------------
+
+
+def prepare_credential(
+    job: JobRow, existing: Mapping[int, CredentialRow], token: int, limit: int
+) -> Change:
+    """``PrepareCredentialIntent(c)`` for the next sequence number of the job (at most
+    ``limit`` = ``MaxCredentialIntents`` per job)."""
+    sequence = len(existing) + 1
+    need(sequence <= limit, f"the job already has {limit} credential intents")
+    need(sequence not in existing, "intent exists")
+    row = CredentialRow(job.id, sequence, CredentialState.PREPARED, False, token)
+    return Change(
+        "PrepareCredentialIntent", {"c": str(row.id)}, credentials=(row,), result=str(sequence)
+    )
+
+
+def _cred(row: CredentialRow, action: str, state: CredentialState, **kw: Any) -> Change:
+    return Change(action, {"c": str(row.id)}, credentials=(attrs.evolve(row, state=state, **kw),))
+
+
+def begin_credential_write(row: CredentialRow, *, secret_live: bool, secret_gone: bool) -> Change:
+    need(row.state is CredentialState.PREPARED, f"intent is {row.state.value}")
+    need(not secret_live and not secret_gone, "the vault already holds a secret")
+    return _cred(row, "BeginCredentialWrite", CredentialState.WRITING)
+
+
+def can_write_secret(row: CredentialRow, *, secret_live: bool, secret_gone: bool) -> bool:
+    """``CompleteCredentialWrite(c)``'s guard (the vault write itself)."""
+    return row.state is CredentialState.WRITING and not secret_live and not secret_gone
+
+
+def record_credential_write(row: CredentialRow, *, secret_live: bool) -> Change:
+    need(row.state is CredentialState.WRITING, f"intent is {row.state.value}")
+    need(secret_live, "the vault holds no live secret")
+    return _cred(row, "RecordCredentialWrite", CredentialState.WRITTEN)
+
+
+def fence_failed_credential_write(
+    row: CredentialRow, *, secret_live: bool, secret_gone: bool
+) -> Change:
+    need(row.state is CredentialState.WRITING, f"intent is {row.state.value}")
+    need(not secret_live and not secret_gone, "the vault holds a secret")
+    return _cred(row, "FenceFailedCredentialWrite", CredentialState.PREPARED)
+
+
+def commit_credential_version(row: CredentialRow, *, secret_live: bool) -> Change:
+    need(row.state is CredentialState.WRITTEN, f"intent is {row.state.value}")
+    need(secret_live, "the vault holds no live secret")
+    return _cred(row, "CommitCredentialVersion", CredentialState.COMMITTED, durable=True)
+
+
+def claim_credential_cleanup(row: CredentialRow, *, secret_live: bool) -> Change:
+    need(
+        row.state in (CredentialState.WRITING, CredentialState.WRITTEN),
+        f"intent is {row.state.value}",
+    )
+    need(secret_live, "the vault holds no live secret")
+    need(not row.durable, "the version is durable")
+    return _cred(row, "ClaimCredentialCleanup", CredentialState.ABANDONING)
+
+
+def can_destroy_secret(row: CredentialRow, *, secret_live: bool) -> bool:
+    """``DestroyClaimedCredentialSecret(c)``'s guard."""
+    return row.state is CredentialState.ABANDONING and secret_live and not row.durable
+
+
+def abandon_fenced_credential_intent(
+    row: CredentialRow, *, secret_live: bool, secret_gone: bool
+) -> Change:
+    need(row.state is CredentialState.PREPARED, f"intent is {row.state.value}")
+    need(not secret_live and not secret_gone, "the vault holds a secret")
+    return _cred(row, "AbandonFencedCredentialIntent", CredentialState.ABANDONED)
+
+
+# -- coordination guards ----------------------------------------------------------------------
+
+
+def age(now_ms: int, at_ms: int, tick_ms: int, limit: int) -> int:
+    """Ticks since ``at_ms``, capped at ``limit`` (``leaseAge`` / ``reservationAge``)."""
+    return max(0, min(limit, (now_ms - at_ms) // tick_ms))
+
+
+def live_count(c: CoordSnapshot) -> int:
+    """``Cardinality(ReservedJobs) + Cardinality(LiveLeases)``."""
+    return len(c.reservations) + sum(1 for lease in c.leases.values() if lease.live)
+
+
+def can_enqueue(c: CoordSnapshot, job: str) -> bool:
+    """``Enqueue(j)``'s coordination conjuncts (the durable ones are read under the job's
+    lock by the reconciler)."""
+    return job not in c.queued and job not in c.reservations
+
+
+def can_reserve(
+    c: CoordSnapshot, job: str, worker: str, executing: int, local_limit: int, global_limit: int
+) -> bool:
+    """``Reserve(j, w)``: ``queued[j]``, no reservation, ``CapacityAvailable(w)``
+    (``executing`` is ``Cardinality(ExecutingFor(w))``, the worker's own count)."""
+    mine = sum(1 for r in c.reservations.values() if r.worker == worker)
+    return (
+        job in c.queued
+        and job not in c.reservations
+        and live_count(c) < global_limit
+        and mine + executing < local_limit
+    )
+
+
+def mirror_allows(c: CoordSnapshot, a: AttemptId, *, running: bool) -> bool:
+    """The mirrored durable facts: ``a`` is not revoked (its token is above the floor) and,
+    when ``running`` is needed, no cancel was requested.  Revocations raise the mirror
+    *before* they commit durably, so this never claims more than the durable store holds."""
+    if a.token <= c.floors.get(a.job, 0):
+        return False
+    return not (running and a.job in c.cancels)
+
+
+def can_activate(c: CoordSnapshot, a: AttemptId, worker: str, rid: str) -> bool:
+    """``ActivateAttempt(a)``: the reservation ``rid`` is this worker's, and the mirror says
+    ``CurrentAuthority(a) /\\ phase = Running``."""
+    r = c.reservations.get(a.job)
+    return (
+        r is not None and r.worker == worker and r.rid == rid and mirror_allows(c, a, running=True)
+    )
+
+
+def can_renew(c: CoordSnapshot, a: AttemptId, worker: str, tick_ms: int, limit: int) -> bool:
+    """``RenewLease(a)``: live lease at least one tick old; the mirror says the attempt is
+    not revoked (``phase \\notin TerminalPhases`` follows: terminal phases revoke)."""
+    lease = c.leases.get(a)
+    return (
+        lease is not None
+        and lease.live
+        and lease.worker == worker
+        and age(c.now_ms, lease.at_ms, tick_ms, limit) > 0
+        and mirror_allows(c, a, running=False)
+    )
+
+
+def can_report_progress(c: CoordSnapshot, a: AttemptId, progress: int) -> bool:
+    """``ReportProgress(a)``: live lease, mirror says current and Running, and the hint
+    differs."""
+    lease = c.leases.get(a)
+    current = c.progress.get(a.job)
+    return (
+        lease is not None
+        and lease.live
+        and mirror_allows(c, a, running=True)
+        and (current is None or current.attempt != a or current.progress != progress)
+    )
+
+
+def can_expire_lease(c: CoordSnapshot, a: AttemptId, tick_ms: int, limit: int) -> bool:
+    lease = c.leases.get(a)
+    return lease is not None and lease.live and age(c.now_ms, lease.at_ms, tick_ms, limit) == limit
+
+
+def can_expire_reservation(c: CoordSnapshot, job: str, tick_ms: int, limit: int) -> bool:
+    r = c.reservations.get(job)
+    return r is not None and age(c.now_ms, r.at_ms, tick_ms, limit) == limit
+
+
+def can_clear_stale_progress(c: CoordSnapshot, job: str, authority: AttemptId | None) -> bool:
+    """``ClearStaleLiveProgress(j)``; ``authority`` is the durable ``CurrentAuthority``
+    (read under the job's lock)."""
+    p = c.progress.get(job)
+    if p is None:
+        return False
+    lease = c.leases.get(p.attempt)
+    return not (authority == p.attempt and lease is not None and lease.live)
+
+
+def coordination_dirty(c: CoordSnapshot, job: str) -> bool:
+    """``CleanTerminalCoordination(j)``'s coordination conjunct."""
+    return job in c.queued or job in c.reservations or job in c.notices or job in c.progress

@@ -1,0 +1,160 @@
+"""The handler API: what a user writes.
+
+.. code-block:: python
+
+    from remora import jobs
+
+    @jobs.handler("resize")
+    def resize(ctx: jobs.JobContext) -> bytes:
+        image = load(ctx.payload["url"])
+        for step in range(ctx.progress + 1, ctx.max_progress + 1):
+            if ctx.cancelled:            # cancel notice, lost lease or lost authority
+                raise jobs.Cancelled()
+            ctx.advance(step, partial(image, step))   # staged per attempt
+            ctx.checkpoint()                          # durable: a retry resumes here
+        return render(image)                          # staged as the output, then committed
+
+A handler returns its output (``bytes``, ``str`` or a JSON-able value; ``None`` when it
+already staged it with :meth:`JobContext.stage`), raises :class:`Retryable` (retried while
+the attempt budget lasts) or :class:`Permanent` (fails the job at once).  Any other
+exception counts as retryable.  The output becomes the job's result only if this attempt
+wins the durable ``AcceptSuccess`` compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from remora.errors import InvalidInput
+
+
+class Retryable(Exception):
+    """The attempt failed; the job may be retried (``WantsRetryableFailure``)."""
+
+
+class Permanent(Exception):
+    """The job cannot succeed (``WantsPermanentFailure``)."""
+
+
+class Cancelled(Exception):
+    """Raised by a handler that saw ``ctx.cancelled``: the attempt stops cooperatively."""
+
+
+class JobContext(Protocol):
+    """What a handler sees (implemented by :class:`remora.jobs.worker.AttemptContext`)."""
+
+    job_id: str
+    token: int
+    handler: str
+    payload: Any
+    max_progress: int
+
+    @property
+    def progress(self) -> int: ...
+
+    @property
+    def resumed(self) -> bool: ...
+
+    @property
+    def resumed_data(self) -> bytes | None: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def advance(self, amount: int, data: bytes | str | None = None) -> None: ...
+
+    def stage(self, output: Any) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+    def put_secret(self, secret: bytes | str) -> int: ...
+
+
+Handler = Callable[[JobContext], Any]
+
+
+class Registry:
+    """Handlers by name."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+        self._lock = threading.Lock()
+
+    def handler(self, name: str) -> Callable[[Handler], Handler]:
+        if not name or not name.strip():
+            raise InvalidInput("a handler needs a name")
+
+        def register(fn: Handler) -> Handler:
+            with self._lock:
+                self._handlers[name] = fn
+            return fn
+
+        return register
+
+    def get(self, name: str) -> Handler:
+        with self._lock:
+            fn = self._handlers.get(name)
+        if fn is None:
+            raise UnknownHandler(f"no handler named {name!r} (known: {self.names() or 'none'})")
+        return fn
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._handlers)
+
+
+class UnknownHandler(InvalidInput):
+    """A job names a handler nobody registered."""
+
+
+#: The default registry ``@remora.jobs.handler`` registers into.
+REGISTRY = Registry()
+
+
+def handler(name: str) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of jobs named ``name`` (in :data:`REGISTRY`)."""
+    return REGISTRY.handler(name)
+
+
+def load_app(module: str) -> Registry:
+    """Import ``module`` (it registers its handlers) and return the default registry, or the
+    module's own ``registry`` attribute if it defines one."""
+    import os
+    import sys
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as ``python -m`` does: apps beside the caller
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise InvalidInput(f"cannot import app module {module!r}: {exc}") from None
+    own = getattr(mod, "registry", None)
+    return own if isinstance(own, Registry) else REGISTRY
+
+
+def encode_output(value: Any) -> bytes:
+    """A handler's return value as staged bytes."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, sort_keys=True).encode()
+
+
+__all__ = [
+    "REGISTRY",
+    "Cancelled",
+    "Handler",
+    "JobContext",
+    "Permanent",
+    "Registry",
+    "Retryable",
+    "UnknownHandler",
+    "encode_output",
+    "handler",
+    "load_app",
+]

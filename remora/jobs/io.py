@@ -1,0 +1,242 @@
+"""The job runtime's I/O seam: operations, actors, per-worker links and step records.
+
+Every store call of the runtime goes through :func:`remora.faults.controlled_call` (the same
+seam as the worker lifecycle: commit, abort, unknown-committed, unknown-aborted, delay) via
+:func:`io_call`, after the actor's :class:`Links` gate: a dropped link to a service makes
+that actor's calls to it fail with :class:`~remora.errors.Unavailable`.
+
+Every runtime step records the spec action it performed (:class:`StepRecord`) with the
+actor and the actor's own sequence number, so a run can be checked step by step (in
+simulation) or by merging the stores' logs (on real services); see
+:mod:`remora.jobs.refinement`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, cast
+
+import attrs
+
+from remora.context import Context
+from remora.errors import Unavailable, UnknownResult
+from remora.faults import NO_FAULTS, IOCall, IOHook, Operation, controlled_call
+from remora.jobs.model import Service
+
+T = TypeVar("T")
+
+
+class JobOperation(enum.Enum):
+    """The modeled calls of the job runtime (fault selectors name these)."""
+
+    DURABLE_WRITE = "durable-write"
+    DURABLE_READ = "durable-read"
+    COORD_WRITE = "coord-write"
+    COORD_READ = "coord-read"
+    TARGET_WRITE = "target-write"
+    TARGET_READ = "target-read"
+    VAULT_WRITE = "vault-write"
+    VAULT_READ = "vault-read"
+
+
+SERVICE_OF: dict[JobOperation, Service] = {
+    JobOperation.DURABLE_WRITE: Service.DURABLE,
+    JobOperation.DURABLE_READ: Service.DURABLE,
+    JobOperation.COORD_WRITE: Service.COORDINATION,
+    JobOperation.COORD_READ: Service.COORDINATION,
+    JobOperation.TARGET_WRITE: Service.TARGET,
+    JobOperation.TARGET_READ: Service.TARGET,
+    # The vault is reached over the durable link (it is the durable store's schema or a
+    # directory beside it); the spec gives credential actions no link guard.
+    JobOperation.VAULT_WRITE: Service.DURABLE,
+    JobOperation.VAULT_READ: Service.DURABLE,
+}
+
+
+@attrs.frozen
+class StepRecord:
+    """One runtime step: the spec action it implements (``""`` for a step the spec does not
+    see, e.g. a read or a mirror write) and where it is ordered.
+
+    ``store`` is ``"durable"`` (ordered by ``(key, version)`` of the durable log),
+    ``"coordination"`` (ordered by ``order``, the coordination log position) or ``"local"``
+    (ordered only by the actor's program order)."""
+
+    actor: str
+    seq: int
+    action: str
+    params: dict[str, Any]
+    store: str = "local"
+    key: str = ""
+    version: int = 0
+    order: str = ""
+    wall: float = 0.0  # wall-clock time of the record: a search hint, never a constraint
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+class Recorder(Protocol):
+    def record(self, step: StepRecord) -> None: ...
+
+
+class MemoryRecorder:
+    """Keeps every record in a list (simulation; tests)."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self._lock = threading.Lock()
+
+    def record(self, step: StepRecord) -> None:
+        with self._lock:
+            self.steps.append(step)
+
+
+class FileRecorder:
+    """Appends records as JSON lines to a file (one per process); each line is flushed."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def record(self, step: StepRecord) -> None:
+        line = json.dumps(step.to_json(), sort_keys=True)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class NullRecorder:
+    def record(self, step: StepRecord) -> None:
+        return None
+
+
+NULL_RECORDER = NullRecorder()
+
+
+class Links:
+    """One actor's links to the three services (``links[w]``).  Production links are always
+    up; a simulation or a test drops and restores them."""
+
+    def __init__(self) -> None:
+        self.down: set[Service] = set()
+        self.recovered: set[Service] = set()
+
+    def drop(self, service: Service) -> None:
+        self.down.add(service)
+        self.recovered.discard(service)
+
+    def restore(self, service: Service) -> None:
+        self.down.discard(service)
+        self.recovered.add(service)
+
+    def check(self, service: Service) -> None:
+        if service in self.down:
+            raise Unavailable(f"link to {service.value} is down")
+
+    def reachable(self, service: Service) -> bool:
+        return service not in self.down
+
+
+class Actor:
+    """Who performs steps: a worker incarnation, a reconciler, a client.  Carries the fault
+    hook, the links, the recorder and the program-order counter."""
+
+    def __init__(
+        self,
+        name: str,
+        ctx: Context,
+        *,
+        hook: IOHook = NO_FAULTS,
+        recorder: Recorder = NULL_RECORDER,
+        links: Links | None = None,
+    ) -> None:
+        self.name = name
+        self.ctx = ctx
+        self.hook = hook
+        self.recorder = recorder
+        self.links = links or Links()
+        self._seq = 0
+        self._lock = threading.Lock()
+        #: ``(job, version)`` while this actor holds a job's durable lock (its steps on other
+        #: stores are then ordered between that version and the next one).
+        self.held: tuple[str, int] | None = None
+
+    def next_seq(self) -> int:
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def record(
+        self,
+        seq: int,
+        action: str,
+        params: dict[str, Any],
+        *,
+        store: str = "local",
+        key: str = "",
+        version: int = 0,
+        order: str = "",
+    ) -> None:
+        if self.held is not None and store != "durable":
+            key, version = self.held
+        self.recorder.record(
+            StepRecord(self.name, seq, action, params, store, key, version, order, time.time())
+        )
+
+
+def io_call(actor: Actor, operation: JobOperation, key: str, effect: Callable[[bool], T]) -> T:
+    """One modeled call of ``actor``: the link gate, then the controlled seam."""
+    actor.links.check(SERVICE_OF[operation])
+    # IOCall names the lifecycle's Operation; the seam accepts any operation enum
+    # (remora.faults: operations it does not list accept every outcome).
+    call = IOCall(cast(Operation, operation), 0)
+    return controlled_call(actor.hook, call, actor.ctx, effect)
+
+
+def resolved_call(
+    actor: Actor,
+    operation: JobOperation,
+    key: str,
+    effect: Callable[[bool], T],
+    applied: Callable[[], bool],
+    done: Callable[[], T],
+) -> T:
+    """A write through :func:`io_call` whose lost reply (:class:`UnknownResult`) is resolved
+    by re-reading the store: ``applied()`` — it happened, the result is ``done()`` — or not,
+    and :class:`~remora.errors.Unavailable` tells the caller it may try again.  Never a
+    blind retry."""
+    try:
+        return io_call(actor, operation, key, effect)
+    except UnknownResult:
+        if applied():
+            return done()
+        raise Unavailable(
+            f"{operation.value} of {key}: a re-read shows it did not happen"
+        ) from None
+
+
+__all__ = [
+    "NULL_RECORDER",
+    "Actor",
+    "FileRecorder",
+    "JobOperation",
+    "Links",
+    "MemoryRecorder",
+    "NullRecorder",
+    "Recorder",
+    "StepRecord",
+    "io_call",
+    "resolved_call",
+]

@@ -1,0 +1,303 @@
+"""The job runtime on PostgreSQL: the durable store's backend, the target staging schema and
+the vault schema.
+
+:class:`PostgresJobsBackend` reuses :class:`remora.store.postgres.PostgresBackend`'s
+connection pool, error mapping and lost-COMMIT settling (a broken connection during
+``COMMIT`` is an :class:`~remora.errors.UnknownResult` only after the server session
+finished its transaction); it owns its own schema (``remora_jobs_*`` tables, version in
+``remora_jobs_config``), created under the same advisory lock.  Job rows are locked with
+``SELECT … FOR UPDATE``.
+
+:class:`PostgresTarget` stages each attempt's snapshots in ``remora_jobs_stage``;
+:class:`PostgresVault` keeps secrets in ``remora_jobs_vault`` (a destroyed secret keeps its
+row with ``secret = NULL``).  Both may live in the durable store's database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from remora.context import Context
+from remora.errors import InvalidInput
+from remora.jobs.durable import SCHEMA_VERSION, TABLES
+from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
+from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
+from remora.store.postgres import PostgresBackend
+
+T = TypeVar("T")
+
+EXTRA_TABLES = (
+    """CREATE TABLE IF NOT EXISTS remora_jobs_stage (
+        job TEXT NOT NULL, token INTEGER NOT NULL, progress INTEGER NOT NULL,
+        data BYTEA, cleaned INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, token, progress))""",
+    """CREATE TABLE IF NOT EXISTS remora_jobs_vault (
+        job TEXT NOT NULL, sequence INTEGER NOT NULL, secret BYTEA,
+        PRIMARY KEY (job, sequence))""",
+)
+
+
+class PostgresJobsBackend(PostgresBackend):
+    placeholder = "%s"
+    lock_clause = " FOR UPDATE"
+
+    def schema_version(self) -> int | None:
+        def body(cur: psycopg.Cursor[Any]) -> int | None:
+            row = cur.execute("SELECT to_regclass('remora_jobs_config') IS NOT NULL").fetchone()
+            if row is None or not row[0]:
+                return None
+            found = cur.execute(
+                "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
+            ).fetchone()
+            return None if found is None else int(found[0])
+
+        return self._read("schema check", body)
+
+    def _require_schema(self) -> None:
+        version = self.schema_version()
+        if version is None:
+            raise InvalidInput(f"{self.where}: no Remora jobs schema in this database")
+        if version != SCHEMA_VERSION:
+            raise InvalidInput(
+                f"{self.where}: jobs schema version {version}, this Remora uses {SCHEMA_VERSION}"
+            )
+
+    def _migrate(self) -> None:
+        with self._connection(None) as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    self._lock_schema(cur)
+                    for statement in (*TABLES, *EXTRA_TABLES):
+                        cur.execute(statement)
+                    row = cur.execute(
+                        "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
+                    ).fetchone()
+                    if row is not None and int(row[0]) > SCHEMA_VERSION:
+                        raise InvalidInput(
+                            f"{self.where}: jobs schema version {row[0]} is newer than this "
+                            f"Remora supports ({SCHEMA_VERSION})"
+                        )
+                    cur.execute(
+                        "INSERT INTO remora_jobs_config (name, value) VALUES "
+                        "('schema_version', %s) ON CONFLICT (name) DO UPDATE SET "
+                        "value = excluded.value",
+                        (str(SCHEMA_VERSION),),
+                    )
+                    cur.execute("COMMIT")
+            except psycopg.Error as exc:
+                conn.rollback() if not conn.closed else None
+                raise self._failure(exc, None, "jobs schema migration") from exc
+
+    def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T:
+        return self._write(ctx, commit, what, body)
+
+    def read(self, what: str, body: Callable[[Any], T]) -> T:
+        return self._read(what, body)
+
+
+class _PgStore:
+    def __init__(self, dsn: str) -> None:
+        self.backend = PostgresJobsBackend(dsn)
+
+    def _write(
+        self,
+        actor: Actor,
+        op: JobOperation,
+        key: str,
+        body: Callable[[Any], T],
+        applied: Callable[[], bool],
+        done: T,
+    ) -> T:
+        return resolved_call(
+            actor,
+            op,
+            key,
+            lambda commit: self.backend.write(actor.ctx, commit, op.value, body),
+            applied,
+            lambda: done,
+        )
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class PostgresTarget(_PgStore):
+    """Target staging in PostgreSQL (``remora_jobs_stage``)."""
+
+    def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
+        def body(cur: Any) -> None:
+            rows = cur.execute(
+                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
+            ).fetchone()
+            if rows is not None and rows[1]:
+                raise NotEnabled(f"staging of {a} was cleaned")
+            if rows is not None and rows[0] is not None and progress <= rows[0]:
+                raise NotEnabled(f"{a}: progress {progress} is not ahead")
+            cur.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "VALUES (%s, %s, %s, %s)",
+                (a.job, a.token, progress, data),
+            )
+
+        def applied() -> bool:
+            info = self.info(None, a)
+            return info is not None and info.progress >= progress and not info.cleaned
+
+        self._write(actor, JobOperation.TARGET_WRITE, a.job, body, applied, None)
+
+    def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
+        def read(commit: bool = True) -> StageInfo | None:
+            row = self.backend.read(
+                "stage info",
+                lambda cur: cur.execute(
+                    "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
+                    "WHERE job = %s AND token = %s",
+                    (a.job, a.token),
+                ).fetchone(),
+            )
+            if row is None or row[0] is None:
+                return None
+            return StageInfo(int(row[0]), bool(row[1]))
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.TARGET_READ, a.job, read)
+
+    def data(self, a: AttemptId, progress: int | None = None) -> bytes | None:
+        row = self.backend.read(
+            "stage data",
+            lambda cur: cur.execute(
+                "SELECT data FROM remora_jobs_stage WHERE job = %s AND token = %s AND "
+                "cleaned = 0 AND progress <= %s ORDER BY progress DESC LIMIT 1",
+                (a.job, a.token, progress if progress is not None else 2**31 - 1),
+            ).fetchone(),
+        )
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def cleanup(self, actor: Actor, a: AttemptId) -> bool:
+        def body(cur: Any) -> bool:
+            row = cur.execute(
+                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
+            ).fetchone()
+            if row is not None and row[1]:
+                return False
+            cur.execute(
+                "UPDATE remora_jobs_stage SET data = NULL, cleaned = 1 "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
+            )
+            if row is None or row[0] is None:
+                cur.execute(
+                    "INSERT INTO remora_jobs_stage (job, token, progress, data, cleaned) "
+                    "VALUES (%s, %s, 0, NULL, 1)",
+                    (a.job, a.token),
+                )
+            return True
+
+        def applied() -> bool:
+            info = self.info(None, a)
+            return info is not None and info.cleaned
+
+        return self._write(actor, JobOperation.TARGET_WRITE, a.job, body, applied, True)
+
+    def snapshot(self) -> dict[AttemptId, StageInfo]:
+        rows = self.backend.read(
+            "stage snapshot",
+            lambda cur: cur.execute(
+                "SELECT job, token, max(progress), max(cleaned) FROM remora_jobs_stage "
+                "GROUP BY job, token"
+            ).fetchall(),
+        )
+        return {AttemptId(r[0], int(r[1])): StageInfo(int(r[2]), bool(r[3])) for r in rows}
+
+
+class PostgresVault(_PgStore):
+    """Credential secrets in PostgreSQL (``remora_jobs_vault``)."""
+
+    def state(self, actor: Actor | None, c: IntentId) -> SecretState:
+        def read(commit: bool = True) -> SecretState:
+            row = self.backend.read(
+                "vault state",
+                lambda cur: cur.execute(
+                    "SELECT secret IS NOT NULL FROM remora_jobs_vault "
+                    "WHERE job = %s AND sequence = %s",
+                    (c.job, c.sequence),
+                ).fetchone(),
+            )
+            if row is None:
+                return SecretState.ABSENT
+            return SecretState.LIVE if row[0] else SecretState.DESTROYED
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.VAULT_READ, c.job, read)
+
+    def write(self, actor: Actor, c: IntentId, secret: bytes) -> None:
+        def body(cur: Any) -> None:
+            row = cur.execute(
+                "INSERT INTO remora_jobs_vault (job, sequence, secret) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (c.job, c.sequence, secret),
+            ).fetchone()
+            if row is None:
+                raise NotEnabled(f"vault entry {c} exists")
+
+        self._write(
+            actor,
+            JobOperation.VAULT_WRITE,
+            c.job,
+            body,
+            lambda: self.state(None, c) is SecretState.LIVE,
+            None,
+        )
+
+    def destroy(self, actor: Actor, c: IntentId) -> None:
+        def body(cur: Any) -> None:
+            row = cur.execute(
+                "UPDATE remora_jobs_vault SET secret = NULL WHERE job = %s AND sequence = %s "
+                "AND secret IS NOT NULL RETURNING 1",
+                (c.job, c.sequence),
+            ).fetchone()
+            if row is None:
+                raise NotEnabled(f"no live secret {c}")
+
+        self._write(
+            actor,
+            JobOperation.VAULT_WRITE,
+            c.job,
+            body,
+            lambda: self.state(None, c) is SecretState.DESTROYED,
+            None,
+        )
+
+    def read(self, c: IntentId) -> bytes | None:
+        row = self.backend.read(
+            "vault read",
+            lambda cur: cur.execute(
+                "SELECT secret FROM remora_jobs_vault WHERE job = %s AND sequence = %s",
+                (c.job, c.sequence),
+            ).fetchone(),
+        )
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def snapshot(self) -> dict[IntentId, SecretState]:
+        rows = self.backend.read(
+            "vault snapshot",
+            lambda cur: cur.execute(
+                "SELECT job, sequence, secret IS NOT NULL FROM remora_jobs_vault"
+            ).fetchall(),
+        )
+        return {
+            IntentId(r[0], int(r[1])): SecretState.LIVE if r[2] else SecretState.DESTROYED
+            for r in rows
+        }
+
+
+__all__ = ["EXTRA_TABLES", "PostgresJobsBackend", "PostgresTarget", "PostgresVault"]

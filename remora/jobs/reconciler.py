@@ -1,0 +1,380 @@
+"""The reconciler/reaper: the spec's ambient actions, run by any worker (every
+``reconcile_every`` seconds) or by ``remora jobs reconcile``.
+
+Each method is one runtime step implementing one spec action (or nothing when its guard is
+false).  Steps that act on the coordination store or the target but need durable facts
+(``Enqueue``, ``PublishCancelNotice``, ``CleanTerminalCoordination``,
+``ClearStaleLiveProgress``, ``ReleaseReservation``, ``CleanupStage``) run *inside* a
+transaction that holds the job's durable lock (:meth:`DurableStore.with_lock`): no durable
+transition of the job can commit meanwhile, so the durable facts they read still hold at
+their linearization point, the coordination (target) write.  Steps that revoke authority
+(``ReapLostAttempt``, ``FinalizeCancel``) first raise the coordination mirror's floor, then
+commit durably (see :mod:`remora.jobs.coordination`).
+
+``reconcile_once`` also rebuilds the coordination store after a wipe: the durable store is
+scanned and every queued job is enqueued again, every cancel notice republished.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import attrs
+
+from remora.context import Context
+from remora.errors import RemoraError
+from remora.faults import NO_FAULTS, IOHook
+from remora.jobs import guards
+from remora.jobs.durable import Locked
+from remora.jobs.guards import Change
+from remora.jobs.io import NULL_RECORDER, Actor, Links, Recorder
+from remora.jobs.model import (
+    AttemptId,
+    CoordSnapshot,
+    CredentialState,
+    IntentId,
+    JobRow,
+    NotEnabled,
+    Phase,
+    SecretState,
+    Stop,
+)
+from remora.jobs.stores import Stores
+from remora.jobs.worker import process_outcome
+
+
+class Reconciler:
+    def __init__(
+        self,
+        stores: Stores,
+        name: str = "reconciler",
+        *,
+        hook: IOHook = NO_FAULTS,
+        recorder: Recorder = NULL_RECORDER,
+        links: Links | None = None,
+        durable_only: bool = False,
+    ) -> None:
+        self.stores = stores
+        #: Take only the steps that need no coordination state (``remora jobs reconcile``
+        #: beside workers whose coordination store is private to their process).
+        self.durable_only = durable_only
+        self.actor = Actor(name, Context(stores.clock), hook=hook, recorder=recorder, links=links)
+
+    # -- coordination projections under the durable lock ------------------------------------
+    def _locked(self, job: str, act: Any) -> bool:
+        return bool(self.stores.durable.with_lock(self.actor, job, act))
+
+    def enqueue(self, job: str) -> bool:
+        """``Enqueue(j)``."""
+
+        def act(lk: Locked) -> bool:
+            row = lk.job
+            if row.phase is not Phase.QUEUED or not row.dispatch_needed:
+                return False
+            return self.stores.coordination.enqueue(self.actor, job)
+
+        return self._locked(job, act)
+
+    def publish_cancel_notice(self, job: str) -> bool:
+        """``PublishCancelNotice(j)``."""
+
+        def act(lk: Locked) -> bool:
+            row = lk.job
+            if not row.cancel_requested or row.phase.terminal:
+                return False
+            return self.stores.coordination.publish_cancel_notice(self.actor, job)
+
+        return self._locked(job, act)
+
+    def clean_terminal(self, job: str) -> bool:
+        """``CleanTerminalCoordination(j)``."""
+
+        def act(lk: Locked) -> bool:
+            row = lk.job
+            if not row.phase.terminal:
+                return False
+            return self.stores.coordination.clean_terminal(self.actor, job)
+
+        return self._locked(job, act)
+
+    def clear_stale_progress(self, job: str) -> bool:
+        """``ClearStaleLiveProgress(j)``."""
+
+        def act(lk: Locked) -> bool:
+            row = lk.job
+            authority = (
+                AttemptId(job, row.authority) if row.current_authority(row.authority) else None
+            )
+            return self.stores.coordination.clear_stale_progress(self.actor, job, authority)
+
+        return self._locked(job, act)
+
+    def release_reservation(self, job: str) -> bool:
+        """``ReleaseReservation(j)`` of a terminal or cancelling job."""
+
+        def act(lk: Locked) -> bool:
+            row = lk.job
+            if not (row.phase.terminal or row.phase is Phase.CANCELLING):
+                return False
+            return self.stores.coordination.release_reservation(self.actor, job, None)
+
+        return self._locked(job, act)
+
+    # -- coordination-only ---------------------------------------------------------------------
+    def expire_lease(self, a: AttemptId) -> bool:
+        """``ExpireLease(a)``."""
+        return self.stores.coordination.expire_lease(self.actor, a)
+
+    def release_lease(self, a: AttemptId) -> bool:
+        """``ReleaseLease(a)`` of an attempt the durable store knows is finished (e.g. its
+        incarnation shut down): no need to wait for the lease to expire."""
+        coord = self.stores.coordination
+
+        def act(lk: Locked) -> bool:
+            row = lk.attempts.get(a.token)
+            if row is None or not guards.lease_releasable(
+                lk.job, row, worker_up=row.worker not in lk.workers_down
+            ):
+                return False
+            return coord.release_lease(self.actor, a)
+
+        return self._locked(a.job, act)
+
+    def expire_reservation(self, job: str) -> bool:
+        """``ExpireReservation(j)``, under the job's durable lock: an ``AuthorizeAttempt``
+        reading the reservation under that lock cannot see it vanish before it commits."""
+        coord = self.stores.coordination
+        return self._locked(job, lambda lk: coord.expire_reservation(self.actor, job))
+
+    # -- durable ---------------------------------------------------------------------------------
+    def reap(self, a: AttemptId) -> bool:
+        """``ReapLostAttempt(a)``: raise the mirror's floor, then the durable CAS (which
+        re-reads the lease and the reservation under the job's lock)."""
+        coord = self.stores.coordination
+
+        def decide(lk: Any) -> Change:
+            now = coord.snapshot(self.actor)
+            live = now.leases.get(a)
+            return guards.reap(
+                lk.job,
+                lk.attempts,
+                a.token,
+                lease_live=live is not None and live.live,
+                reserved=a.job in now.reservations,
+            )
+
+        try:  # the same guard, evaluated before the floor is raised (a dry run)
+            decide(self.stores.durable.read_locked(self.actor, a.job))
+        except NotEnabled:
+            return False
+        coord.raise_floor(self.actor, a.job, a.token)
+        return self._transact(a.job, decide)
+
+    def schedule_retry(self, job: str) -> bool:
+        """``ScheduleRetry(j)``."""
+        return self._transact(job, lambda lk: guards.schedule_retry(lk.job))
+
+    def finalize_cancel(self, job: str) -> bool:
+        """``FinalizeCancel(j)``: raise the floor to the authority's token, then commit."""
+        lk = self.stores.durable.read_locked(self.actor, job)
+        try:  # the guard, evaluated before the floor is raised (a dry run)
+            guards.finalize_cancel(lk.job, lk.attempts)
+        except NotEnabled:
+            return False
+        self.stores.coordination.raise_floor(self.actor, job, lk.job.current_token)
+        return self._transact(job, lambda lk: guards.finalize_cancel(lk.job, lk.attempts))
+
+    def invalidate_checkpoint(self, job: str) -> bool:
+        """``InvalidateCheckpoint(j)``: used when a queued job's checkpoint cannot be
+        resumed because its owner is not known to have stopped."""
+        return self._transact(job, lambda lk: guards.invalidate_checkpoint(lk.job))
+
+    def process_outcome(self, a: AttemptId) -> bool:
+        """``ProcessOutcome(a)`` for an outcome its sender left in flight."""
+        try:
+            process_outcome(self.stores, self.actor, a)
+        except NotEnabled:
+            return False
+        return True
+
+    def cleanup_stage(self, a: AttemptId) -> bool:
+        """``CleanupStage(a)``: under the job's lock, check eligibility against the durable
+        rows and the target, then remove the staging."""
+        stores = self.stores
+
+        def act(lk: Locked) -> bool:
+            att = lk.attempts.get(a.token)
+            if att is None:
+                return False
+            stage = stores.target.info(self.actor, a)
+            if not guards.cleanup_eligible(
+                lk.job, att, stage, worker_up=att.worker not in lk.workers_down
+            ):
+                return False
+            seq = self.actor.next_seq()
+            stores.target.cleanup(self.actor, a)
+            self.actor.record(seq, "CleanupStage", {"a": str(a)})
+            return True
+
+        return self._locked(a.job, act)
+
+    def _transact(self, job: str, decide: Any) -> bool:
+        try:
+            self.stores.durable.transact(self.actor, job, decide)
+        except NotEnabled:
+            return False
+        return True
+
+    # -- credentials -------------------------------------------------------------------------
+    def clean_credentials(self, job: JobRow) -> int:
+        """Finish abandoned credential intents of a job whose writer is gone (the job is
+        terminal, or the writing attempt lost its authority): ``ClaimCredentialCleanup``
+        then ``DestroyClaimedCredentialSecret``; ``FenceFailedCredentialWrite`` then
+        ``AbandonFencedCredentialIntent`` when the secret never reached the vault.  Each
+        guard reads the vault under the job's durable lock."""
+        durable = self.stores.durable
+        steps = 0
+        for cred in durable.read_locked(self.actor, job.id).credentials.values():
+            if not (job.phase.terminal or not job.current_authority(cred.token)):
+                continue
+            c = IntentId(job.id, cred.sequence)
+            steps += self._cred_step(c, guards.claim_credential_cleanup, gone_arg=False)
+            steps += self._destroy(job.id, c)
+            steps += self._cred_step(c, guards.fence_failed_credential_write, gone_arg=True)
+            steps += self._cred_step(c, guards.abandon_fenced_credential_intent, gone_arg=True)
+        return steps
+
+    def _cred_step(self, c: IntentId, guard: Any, *, gone_arg: bool) -> bool:
+        vault = self.stores.vault
+
+        def decide(lk: Locked) -> Change:
+            cred = lk.credentials[c.sequence]
+            state = vault.state(self.actor, c)
+            live = state is SecretState.LIVE
+            if gone_arg:
+                change: Change = guard(
+                    cred, secret_live=live, secret_gone=state is SecretState.DESTROYED
+                )
+            else:
+                change = guard(cred, secret_live=live)
+            return change
+
+        return self._transact(c.job, decide)
+
+    def _destroy(self, job: str, c: IntentId) -> bool:
+        """``DestroyClaimedCredentialSecret(c)``: the vault delete under the job's lock; the
+        durable row follows (``Abandoning`` with a destroyed secret *is* ``Abandoned``)."""
+        vault = self.stores.vault
+
+        def act(lk: Locked) -> bool:
+            cred = lk.credentials[c.sequence]
+            live = vault.state(self.actor, c) is SecretState.LIVE
+            if not guards.can_destroy_secret(cred, secret_live=live):
+                return False
+            seq = self.actor.next_seq()
+            vault.destroy(self.actor, c)
+            self.actor.record(seq, "DestroyClaimedCredentialSecret", {"c": str(c)})
+            return True
+
+        done = self._locked(job, act)
+        if done:
+            self._transact(
+                job,
+                lambda lk: Change(
+                    "",
+                    {"c": str(c)},
+                    credentials=(
+                        attrs.evolve(lk.credentials[c.sequence], state=CredentialState.ABANDONED),
+                    ),
+                ),
+            )
+        return done
+
+    # -- one pass ------------------------------------------------------------------------------
+    def reconcile_once(self) -> int:
+        """Every enabled ambient step, once: returns how many were taken."""
+        stores = self.stores
+        cfg = stores.config
+        if self.durable_only:
+            return self._durable_only()
+        steps = 0
+        snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
+        down = {w.id for w in stores.durable.snapshot().workers if not w.up}
+        for a, lease in sorted(snap.leases.items()):
+            if lease.live and guards.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
+                steps += _ok(partial(self.expire_lease, a))
+            elif lease.live and lease.worker in down:
+                steps += _ok(partial(self.release_lease, a))
+        for job in sorted(snap.reservations):
+            if guards.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
+                steps += _ok(partial(self.expire_reservation, job))
+        dsnap = stores.durable.snapshot()
+        attempts = {(r.job, r.token): r for r in dsnap.attempts}
+        down = {w.id for w in dsnap.workers if not w.up}
+        snap = stores.coordination.snapshot(self.actor)
+        for row in dsnap.attempts:
+            if row.pending is not None:
+                steps += _ok(partial(self.process_outcome, row.id))
+        for jr in dsnap.jobs:
+            j = jr.id
+            if jr.phase is Phase.CANCELLING:
+                steps += _ok(partial(self.publish_cancel_notice, j))
+                steps += _ok(partial(self.release_reservation, j))
+                steps += _ok(partial(self.finalize_cancel, j))
+            elif jr.phase is Phase.RUNNING and jr.authority:
+                steps += _ok(partial(self.reap, AttemptId(j, jr.authority)))
+            elif jr.phase is Phase.RETRY_WAIT:
+                steps += _ok(partial(self.schedule_retry, j))
+            elif jr.phase is Phase.QUEUED:
+                owner = attempts.get((j, jr.checkpoint_owner))
+                if (
+                    jr.checkpoint_valid
+                    and owner is not None
+                    and not guards.durably_stopped(owner, owner.worker not in down)
+                ):
+                    steps += _ok(partial(self.invalidate_checkpoint, j))
+                if j not in snap.queued and j not in snap.reservations:
+                    steps += _ok(partial(self.enqueue, j))
+            if jr.phase.terminal and guards.coordination_dirty(snap, j):
+                steps += _ok(partial(self.clean_terminal, j))
+            if j in snap.progress:
+                steps += _ok(partial(self.clear_stale_progress, j))
+        dsnap = stores.durable.snapshot()
+        down = {w.id for w in dsnap.workers if not w.up}
+        jobs = {jr.id: jr for jr in dsnap.jobs}
+        for row in dsnap.attempts:
+            owner_job = jobs[row.job]
+            if row.committed or not (row.stop is Stop.FAILED or row.stopped or row.worker in down):
+                continue
+            info = stores.target.info(None, row.id)
+            if guards.cleanup_eligible(owner_job, row, info, worker_up=row.worker not in down):
+                steps += _ok(partial(self.cleanup_stage, row.id))
+        with_intents = {c.job for c in dsnap.credentials}
+        for jr in dsnap.jobs:
+            if jr.id in with_intents:
+                steps += _ok(partial(self.clean_credentials, jr))
+        return steps
+
+    def _durable_only(self) -> int:
+        steps = 0
+        dsnap = self.stores.durable.snapshot()
+        for row in dsnap.attempts:
+            if row.pending is not None:
+                steps += _ok(partial(self.process_outcome, row.id))
+        for job in dsnap.jobs:
+            if job.phase is Phase.RETRY_WAIT:
+                steps += _ok(partial(self.schedule_retry, job.id))
+            elif job.phase is Phase.CANCELLING:
+                steps += _ok(partial(self.finalize_cancel, job.id))
+        return steps
+
+
+def _ok(fn: Any) -> int:
+    try:
+        return int(bool(fn()))
+    except RemoraError:
+        return 0
+
+
+__all__ = ["Reconciler"]

@@ -1,0 +1,549 @@
+"""The coordination store on Redis (redis-py): every operation is one Lua script.
+
+Each script evaluates the same condition as the ``can_*`` function of
+:mod:`remora.jobs.guards` that :class:`~remora.jobs.coordination.MemoryCoordination` uses
+(the contract suite runs both), applies the change, and appends the spec action to the
+coordination log — the stream ``<ns>:log`` — *in the same script*, so the stream's ids
+order the coordination steps.  Scripts compare tokens: ``ActivateAttempt`` the reservation
+id and the mirrored floor/cancel mark, ``RenewLease`` and ``ReportProgress`` the floor.
+Nothing here is a lock: a Redis key never fences a durable write.
+
+Keys (one hash tag, so a cluster keeps them on one slot): ``queued`` (set), ``res`` (hash
+job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``notice`` (set),
+``progress`` (hash job → ``attempt|n``), ``floor`` (hash job → token), ``cancel`` (set),
+``rid`` (counter), ``log`` (stream).
+
+Time: with a ``clock`` the caller's clock is passed to every script (tests, simulation);
+without one the scripts read the Redis server's ``TIME`` — one clock for every worker.
+
+A wipe (``LoseCoordinationState``) deletes every key of the namespace, or runs
+``FLUSHALL`` when the store owns the server (``flush_all=True``).  A connection lost while
+a script ran leaves its effect unknown: the stream is searched for the call's
+``(actor, seq)`` to resolve it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+
+from remora.clock import Clock
+from remora.errors import InvalidInput, Unavailable, UnknownResult
+from remora.jobs.io import Actor, JobOperation, io_call
+from remora.jobs.model import (
+    AttemptId,
+    CoordEntry,
+    CoordSnapshot,
+    JobsConfig,
+    Lease,
+    LiveProgress,
+    Reservation,
+)
+
+PRELUDE = r"""
+local ns = KEYS[1]
+local function k(name) return ns .. ':' .. name end
+local dry = ARGV[1] == '1'
+local now = tonumber(ARGV[2])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local tick = tonumber(ARGV[3])
+local function split(s)
+  local out = {}
+  for part in string.gmatch(s, '([^|]+)') do table.insert(out, part) end
+  return out
+end
+local function age(at, limit)
+  local a = math.floor((now - at) / tick)
+  if a < 0 then a = 0 end
+  if a > limit then a = limit end
+  return a
+end
+local function log(action, params)
+  if dry then return '' end
+  return redis.call('XADD', k('log'), '*', 'action', action, 'params', params,
+                    'actor', ARGV[4], 'seq', ARGV[5])
+end
+local function floor_ok(job, token, running)
+  local f = tonumber(redis.call('HGET', k('floor'), job) or '0')
+  if token <= f then return false end
+  if running and redis.call('SISMEMBER', k('cancel'), job) == 1 then return false end
+  return true
+end
+local function live_count()
+  local n = redis.call('HLEN', k('res'))
+  for _, v in ipairs(redis.call('HVALS', k('lease'))) do
+    if split(v)[3] == '1' then n = n + 1 end
+  end
+  return n
+end
+"""
+
+# ARGV: 1 dry, 2 now, 3 tick, 4 actor, 5 seq, 6 params (json), then per script.
+SCRIPTS: dict[str, str] = {
+    "Enqueue": r"""
+local job = ARGV[7]
+if redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('res'), job) == 1
+then return {0, ''} end
+if not dry then redis.call('SADD', k('queued'), job) end
+return {1, log('Enqueue', ARGV[6])}
+""",
+    "Reserve": r"""
+local job, worker = ARGV[7], ARGV[8]
+local executing, local_limit = tonumber(ARGV[9]), tonumber(ARGV[10])
+local global_limit = tonumber(ARGV[11])
+if redis.call('SISMEMBER', k('queued'), job) == 0 or redis.call('HEXISTS', k('res'), job) == 1
+then return {0, ''} end
+local mine = 0
+for _, v in ipairs(redis.call('HVALS', k('res'))) do
+  if split(v)[1] == worker then mine = mine + 1 end
+end
+if live_count() >= global_limit or mine + executing >= local_limit then return {0, ''} end
+if dry then return {1, ''} end
+-- unique across wipes: a FLUSHALL resets the counter, not the server's clock
+local t = redis.call('TIME')
+local rid = 'r' .. t[1] .. '.' .. t[2] .. '-' .. redis.call('INCR', k('rid'))
+redis.call('SREM', k('queued'), job)
+redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
+return {rid, log('Reserve', ARGV[6])}
+""",
+    "ActivateAttempt": r"""
+local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local worker, rid, progress = ARGV[10], ARGV[11], ARGV[12]
+local r = redis.call('HGET', k('res'), job)
+if not r then return {0, ''} end
+local parts = split(r)
+if parts[1] ~= worker or parts[2] ~= rid or not floor_ok(job, token, true) then return {0, ''} end
+if not dry then
+  redis.call('HDEL', k('res'), job)
+  redis.call('HSET', k('lease'), a, worker .. '|' .. now .. '|1')
+  redis.call('HSET', k('progress'), job, a .. '|' .. progress)
+end
+return {1, log('ActivateAttempt', ARGV[6])}
+""",
+    "RenewLease": r"""
+local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local worker, limit = ARGV[10], tonumber(ARGV[11])
+local l = redis.call('HGET', k('lease'), a)
+if not l then return {0, ''} end
+local parts = split(l)
+if parts[3] ~= '1' or parts[1] ~= worker or age(tonumber(parts[2]), limit) == 0
+   or not floor_ok(job, token, false) then return {0, ''} end
+if not dry then redis.call('HSET', k('lease'), a, worker .. '|' .. now .. '|1') end
+return {1, log('RenewLease', ARGV[6])}
+""",
+    "ReportProgress": r"""
+local job, a, token, progress = ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local l = redis.call('HGET', k('lease'), a)
+if not l or split(l)[3] ~= '1' or not floor_ok(job, token, true) then return {0, ''} end
+local cur = redis.call('HGET', k('progress'), job)
+if cur == a .. '|' .. progress then return {0, ''} end
+if not dry then redis.call('HSET', k('progress'), job, a .. '|' .. progress) end
+return {1, log('ReportProgress', ARGV[6])}
+""",
+    "ExpireLease": r"""
+local a, limit = ARGV[7], tonumber(ARGV[8])
+local l = redis.call('HGET', k('lease'), a)
+if not l then return {0, ''} end
+local parts = split(l)
+if parts[3] ~= '1' or age(tonumber(parts[2]), limit) ~= limit then return {0, ''} end
+if not dry then redis.call('HSET', k('lease'), a, parts[1] .. '|' .. parts[2] .. '|0') end
+return {1, log('ExpireLease', ARGV[6])}
+""",
+    "ExpireReservation": r"""
+local job, limit = ARGV[7], tonumber(ARGV[8])
+local r = redis.call('HGET', k('res'), job)
+if not r or age(tonumber(split(r)[3]), limit) ~= limit then return {0, ''} end
+if not dry then redis.call('HDEL', k('res'), job) end
+return {1, log('ExpireReservation', ARGV[6])}
+""",
+    "ReleaseLease": r"""
+local a = ARGV[7]
+local l = redis.call('HGET', k('lease'), a)
+if not l then return {0, ''} end
+local parts = split(l)
+if parts[3] ~= '1' then return {0, ''} end
+if not dry then redis.call('HSET', k('lease'), a, parts[1] .. '|' .. parts[2] .. '|0') end
+return {1, log('ReleaseLease', ARGV[6])}
+""",
+    "ReleaseReservation": r"""
+local job, rid = ARGV[7], ARGV[8]
+local r = redis.call('HGET', k('res'), job)
+if not r or (rid ~= '' and split(r)[2] ~= rid) then return {0, ''} end
+if not dry then redis.call('HDEL', k('res'), job) end
+return {1, log('ReleaseReservation', ARGV[6])}
+""",
+    "PublishCancelNotice": r"""
+local job = ARGV[7]
+if redis.call('SISMEMBER', k('notice'), job) == 1 then return {0, ''} end
+if not dry then redis.call('SADD', k('notice'), job) end
+return {1, log('PublishCancelNotice', ARGV[6])}
+""",
+    "CleanTerminalCoordination": r"""
+local job = ARGV[7]
+if redis.call('SISMEMBER', k('queued'), job) == 0 and redis.call('HEXISTS', k('res'), job) == 0
+   and redis.call('SISMEMBER', k('notice'), job) == 0
+   and redis.call('HEXISTS', k('progress'), job) == 0 then return {0, ''} end
+if not dry then
+  redis.call('SREM', k('queued'), job)
+  redis.call('HDEL', k('res'), job)
+  redis.call('SREM', k('notice'), job)
+  redis.call('HDEL', k('progress'), job)
+end
+return {1, log('CleanTerminalCoordination', ARGV[6])}
+""",
+    "ClearStaleLiveProgress": r"""
+local job, authority = ARGV[7], ARGV[8]
+local p = redis.call('HGET', k('progress'), job)
+if not p then return {0, ''} end
+local a = split(p)[1]
+local l = redis.call('HGET', k('lease'), a)
+if a == authority and l and split(l)[3] == '1' then return {0, ''} end
+if not dry then redis.call('HDEL', k('progress'), job) end
+return {1, log('ClearStaleLiveProgress', ARGV[6])}
+""",
+    "RaiseFloor": r"""
+local job, token = ARGV[7], tonumber(ARGV[8])
+local f = tonumber(redis.call('HGET', k('floor'), job) or '0')
+if not dry and token > f then redis.call('HSET', k('floor'), job, token) end
+return {0, ''}
+""",
+    "MarkCancel": r"""
+if not dry then redis.call('SADD', k('cancel'), ARGV[7]) end
+return {0, ''}
+""",
+}
+
+KEY_NAMES = ("queued", "res", "lease", "notice", "progress", "floor", "cancel", "rid", "log")
+
+
+class RedisCoordination:
+    """A :class:`~remora.jobs.coordination.Coordination` on Redis."""
+
+    def __init__(
+        self,
+        url: str,
+        config: JobsConfig,
+        *,
+        namespace: str = "remora:jobs",
+        clock: Clock | None = None,
+        flush_all: bool = False,
+        socket_timeout: float = 5.0,
+    ) -> None:
+        self.config = config
+        self.ns = "{" + namespace + "}"
+        self.clock = clock
+        self.flush_all = flush_all
+        try:
+            self.client: redis.Redis = redis.Redis.from_url(
+                url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+            )
+        except ValueError as exc:
+            raise InvalidInput(f"bad Redis URL {url!r}: {exc}") from None
+        self.url = url
+        self._scripts = {
+            name: self.client.register_script(PRELUDE + body) for name, body in SCRIPTS.items()
+        }
+
+    def ping(self) -> None:
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            raise Unavailable(f"cannot reach Redis at {self.url}: {exc}") from None
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _now(self) -> str:
+        return "" if self.clock is None else str(round(self.clock.now() * 1000))
+
+    def _op(
+        self,
+        actor: Actor,
+        action: str,
+        params: dict[str, Any],
+        key: str,
+        script: str,
+        extra: list[Any],
+    ) -> Any:
+        seq = actor.next_seq()
+        text = json.dumps(params, sort_keys=True)
+
+        def run(dry: bool) -> list[Any]:
+            args = [
+                "1" if dry else "0",
+                self._now(),
+                self.config.tick_ms,
+                actor.name,
+                seq,
+                text,
+                *extra,
+            ]
+            try:
+                out: list[Any] = self._scripts[script](keys=[self.ns], args=args)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise UnknownResult(f"redis {script}: {exc}") from exc
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis {script}: {exc}") from exc
+            return out
+
+        def effect(commit: bool) -> list[Any]:
+            return run(not commit)
+
+        try:
+            result, order = io_call(actor, JobOperation.COORD_WRITE, key, effect)
+        except UnknownResult:
+            found = self._find(actor.name, seq)
+            if found is None:
+                raise Unavailable(f"redis {script}: not applied (re-read the log)") from None
+            result, order = b"1", found
+        order_s = order.decode() if isinstance(order, bytes) else str(order)
+        value = result.decode() if isinstance(result, bytes) else result
+        if order_s and action:
+            actor.record(seq, action, params, store="coordination", order=order_s)
+        return value
+
+    def _find(self, actor: str, seq: int) -> str | None:
+        try:
+            entries: Any = self.client.xrevrange(f"{self.ns}:log", count=5000)
+        except redis.RedisError as exc:
+            raise UnknownResult(f"cannot resolve an unknown result: {exc}") from exc
+        for entry_id, fields in entries or []:
+            f = {_d(k): _d(v) for k, v in fields.items()}
+            if f.get("actor") == actor and f.get("seq") == str(seq):
+                return _d(entry_id)
+        return None
+
+    # -- spec actions ---------------------------------------------------------------------
+    def enqueue(self, actor: Actor, job: str) -> bool:
+        return bool(int(self._op(actor, "Enqueue", {"j": job}, job, "Enqueue", [job]) or 0))
+
+    def reserve(
+        self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
+    ) -> str | None:
+        out = self._op(
+            actor,
+            "Reserve",
+            {"j": job, "w": worker},
+            job,
+            "Reserve",
+            [job, worker, executing, local_limit, self.config.global_limit],
+        )
+        return None if out in (0, "0", None) else str(out)
+
+    def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
+        out = self._op(
+            actor,
+            "ActivateAttempt",
+            {"a": str(a)},
+            a.job,
+            "ActivateAttempt",
+            [a.job, str(a), a.token, worker, rid, progress],
+        )
+        return _truthy(out)
+
+    def renew(self, actor: Actor, a: AttemptId, worker: str) -> bool:
+        out = self._op(
+            actor,
+            "RenewLease",
+            {"a": str(a)},
+            a.job,
+            "RenewLease",
+            [a.job, str(a), a.token, worker, self.config.lease_ticks],
+        )
+        return _truthy(out)
+
+    def report_progress(self, actor: Actor, a: AttemptId, progress: int) -> bool:
+        out = self._op(
+            actor,
+            "ReportProgress",
+            {"a": str(a)},
+            a.job,
+            "ReportProgress",
+            [a.job, str(a), a.token, progress],
+        )
+        return _truthy(out)
+
+    def expire_lease(self, actor: Actor, a: AttemptId) -> bool:
+        out = self._op(
+            actor,
+            "ExpireLease",
+            {"a": str(a)},
+            a.job,
+            "ExpireLease",
+            [str(a), self.config.lease_ticks],
+        )
+        return _truthy(out)
+
+    def expire_reservation(self, actor: Actor, job: str) -> bool:
+        out = self._op(
+            actor,
+            "ExpireReservation",
+            {"j": job},
+            job,
+            "ExpireReservation",
+            [job, self.config.reservation_ticks],
+        )
+        return _truthy(out)
+
+    def release_lease(self, actor: Actor, a: AttemptId) -> bool:
+        out = self._op(actor, "ReleaseLease", {"a": str(a)}, a.job, "ReleaseLease", [str(a)])
+        return _truthy(out)
+
+    def release_reservation(self, actor: Actor, job: str, rid: str | None) -> bool:
+        out = self._op(
+            actor, "ReleaseReservation", {"j": job}, job, "ReleaseReservation", [job, rid or ""]
+        )
+        return _truthy(out)
+
+    def publish_cancel_notice(self, actor: Actor, job: str) -> bool:
+        out = self._op(actor, "PublishCancelNotice", {"j": job}, job, "PublishCancelNotice", [job])
+        return _truthy(out)
+
+    def clean_terminal(self, actor: Actor, job: str) -> bool:
+        out = self._op(
+            actor,
+            "CleanTerminalCoordination",
+            {"j": job},
+            job,
+            "CleanTerminalCoordination",
+            [job],
+        )
+        return _truthy(out)
+
+    def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
+        out = self._op(
+            actor,
+            "ClearStaleLiveProgress",
+            {"j": job},
+            job,
+            "ClearStaleLiveProgress",
+            [job, str(authority) if authority else ""],
+        )
+        return _truthy(out)
+
+    def raise_floor(self, actor: Actor, job: str, token: int) -> None:
+        self._op(actor, "", {"j": job, "floor": token}, job, "RaiseFloor", [job, token])
+
+    def mark_cancel(self, actor: Actor, job: str) -> None:
+        self._op(actor, "", {"j": job, "cancel": True}, job, "MarkCancel", [job])
+
+    # -- faults and reads -----------------------------------------------------------------
+    def wipe(self, actor: Actor) -> None:
+        """``LoseCoordinationState``: a real wipe, then the wipe is logged."""
+        seq = actor.next_seq()
+
+        def effect(commit: bool) -> str:
+            if not commit:
+                return ""
+            try:
+                if self.flush_all:
+                    self.client.flushall()
+                else:
+                    self.client.delete(*(f"{self.ns}:{name}" for name in KEY_NAMES))
+                entry = self.client.xadd(
+                    f"{self.ns}:log",
+                    {
+                        "action": "LoseCoordinationState",
+                        "params": "{}",
+                        "actor": actor.name,
+                        "seq": str(seq),
+                    },
+                )
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis wipe: {exc}") from exc
+            return str(entry.decode() if isinstance(entry, bytes) else entry)
+
+        order = io_call(actor, JobOperation.COORD_WRITE, "", effect)
+        actor.record(seq, "LoseCoordinationState", {}, store="coordination", order=order)
+
+    def snapshot(self, actor: Actor | None = None) -> CoordSnapshot:
+        def read(commit: bool = True) -> CoordSnapshot:
+            try:
+                pipe = self.client.pipeline(transaction=True)
+                for name in ("queued", "res", "lease", "notice", "progress", "floor", "cancel"):
+                    key = f"{self.ns}:{name}"
+                    if name in ("queued", "notice", "cancel"):
+                        pipe.smembers(key)
+                    else:
+                        pipe.hgetall(key)
+                pipe.time()
+                queued, res, lease, notice, progress, floor, cancel, t = pipe.execute()
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis snapshot: {exc}") from exc
+            now = (
+                round(self.clock.now() * 1000)
+                if self.clock is not None
+                else int(t[0]) * 1000 + int(t[1]) // 1000
+            )
+            return _snapshot(queued, res, lease, notice, progress, floor, cancel, now)
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.COORD_READ, "", read)
+
+    def log(self) -> list[CoordEntry]:
+        out = []
+        entries: Any = self.client.xrange(f"{self.ns}:log")
+        for entry_id, fields in entries or []:
+            f = {_d(k): _d(v) for k, v in fields.items()}
+            out.append(
+                CoordEntry(
+                    _d(entry_id),
+                    f["action"],
+                    json.loads(f["params"]),
+                    f["actor"],
+                    int(f["seq"]),
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _d(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _snapshot(
+    queued: Any,
+    res: Any,
+    lease: Any,
+    notice: Any,
+    progress: Any,
+    floor: Any,
+    cancel: Any,
+    now: int,
+) -> CoordSnapshot:
+    reservations = {}
+    for job, v in res.items():
+        w, rid, at = _d(v).split("|")
+        reservations[_d(job)] = Reservation(w, rid, int(at))
+    leases = {}
+    for a, v in lease.items():
+        w, at, live = _d(v).split("|")
+        leases[AttemptId.parse(_d(a))] = Lease(w, int(at), live == "1")
+    prog = {}
+    for job, v in progress.items():
+        a, n = _d(v).split("|")
+        prog[_d(job)] = LiveProgress(AttemptId.parse(a), int(n))
+    return CoordSnapshot(
+        frozenset(_d(x) for x in queued),
+        reservations,
+        leases,
+        frozenset(_d(x) for x in notice),
+        prog,
+        {_d(j): int(_d(t)) for j, t in floor.items()},
+        frozenset(_d(x) for x in cancel),
+        now,
+    )
+
+
+def _truthy(out: Any) -> bool:
+    return out not in (0, "0", None, b"0")
+
+
+__all__ = ["KEY_NAMES", "SCRIPTS", "RedisCoordination"]

@@ -1,0 +1,163 @@
+"""The job runtime in deterministic simulation: memory coordination, SQLite ``:memory:``
+durable store, memory target and vault, a logical clock, one scheduler.
+
+The same runtime code runs here and in production; only the I/O is swapped.  Every method
+of :class:`Simulation` (and of its workers and reconciler) is one step the scheduler takes;
+faults (``CrashWorker``, ``DropLink``/``RestoreLink``, ``LoseCoordinationState``) and time
+(``Tick``) are steps too.  :class:`remora.jobs.refinement.RefinementChecker` wraps the
+steps and checks each against the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from remora.clock import LogicalClock
+from remora.context import Context
+from remora.faults import NO_FAULTS, IOHook
+from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.durable import open_sqlite
+from remora.jobs.io import Actor, Links, MemoryRecorder
+from remora.jobs.model import JobsConfig, Service
+from remora.jobs.reconciler import Reconciler
+from remora.jobs.stores import Stores
+from remora.jobs.target import MemoryTarget, MemoryVault
+from remora.jobs.worker import Worker
+
+#: The simulation's default limits: as small as the spec's named configurations.
+SMALL = JobsConfig(
+    max_attempts=2,
+    max_progress=2,
+    tick_ms=1000,
+    lease_ticks=1,
+    reservation_ticks=1,
+    global_limit=1,
+    max_credential_intents=1,
+)
+
+
+@attrs.frozen
+class SimConfig:
+    """A simulation's size: the jobs and worker incarnations it may use, the limits, and
+    the fault budgets (the spec's ``MaxCoordLosses``/``MaxPartitions``)."""
+
+    jobs: tuple[str, ...] = ("j1",)
+    workers: tuple[str, ...] = ("w1",)
+    concurrency: int = 1
+    jobs_config: JobsConfig = SMALL
+    max_coord_losses: int = 1
+    max_partitions: int = 2
+
+
+class Simulation:
+    """Every store in memory, a logical clock, one scheduler (the caller)."""
+
+    def __init__(
+        self,
+        config: SimConfig = SimConfig(),
+        hook: IOHook = NO_FAULTS,
+        *,
+        backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
+    ) -> None:
+        """``backends`` builds the stores on the simulation's clock (default: everything
+        in memory); the contract suite passes SQLite files, PostgreSQL and Redis."""
+        self.config = config
+        self.clock = LogicalClock()
+        jc = config.jobs_config
+        if backends is not None:
+            self.stores = backends(self.clock, jc)
+        else:
+            self.stores = Stores(
+                durable=open_sqlite(":memory:"),
+                coordination=MemoryCoordination(self.clock, jc),
+                target=MemoryTarget(),
+                vault=MemoryVault(),
+                clock=self.clock,
+                config=jc,
+            )
+        self.recorder = MemoryRecorder()
+        self.hook = hook
+        self.env = Actor("env", Context(self.clock), recorder=self.recorder)
+        self.client = Actor("client", Context(self.clock), hook=hook, recorder=self.recorder)
+        self.reconciler = Reconciler(self.stores, "reconciler", hook=hook, recorder=self.recorder)
+        self.workers: dict[str, Worker] = {
+            w: Worker(
+                self.stores,
+                w,
+                concurrency=config.concurrency,
+                hook=hook,
+                recorder=self.recorder,
+                links=Links(),
+            )
+            for w in config.workers
+        }
+        self.started: set[str] = set()
+        self.down: set[str] = set()
+        self.wipes = 0
+        self.partitions = 0
+
+    # -- client ---------------------------------------------------------------------------
+    def submit(self, job: str, handler: str = "noop", payload: Any = None) -> None:
+        self.stores.submit(self.client, job, handler, payload)
+
+    def cancel(self, job: str) -> None:
+        self.stores.request_cancel(self.client, job)
+
+    # -- environment steps ------------------------------------------------------------------
+    def worker(self, w: str) -> Worker:
+        return self.workers[w]
+
+    def start(self, w: str) -> None:
+        """``StartIncarnation(w)``."""
+        self.workers[w].start()
+        self.started.add(w)
+
+    def crash(self, w: str) -> None:
+        """``CrashWorker(w)``."""
+        self.workers[w].crash()
+        self.down.add(w)
+
+    def shutdown(self, w: str) -> None:
+        """A clean shutdown (``CrashWorker(w)`` recorded durably)."""
+        self.workers[w].shutdown()
+        self.down.add(w)
+
+    def drop_link(self, w: str, service: Service) -> None:
+        """``DropLink(w, service)``."""
+        links = self.workers[w].actor.links
+        if not self.workers[w].up or service in links.down:
+            raise ValueError(f"DropLink({w}, {service.value}) is not enabled")
+        if self.partitions >= self.config.max_partitions:
+            raise ValueError("the partition budget is spent")
+        links.drop(service)
+        self.partitions += 1
+        self.env.record(self.env.next_seq(), "DropLink", {"w": w, "service": service.value})
+
+    def restore_link(self, w: str, service: Service) -> None:
+        """``RestoreLink(w, service)``."""
+        links = self.workers[w].actor.links
+        if service not in links.down:
+            raise ValueError(f"RestoreLink({w}, {service.value}) is not enabled")
+        links.restore(service)
+        self.env.record(self.env.next_seq(), "RestoreLink", {"w": w, "service": service.value})
+
+    def wipe(self) -> None:
+        """``LoseCoordinationState``: a real wipe of the coordination store."""
+        if self.wipes >= self.config.max_coord_losses:
+            raise ValueError("the coordination-loss budget is spent")
+        self.stores.coordination.wipe(self.env)
+        self.wipes += 1
+
+    def tick(self) -> None:
+        """``Tick``: one tick of logical time (ages of leases and reservations grow)."""
+        self.clock.advance(self.config.jobs_config.tick_ms)
+        self.env.record(self.env.next_seq(), "Tick", {})
+
+    def close(self) -> None:
+        self.stores.close()
+
+
+__all__ = ["SMALL", "SimConfig", "Simulation"]

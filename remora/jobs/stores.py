@@ -1,0 +1,72 @@
+"""The four stores a job deployment runs on, and the client operations (submit, cancel)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from remora.clock import Clock
+from remora.context import Context
+from remora.jobs import guards
+from remora.jobs.coordination import Coordination
+from remora.jobs.durable import DurableStore
+from remora.jobs.io import Actor
+from remora.jobs.model import AttemptId, JobRow, JobsConfig, Phase
+from remora.jobs.target import Target, Vault, check_id
+
+
+@attrs.define
+class Stores:
+    """Durable authority, reconstructible coordination, target staging, vault; the clock
+    and the deployment's limits (``config``, kept in the durable store)."""
+
+    durable: DurableStore
+    coordination: Coordination
+    target: Target
+    vault: Vault
+    clock: Clock
+    config: JobsConfig
+
+    def close(self) -> None:
+        for store in (self.coordination, self.target, self.vault, self.durable):
+            store.close()
+
+    # -- client operations -----------------------------------------------------------------
+    def submit(self, actor: Actor, job_id: str, handler: str, payload: Any = None) -> JobRow:
+        """Durably accept a job; the reconciler's ``Enqueue`` queues it."""
+        check_id("job", job_id)
+        return self.durable.submit(
+            actor, job_id, handler, json.dumps(payload, sort_keys=True), self.config
+        )
+
+    def request_cancel(self, actor: Actor, job_id: str) -> JobRow:
+        """``RequestCancel(j)``: mark cancel in the coordination mirror first (so no attempt
+        activates or reports as Running afterwards), then the durable transition."""
+        self.coordination.mark_cancel(actor, job_id)
+        self.durable.transact(actor, job_id, lambda lk: guards.request_cancel(lk.job))
+        return self.durable.job(job_id)
+
+    def result(self, job_id: str) -> bytes | None:
+        """The committed result: the winning attempt's staged output, or None."""
+        job = self.durable.job(job_id)
+        if job.phase is not Phase.SUCCEEDED:
+            return None
+        return self.staged_data(AttemptId(job.id, job.committed), job.max_progress)
+
+    def staged_data(self, a: AttemptId, progress: int) -> bytes | None:
+        """The staged snapshot of ``a`` at ``progress``, following a resumed attempt back to
+        the staging it took over."""
+        lk = self.durable.read_locked(Actor("reader", Context(self.clock)), a.job)
+        token = a.token
+        while token:
+            data = self.target.data(AttemptId(a.job, token), progress)
+            if data is not None:
+                return data
+            row = lk.attempts.get(token)
+            token = row.adopted_from if row is not None else 0
+        return None
+
+
+__all__ = ["Stores"]

@@ -1,0 +1,331 @@
+"""Every guard catches its planted bug: with the guard weakened, the refinement checker
+reports the step the spec forbids; with the real guard, the same schedule is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from remora.jobs import guards
+from remora.jobs.model import Outcome
+from remora.jobs.refinement import RefinementViolation
+from tests.jobs.test_actions import Run
+
+
+def stale_success(run: Run) -> None:
+    """A reaped zombie sends success after a second attempt took over."""
+    a1 = run.running()
+    run(lambda: run.w1.advance(a1, 2, b"zombie"))
+    run(run.sim.tick)
+    run(lambda: run.r.expire_lease(a1))
+    run(lambda: run.r.reap(a1))
+    run(lambda: run.r.schedule_retry("j1"))
+    run(lambda: run.r.enqueue("j1"))
+    run(lambda: run.sim.start("w2"))
+    w2 = run.sim.worker("w2")
+    run(lambda: w2.reserve("j1"))
+    run(lambda: w2.authorize("j1"))
+    run(lambda: run.w1.send_outcome(a1, Outcome.SUCCESS))
+    run(lambda: run.w1.process_outcome(a1))
+
+
+def activate_after_cancel(run: Run) -> None:
+    run.ok(lambda: run.sim.start("w1"))
+    run.ok(lambda: run.sim.submit("j1"))
+    run.ok(lambda: run.r.enqueue("j1"))
+    run.ok(lambda: run.w1.reserve("j1"))
+    a = run.ok(lambda: run.w1.authorize("j1"))
+    run(lambda: run.sim.cancel("j1"))
+    run(lambda: run.w1.activate(a))
+
+
+def renew_after_finalize(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.sim.cancel("j1"))
+    run(lambda: run.r.finalize_cancel("j1"))
+    run(run.sim.tick)
+    run(lambda: run.w1.renew(a))
+
+
+def reap_live_lease(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.r.reap(a))
+
+
+def clean_winner(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.r.cleanup_stage(a))
+
+
+def reserve_over_capacity(run: Run) -> None:
+    run.ok(lambda: run.sim.start("w1"))
+    for j in ("j1", "j2"):
+        run.ok(lambda j=j: run.sim.submit(j))
+        run.ok(lambda j=j: run.r.enqueue(j))
+    run(lambda: run.w1.reserve("j1"))
+    run(lambda: run.w1.reserve("j2"))
+
+
+def authorize_without_reservation(run: Run) -> None:
+    run.ok(lambda: run.sim.start("w1"))
+    run.ok(lambda: run.sim.submit("j1"))
+    run.ok(lambda: run.r.enqueue("j1"))
+    run(lambda: run.w1.reserve("j1"))
+    run(run.sim.tick)
+    run(lambda: run.r.expire_reservation("j1"))
+    run(lambda: run.w1.authorize("j1"))
+
+
+def report_after_cancel(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.w1.advance(a, 1, b"x"))
+    run(lambda: run.sim.cancel("j1"))
+    run(lambda: run.w1.report_progress(a))
+
+
+def accept_failure_after_cancel(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.w1.send_outcome(a, Outcome.PERMANENT))
+    run(lambda: run.sim.cancel("j1"))
+    run(lambda: run.w1.process_outcome(a))
+
+
+def _true(*args: Any, **kw: Any) -> bool:
+    return True
+
+
+MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
+    "accept success without the token compare": (
+        "commit_eligible",
+        lambda job, row, stage: row.pending is Outcome.SUCCESS,
+        stale_success,
+    ),
+    "activate without the mirrored authority": ("mirror_allows", _true, activate_after_cancel),
+    "renew after losing authority": ("mirror_allows", _true, renew_after_finalize),
+    "report progress after a cancel": ("mirror_allows", _true, report_after_cancel),
+    "reap a live lease": (
+        "reap",
+        lambda job, attempts, token, lease_live, reserved: guards_reap(
+            job, attempts, token, lease_live=False, reserved=reserved
+        ),
+        reap_live_lease,
+    ),
+    "clean the winner's staging": (
+        "cleanup_eligible",
+        lambda job, row, stage, worker_up: True,
+        clean_winner,
+    ),
+    "reserve beyond capacity": (
+        "can_reserve",
+        lambda c, job, *a: job in c.queued,
+        reserve_over_capacity,
+    ),
+    "authorize without the reservation": (
+        "authorize",
+        lambda job, attempts, worker, rid, reserved, worker_up, owner_stopped: guards_authorize(
+            job,
+            attempts,
+            worker,
+            rid,
+            reserved=True,
+            worker_up=worker_up,
+            owner_stopped=owner_stopped,
+        ),
+        authorize_without_reservation,
+    ),
+    "accept a failure after a cancel": (
+        "failure_eligible",
+        lambda job, row: row.pending in (Outcome.RETRYABLE, Outcome.PERMANENT),
+        accept_failure_after_cancel,
+    ),
+}
+
+guards_reap = guards.reap
+guards_authorize = guards.authorize
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_planted_guard_bug_is_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    attr, mutant, schedule = MUTATIONS[name]
+    schedule(Run())  # the real guard: the schedule is refined step by step
+    monkeypatch.setattr(guards, attr, mutant)
+    with pytest.raises(RefinementViolation):
+        schedule(Run())
+
+
+# -- more guards ----------------------------------------------------------------------------
+
+
+def enqueue_twice(run: Run) -> None:
+    run.ok(lambda: run.sim.submit("j1"))
+    run(lambda: run.r.enqueue("j1"))
+    run(lambda: run.r.enqueue("j1"))
+
+
+def expire_fresh_lease(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.r.expire_lease(a))
+
+
+def expire_fresh_reservation(run: Run) -> None:
+    run.ok(lambda: run.sim.start("w1"))
+    run.ok(lambda: run.sim.submit("j1"))
+    run.ok(lambda: run.r.enqueue("j1"))
+    run(lambda: run.w1.reserve("j1"))
+    run(lambda: run.r.expire_reservation("j1"))
+
+
+def clear_live_progress(run: Run) -> None:
+    run.running()
+    run(lambda: run.r.clear_stale_progress("j1"))
+
+
+def clean_clean_coordination(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.r.clean_terminal("j1"))
+    run(lambda: run.r.clean_terminal("j1"))
+
+
+def checkpoint_after_reap(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.w1.advance(a, 1, b"x"))
+    run(run.sim.tick)
+    run(lambda: run.r.expire_lease(a))
+    run(lambda: run.r.reap(a))
+    run(lambda: run.w1.checkpoint(a))
+
+
+def send_twice(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.w1.send_outcome(a, Outcome.PERMANENT))
+    run.w1.attempts[a].outcome_sent = False  # the worker forgets; the durable guard must not
+    run(lambda: run.w1.send_outcome(a, Outcome.RETRYABLE))
+
+
+def retry_running(run: Run) -> None:
+    run.running()
+    run(lambda: run.r.schedule_retry("j1"))
+
+
+def cancel_succeeded(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.sim.cancel("j1"))
+
+
+def finalize_running(run: Run) -> None:
+    run.running()
+    run(lambda: run.r.finalize_cancel("j1"))
+
+
+def invalidate_terminal(run: Run) -> None:
+    a = run.running()
+    run.finish(a)
+    run(lambda: run.r.invalidate_checkpoint("j1"))
+
+
+def commit_unwritten_credential(run: Run) -> None:
+    from remora.jobs import worker as W
+
+    a = run.running()
+    st, act = run.sim.stores, run.w1.actor
+    c = run(lambda: W.prepare_credential(st, act, a))
+    run(lambda: W.begin_credential_write(st, act, c))
+    run(lambda: W.commit_credential_version(st, act, c))
+
+
+def _unguarded(fn: Callable[..., Any], *skip: str) -> Callable[..., Any]:
+    """``fn`` with ``need`` ignoring the failures whose message contains one of ``skip``."""
+
+    def mutant(*args: Any, **kwargs: Any) -> Any:
+        real = guards.need
+
+        def lenient(cond: bool, why: str) -> None:
+            if not any(s in why for s in skip):
+                real(cond, why)
+
+        guards.need = lenient
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            guards.need = real
+
+    return mutant
+
+
+def release_running_lease(run: Run) -> None:
+    a = run.running()
+    run(lambda: run.r.release_lease(a))
+
+
+MORE: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
+    "release a running attempt's lease": (
+        "lease_releasable",
+        lambda job, row, worker_up: True,
+        release_running_lease,
+    ),
+    "enqueue a queued job": ("can_enqueue", _true, enqueue_twice),
+    "expire a fresh lease": ("can_expire_lease", _true, expire_fresh_lease),
+    "expire a fresh reservation": ("can_expire_reservation", _true, expire_fresh_reservation),
+    "clear live progress": ("can_clear_stale_progress", _true, clear_live_progress),
+    "clean clean coordination": ("coordination_dirty", _true, clean_clean_coordination),
+    "checkpoint without authority": (
+        "persist_checkpoint",
+        _unguarded(guards.persist_checkpoint, "current authority", "not Running"),
+        checkpoint_after_reap,
+    ),
+    "send a second outcome": (
+        "send_outcome",
+        _unguarded(guards.send_outcome, "in flight"),
+        send_twice,
+    ),
+    "retry a running job": (
+        "schedule_retry",
+        _unguarded(guards.schedule_retry, "not RetryWait"),
+        retry_running,
+    ),
+    "cancel a succeeded job": (
+        "request_cancel",
+        _unguarded(guards.request_cancel, "nothing to cancel"),
+        cancel_succeeded,
+    ),
+    "finalize a running job": (
+        "finalize_cancel",
+        _unguarded(guards.finalize_cancel, "not Cancelling"),
+        finalize_running,
+    ),
+    "invalidate a terminal job's checkpoint": (
+        "invalidate_checkpoint",
+        _unguarded(guards.invalidate_checkpoint, "terminal"),
+        invalidate_terminal,
+    ),
+    "commit an unwritten credential": (
+        "commit_credential_version",
+        _unguarded(guards.commit_credential_version, "intent is", "no live secret"),
+        commit_unwritten_credential,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_planted_guard_bugs_are_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    attr, mutant, schedule = MORE[name]
+    schedule(Run())
+    monkeypatch.setattr(guards, attr, mutant)
+    with pytest.raises(RefinementViolation):
+        schedule(Run())
+
+
+def test_embedded_mode_needs_the_durable_guard() -> None:
+    """With coordination private to each worker process (no mirror pre-writes from other
+    processes), the worker's durable-locked refresh is what keeps ``ActivateAttempt``
+    sound: without it the walk activates an attempt whose authority is gone."""
+    from tests.jobs.walk import drain, walk
+
+    drain(walk(43, 300, fault_rate=0.1))
+    with pytest.raises(RefinementViolation, match="ActivateAttempt"):
+        walk(43, 300, fault_rate=0.1, embedded_guard=False)

@@ -3,7 +3,9 @@
 A value is JSON ``{"subject": str, "op": "submit"|"correct"|"withdraw", "revision": int,
 "body": {...}}`` and nothing else.  Anything that does not parse to exactly that shape is
 *malformed*.  The subject is still extracted when it can be, because a malformed record
-with a parseable subject blocks that subject.
+with a parseable subject blocks that subject.  A value holding text no store can hold (a
+lone surrogate or NUL, spelled as a JSON escape) is malformed too
+(:mod:`remora.domain.storable`); its subject counts only when it is storable itself.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import attrs
 
 from remora.domain.records import OPS, Op
+from remora.domain.storable import UNSTORABLE, storable_text, unstorable_in
 
 _FIELDS = frozenset({"subject", "op", "revision", "body"})
 
@@ -46,14 +49,18 @@ def _reject_constant(name: str) -> Any:
 def parse_amendment(value: bytes) -> Amendment | Malformed:
     try:
         doc = json.loads(value.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return Malformed(None, f"value is not JSON: {type(exc).__name__}")
     if not isinstance(doc, dict):
         return Malformed(None, "value is not a JSON object")
     raw_subject = doc.get("subject")
     subject = raw_subject if isinstance(raw_subject, str) and raw_subject else None
+    if subject is not None and not storable_text(subject):
+        return Malformed(None, f"subject holds {UNSTORABLE}")
     if subject is None:
         return Malformed(None, "subject is missing or not a non-empty string")
+    if unstorable_in(doc):
+        return Malformed(subject, f"value holds {UNSTORABLE}")
     extra = sorted(set(doc) - _FIELDS)
     if extra:
         return Malformed(subject, f"unknown fields: {', '.join(extra)}")
@@ -69,4 +76,8 @@ def parse_amendment(value: bytes) -> Amendment | Malformed:
     body = doc["body"]
     if not isinstance(body, dict):
         return Malformed(subject, "body is not a JSON object")
-    return Amendment(subject=subject, op=op, revision=revision, body=canonical_json(body))
+    try:
+        text = canonical_json(body)
+    except RecursionError:
+        return Malformed(subject, "body is nested too deeply to store")
+    return Amendment(subject=subject, op=op, revision=revision, body=text)

@@ -25,8 +25,9 @@ from collections.abc import Callable
 import attrs
 
 from remora.domain.amendment import parse_amendment
-from remora.domain.fold import Applied, Decision, decide
-from remora.domain.records import SourceRecord, SubjectState
+from remora.domain.fold import Applied, Decision, Quarantined, decide
+from remora.domain.records import QuarantineEntry, SourceRecord, SubjectState
+from remora.domain.storable import MAX_VERSION, UNSTORABLE, storable_text
 from remora.errors import InvalidInput
 
 KeyFunction = Callable[[SourceRecord], "str | None"]
@@ -41,10 +42,12 @@ class Processing:
     decide: DecideFunction
 
     def apply(self, record: SourceRecord, current: SubjectState | None, next_seq: int) -> Decision:
-        """:attr:`decide`, checked: the decision must belong to ``record`` and ``next_seq``."""
+        """:attr:`decide`, checked: the decision must belong to ``record`` and ``next_seq``;
+        one holding what no store can hold becomes a ``malformed`` quarantine
+        (:func:`~remora.domain.storable.storable_decision`), the same on every store."""
         decision = self.decide(record, current, next_seq)
         check_decision(record, decision, next_seq)
-        return decision
+        return storable_decision(record, decision)
 
 
 def check_decision(record: SourceRecord, decision: Decision, next_seq: int) -> None:
@@ -61,6 +64,49 @@ def check_decision(record: SourceRecord, decision: Decision, next_seq: int) -> N
             raise InvalidInput(f"processing gave outbox seq {seq}, the next is {next_seq}")
         if decision.subject.subject != decision.entry.subject:
             raise InvalidInput("processing applied one subject and stored another")
+
+
+def _texts(decision: Decision) -> list[tuple[str, str | None]]:
+    e = decision.entry
+    out: list[tuple[str, str | None]] = [("subject", e.subject)]
+    if isinstance(decision, Applied):
+        out += [("op", decision.entry.op), ("body", decision.entry.body)]
+        if decision.intent is not None:
+            out += [("intent subject", decision.intent.subject)]
+            out += [("intent body", decision.intent.body)]
+    else:
+        out += [("detail", decision.entry.detail)]
+    if decision.subject is not None:
+        out += [("state subject", decision.subject.subject), ("state body", decision.subject.body)]
+    return out
+
+
+def _numbers(decision: Decision) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    if isinstance(decision, Applied):
+        out.append(("version", decision.entry.version))
+        if decision.intent is not None:
+            out.append(("intent version", decision.intent.version))
+    if decision.subject is not None:
+        out.append(("revision", decision.subject.revision))
+    return out
+
+
+def storable_decision(record: SourceRecord, decision: Decision) -> Decision:
+    """``decision``, or — when it holds something no store can hold — a ``malformed``
+    quarantine of ``record`` saying what (module docstring)."""
+    for name, text in _texts(decision):
+        if text is not None and not storable_text(text):
+            return _malformed(record, f"the decision's {name} holds {UNSTORABLE}")
+    for name, number in _numbers(decision):
+        if not 0 <= number <= MAX_VERSION:
+            return _malformed(record, f"the decision's {name} is outside 0..{MAX_VERSION}")
+    return decision
+
+
+def _malformed(record: SourceRecord, detail: str) -> Quarantined:
+    entry = QuarantineEntry(record.partition, record.offset, None, "malformed", detail)
+    return Quarantined(entry=entry, subject=None)
 
 
 def amendment_key(record: SourceRecord) -> str | None:

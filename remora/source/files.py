@@ -1,6 +1,7 @@
 """A file-backed source: a directory of JSONL files, one per partition.
 
-File names are ``partition-<N>.jsonl`` (``N`` ≥ 0).  Each non-blank line is one record::
+File names are ``partition-<N>.jsonl`` (``N`` in ASCII digits, 0 ≤ N < 2^31; two names for
+one partition, or any other ``partition-*`` entry, are refused, naming the files).  Each non-blank line is one record::
 
     {"offset": 0, "visible": true, "key": "s1", "value": {"subject": "s1", ...}}
 
@@ -35,31 +36,42 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from remora import strictjson
 from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import InvalidInput, SourceError
 from remora.faults import NO_FAULTS, IOCall, IOHook, Operation, controlled_call
+from remora.limits import MAX_OFFSET, MAX_PARTITION
 from remora.source.log import MemorySourceLog
 
-_FILE = re.compile(r"^partition-(\d+)\.jsonl$")
+_FILE = re.compile(r"^partition-([0-9]+)\.jsonl$", re.ASCII)
 _FIELDS = frozenset({"offset", "visible", "key", "value", "value_base64", "partition"})
 
 
 def parse_source_line(partition: int, line: str, where: str) -> SourceRecord:
+    """One source line as a record, read as strictly as a trace (:mod:`remora.strictjson`:
+    duplicate keys, ``NaN``, huge integers, deep nesting and lone surrogates are refused),
+    with every integer bounded to what every store holds (:mod:`remora.limits`)."""
     try:
-        doc: Any = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{where}: not JSON ({exc.msg})") from None
+        doc: Any = strictjson.loads(line)
+    except strictjson.JsonRejected as exc:
+        reason = f"not JSON ({exc})" if exc.syntax else str(exc)
+        raise InvalidInput(f"{where}: {reason}") from None
     if not isinstance(doc, dict):
         raise InvalidInput(f"{where}: a record must be a JSON object")
     unknown = sorted(set(doc) - _FIELDS)
     if unknown:
-        raise InvalidInput(f"{where}: unknown field(s) {', '.join(unknown)}")
+        names = ", ".join(strictjson.short(u, 40) for u in unknown[:5])
+        raise InvalidInput(f"{where}: unknown field(s) {names}")
     offset = doc.get("offset")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise InvalidInput(f"{where}: offset must be a non-negative integer")
-    if "partition" in doc and doc["partition"] != partition:
-        raise InvalidInput(f"{where}: partition {doc['partition']!r} in file of {partition}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidInput(f"{where}: offset must be an integer in 0..{MAX_OFFSET}")
+    if "partition" in doc and (
+        not strictjson.is_int(doc["partition"]) or doc["partition"] != partition
+    ):
+        raise InvalidInput(
+            f"{where}: partition {strictjson.short(doc['partition'])} in file of {partition}"
+        )
     visible = doc.get("visible", True)
     if not isinstance(visible, bool):
         raise InvalidInput(f"{where}: visible must be true or false")
@@ -72,15 +84,21 @@ def parse_source_line(partition: int, line: str, where: str) -> SourceRecord:
         encoded = doc["value_base64"]
         if not isinstance(encoded, str):
             raise InvalidInput(f"{where}: value_base64 must be a string")
-        try:
-            value = base64.b64decode(encoded, validate=True)
-        except binascii.Error:
-            raise InvalidInput(f"{where}: value_base64 is not valid base64") from None
+        value = decode_base64(encoded, f"{where}: value_base64")
     elif isinstance(doc["value"], str):
-        value = doc["value"].encode("utf-8")
+        value = doc["value"].encode("utf-8")  # no surrogate: strictjson refused those
     else:
         value = json.dumps(doc["value"], separators=(",", ":"), sort_keys=True).encode("utf-8")
     return SourceRecord(partition=partition, offset=offset, visible=visible, key=key, value=value)
+
+
+def decode_base64(text: str, what: str) -> bytes:
+    """Strict base64 (the standard alphabet, padded) — refused with one line, whatever the
+    text holds (``b64decode`` raises ``ValueError``, not ``binascii.Error``, on non-ASCII)."""
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        raise InvalidInput(f"{what} is not valid base64") from None
 
 
 INDEX_EVERY = 1024
@@ -89,17 +107,46 @@ seek back (a new owner resuming at the durable frontier) rereads at most that ma
 
 
 def _partition_files(path: str | Path) -> list[tuple[int, Path]]:
+    """The partition files of a source directory, in partition order.
+
+    Refused (one line naming the files): two names for one partition
+    (``partition-1.jsonl`` and ``partition-01.jsonl``), a ``partition-*`` entry that does not
+    match ``partition-<N>.jsonl`` (N in ASCII digits only, at most :data:`MAX_PARTITION`) or
+    is not a regular file — a file the user meant to be read is never silently skipped."""
     root = Path(path)
     if not root.is_dir():
         raise InvalidInput(f"{root}: not a directory")
-    found = []
-    for file in sorted(root.iterdir()):
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        raise InvalidInput(f"{root}: cannot list ({exc.strerror or exc})") from None
+    found: dict[int, Path] = {}
+    strays: list[str] = []
+    for file in entries:
+        if not file.name.startswith("partition-"):
+            continue
         match = _FILE.match(file.name)
-        if match is not None:
-            found.append((int(match.group(1)), file))
+        if match is None or len(match.group(1)) > 10 or int(match.group(1)) > MAX_PARTITION:
+            strays.append(file.name)
+            continue
+        if not file.is_file():
+            raise InvalidInput(f"{file}: not a regular file")
+        number = int(match.group(1))
+        if number in found:
+            raise InvalidInput(
+                f"{root}: {found[number].name} and {file.name} are both partition {number}"
+            )
+        found[number] = file
+    if strays:
+        shown = ", ".join(strictjson.short(name, 80) for name in strays[:5])
+        more = f" and {len(strays) - 5} more" if len(strays) > 5 else ""
+        raise InvalidInput(
+            f"{root}: {shown}{more}: not a partition file name (partition-<N>.jsonl, N in "
+            f"0..{MAX_PARTITION} in ASCII digits); rename or move it"
+        )
     if not found:
         raise InvalidInput(f"{root}: no partition-<N>.jsonl files")
-    return found
+    return sorted(found.items())
 
 
 def _decode(raw: bytes, where: str) -> str:

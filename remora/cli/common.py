@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from remora.sim.artifacts import atomic_write
+from remora.outputs import write_output
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,10 +33,11 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def write_json(path: str | Path, doc: Any) -> Path:
-    """Write ``doc`` as indented JSON, atomically: readers see the old file or the new one,
-    and a failure (a value JSON cannot encode, a full disk) leaves no temporary file."""
-    return atomic_write(path, json.dumps(doc, indent=2) + "\n")
+def write_json(path: str | Path, doc: Any, *, parents: bool = False) -> Path:
+    """Write ``doc`` as indented JSON through :func:`remora.outputs.write_output` (atomic
+    over a missing path or a regular file, written through a symlink or device, refused
+    over a directory)."""
+    return write_output(path, json.dumps(doc, indent=2) + "\n", parents=parents)
 
 
 def print_table(rows: Sequence[dict[str, Any]], headers: Sequence[str]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from remora.cli.common import EXIT_FAILED, EXIT_OK, int_at_least, write_json
 from remora.errors import InvalidInput
+from remora.outputs import check_output
 from remora.protocol.config import NAMED_CONFIGS, load_config
 from remora.protocol.errors import ProtocolError
 from remora.protocol.explore import ExploreOptions, explore, format_summary, violation_text
@@ -75,6 +76,9 @@ def _cex_path(args: argparse.Namespace, name: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    for output in (args.json, args.counterexample):
+        if output:
+            check_output(output)  # a directory or a missing folder: refused before the run
     try:
         name, constants = load_config(args.config)
         model = Remora(constants)
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         print(violation_text(v, model, name))
         doc = v.document(model, name)
         path = _cex_path(args, name)
-        write_json(path, doc)
+        write_json(path, doc, parents=not args.counterexample)
         print(f"counterexample written to {path}")
         summary["violation"] = {"kind": v.kind, "name": v.name, "file": str(path)}
         code = EXIT_FAILED
@@ -155,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"Error: Temporal property {first_bad.label} is violated by this lasso:")
             print(format_trace(first_bad.lasso))
             path = _cex_path(args, name)
-            write_json(path, first_bad.lasso)
+            write_json(path, first_bad.lasso, parents=not args.counterexample)
             print(f"counterexample written to {path}")
             code = EXIT_FAILED
     if args.json:

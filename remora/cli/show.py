@@ -15,7 +15,7 @@ from typing import Any
 
 from remora.cli.common import EXIT_OK
 from remora.errors import InvalidInput
-from remora.sim.artifacts import atomic_write
+from remora.outputs import write_output
 from remora.sim.report import run_trace
 from remora.sim.timeline import Timeline, from_protocol, from_report, kind_of, render
 from remora.sim.trace import _reject_constant, _strict_object, loads
@@ -63,7 +63,7 @@ def show(args: argparse.Namespace) -> int:
     if out.resolve() == source.resolve():
         raise InvalidInput(f"{source}: the page would overwrite its input; pass --out")
     page = render(timeline_of(source))
-    atomic_write(out, page)
+    write_output(out, page)
     print(out)
     return EXIT_OK
 

@@ -11,7 +11,8 @@ import attrs
 
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress, int_at_least
 from remora.errors import InvalidInput
-from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
+from remora.outputs import check_output, write_new, write_output
+from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import Reducer
@@ -21,6 +22,8 @@ from remora.testing.mutations import NAMES as MUTATION_NAMES
 from remora.testing.mutations import mutation
 from remora.testing.runs import lifecycle_of, prepared
 from remora.testing.stores import STORES, store_factory
+
+DEFAULT_MANIFEST = "artifacts/corpus/manifest.json"
 
 MUTATION_SEEDS = 100
 """``--mutation`` without ``--seed`` tries seeds 1..100 and keeps the first failing one."""
@@ -80,7 +83,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=sim_worker)
 
     c = sub.add_parser("corpus", help="run the fixed corpus (seeds 1-8 x valid/conflict)")
-    c.add_argument("--out", default="artifacts/corpus/manifest.json", help="manifest path")
+    c.add_argument("--out", default=DEFAULT_MANIFEST, help="manifest path")
     c.set_defaults(func=corpus)
 
     e = sub.add_parser("evidence", help="write the worker evidence bundle")
@@ -129,6 +132,9 @@ def _overridden(trace: Trace, lifecycle: str | None, command: str) -> Trace:
 
 
 def sim_worker(args: argparse.Namespace) -> int:
+    for output in (args.save, args.report):
+        if output is not None:
+            check_output(output)  # a directory or a missing folder: refused before the run
     if args.replay is not None:
         for flag in ("save", "mutation"):
             if getattr(args, flag):
@@ -154,16 +160,15 @@ def sim_worker(args: argparse.Namespace) -> int:
             if report.status == "ERROR":
                 break
         if args.save:
-            atomic_write(args.save, trace.dumps())
+            write_output(args.save, trace.dumps())
     text = report.dumps()
     if args.report:
-        atomic_write(args.report, text)
+        write_output(args.report, text)
     sys.stdout.write(text)
     if report.status == "ERROR" and args.replay is None:
         planted = f"{trace.config.mutation}-" if trace.config.mutation else ""
-        saved = atomic_write(
-            failures_dir() / f"sim-worker-{planted}seed-{trace.seed}.json", trace.dumps()
-        )
+        name = f"sim-worker-{planted}{trace.config.trace_class}-seed-{trace.seed}.json"
+        saved = write_new(failures_dir() / name, trace.dumps())
         print(
             f"remora sim-worker: {report.failure} (seed {trace.seed}); trace saved; replay "
             f"with:\n  {replay_command(saved)}\nsee it with:\n  {show_command(saved)}",
@@ -175,6 +180,8 @@ def sim_worker(args: argparse.Namespace) -> int:
 
 
 def corpus(args: argparse.Namespace) -> int:
+    own_folder = args.out == DEFAULT_MANIFEST  # Remora's own artifacts folder: created
+    check_output(args.out, parents=own_folder)
     progress = Progress()
 
     def failed(message: str) -> None:
@@ -182,7 +189,7 @@ def corpus(args: argparse.Namespace) -> int:
 
     manifest = run_corpus(progress=progress.update, on_failure=failed)
     progress.done()
-    atomic_write(args.out, manifest_text(manifest))
+    write_output(args.out, manifest_text(manifest), parents=own_folder)
     for run in manifest["runs"]:
         mark = "ok " if run["ok"] else "BAD"
         print(
@@ -222,9 +229,9 @@ def reduce(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         where = failures_dir()
         stem = Path(args.file).stem.removesuffix("-reduced")
-        original = atomic_write(where / f"{stem}.json", trace.dumps())
+        original = write_new(where / f"{stem}.json", trace.dumps())
         best = reducer.run()
-    reduced = atomic_write(where / f"{stem}-reduced.json", best.dumps())
+    reduced = write_new(where / f"{stem}-reduced.json", best.dumps())
     print(f"failure: {reducer.failure}")
     print(f"steps: {len(trace.steps)} -> {len(best.steps)} ({reducer.tries} replays)")
     print(f"original: {replay_command(original)}")

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
+from remora.outputs import write_new, write_output
+from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import reduce_trace
 from remora.sim.report import run_trace
@@ -33,12 +34,12 @@ def save_failure(
 ) -> tuple[Path, Path]:
     """Save the original failing trace first, then reduce it and save the reduced one."""
     where = directory or failures_dir()
-    original = atomic_write(where / f"{name}.json", trace.dumps())
+    original = write_new(where / f"{name}.json", trace.dumps())
 
     def failure_of(t: Trace) -> str | None:
         return run_trace(t, lifecycle_factory=lifecycle_factory).failure
 
-    reduced = atomic_write(where / f"{name}-reduced.json", reduce_trace(trace, failure_of).dumps())
+    reduced = write_new(where / f"{name}-reduced.json", reduce_trace(trace, failure_of).dumps())
     return original, reduced
 
 
@@ -114,9 +115,11 @@ def write_evidence(
 ) -> dict[str, Any]:
     """``worker-corpus.json``, ``worker-seed-17.json`` and ``worker-seed-17-report.json``."""
     manifest = run_corpus(progress=progress, on_failure=on_failure)
-    atomic_write(directory / "worker-corpus.json", manifest_text(manifest))
+    write_output(directory / "worker-corpus.json", manifest_text(manifest), parents=True)
     trace = generate(EVIDENCE_SEED, "valid")
-    atomic_write(directory / f"worker-seed-{EVIDENCE_SEED}.json", trace.dumps())
+    write_output(directory / f"worker-seed-{EVIDENCE_SEED}.json", trace.dumps(), parents=True)
     report = run_trace(trace)
-    atomic_write(directory / f"worker-seed-{EVIDENCE_SEED}-report.json", report.dumps())
+    write_output(
+        directory / f"worker-seed-{EVIDENCE_SEED}-report.json", report.dumps(), parents=True
+    )
     return {"corpus_ok": manifest["ok"], "seed_status": report.status}

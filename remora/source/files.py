@@ -1,7 +1,8 @@
 """A file-backed source: a directory of JSONL files, one per partition.
 
 File names are ``partition-<N>.jsonl`` (``N`` in ASCII digits, 0 ≤ N < 2^31; two names for
-one partition, or any other ``partition-*`` entry, are refused, naming the files).  Each non-blank line is one record::
+one partition, or any other ``partition-*`` entry, are refused, naming the files).  Each
+non-blank line is one record::
 
     {"offset": 0, "visible": true, "key": "s1", "value": {"subject": "s1", ...}}
 

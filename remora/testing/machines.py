@@ -57,7 +57,8 @@ from hypothesis.stateful import (
 
 from remora.domain import AMENDMENTS, Processing, SourceRecord
 from remora.oracle import AMENDMENT_RULES, Model, ReferenceModel
-from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
+from remora.outputs import write_output
+from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.report import build_report
 from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
@@ -228,7 +229,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         the final (shrunk) replay are written: the final one is what remains."""
         path = failures_dir() / f"hypothesis-{type(self).__name__}.json"
         if _final_run() or not path.exists():
-            atomic_write(path, self.trace().dumps())
+            write_output(path, self.trace().dumps(), parents=True)
         note(f"trace written: {replay_command(path)}")
         return str(path)
 

@@ -31,7 +31,7 @@ def test_every_mutation_fails_a_schedule_that_replays_against_it(
     code, out, err = run(["sim-worker", "--mutation", planted.name], capsys)
     failure = json.loads(out)["failure"]
     assert code == 1 and failure.startswith("ERROR "), err
-    [saved] = tmp_path.glob(f"sim-worker-{planted.name}-seed-*.json")
+    [saved] = tmp_path.glob(f"sim-worker-{planted.name}-valid-seed-*.json")
     assert f"remora sim-worker --replay {saved}" in err and f"remora show {saved}" in err
     trace = loads(saved.read_text())
     assert trace.config.mutation == planted.name
@@ -55,10 +55,10 @@ def test_reduce_keeps_the_mutation(
     name = "skip-cancel-check-after-wakeup"
     code, out, _ = run(["sim-worker", "--mutation", name, "--seed", "4"], capsys)
     assert code == 1
-    saved = tmp_path / f"sim-worker-{name}-seed-4.json"
+    saved = tmp_path / f"sim-worker-{name}-valid-seed-4.json"
     code, out, _ = run(["reduce", str(saved)], capsys)
     assert code == 0 and "failure: ERROR io-after-stop" in out
-    reduced = tmp_path / f"sim-worker-{name}-seed-4-reduced.json"
+    reduced = tmp_path / f"sim-worker-{name}-valid-seed-4-reduced.json"
     assert f"remora show {reduced}" in out
     trace = loads(reduced.read_text())
     assert trace.config.mutation == name and len(trace.steps) < len(loads(saved.read_text()).steps)

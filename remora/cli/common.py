@@ -33,6 +33,21 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def int_in(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for integers in ``minimum..maximum`` (else a usage error)."""
+    at_least = int_at_least(minimum)
+
+    def parse(text: str) -> int:
+        if len(text.strip().lstrip("+-")) > 30:
+            raise argparse.ArgumentTypeError(f"must be in {minimum}..{maximum}")
+        value = at_least(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
+        return value
+
+    return parse
+
+
 def write_json(path: str | Path, doc: Any, *, parents: bool = False) -> Path:
     """Write ``doc`` as indented JSON through :func:`remora.outputs.write_output` (atomic
     over a missing path or a regular file, written through a symlink or device, refused

@@ -13,11 +13,20 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, Progress, int_at_least, print_table
+from remora.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Progress,
+    int_at_least,
+    int_in,
+    print_table,
+)
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
+from remora.limits import MAX_WORKERS
 from remora.source import SourceLog, open_source_dir
 from remora.store import PartitionSummary, StateStore
 from remora.worker.group import GroupProgress, WorkerGroup
+from remora.worker.source_identity import ACCEPT_FLAG, check_source, record_source
 
 __all__ = ["DEFAULT_DB", "register", "run", "summarize"]
 
@@ -26,6 +35,7 @@ DEFAULT_REBALANCE_EVERY = 500
 
 _positive = int_at_least(1)
 _non_negative = int_at_least(0)
+_workers = int_in(1, MAX_WORKERS)
 
 
 def register(sub: Any) -> None:
@@ -40,7 +50,7 @@ def register(sub: Any) -> None:
     add_store_arguments(p)
     p.add_argument(
         "--workers",
-        type=_positive,
+        type=_workers,
         default=1,
         metavar="N",
         help="worker lifetimes in threads (default 1)",
@@ -54,6 +64,13 @@ def register(sub: Any) -> None:
         f"0 = never (default {DEFAULT_REBALANCE_EVERY})",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        ACCEPT_FLAG,
+        action="store_true",
+        help="continue although SOURCE_DIR is not the source the store's frontiers were made "
+        "from (records below those frontiers are then never processed); without it such a run "
+        "is refused (exit 2)",
+    )
     p.set_defaults(func=run)
 
 
@@ -116,6 +133,16 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     progress = Progress()
     started = time.monotonic()
     try:
+        check_source(
+            store,
+            log,
+            accept=args.accept_source_change,
+            say=lambda line: print(f"remora run: {line}", file=sys.stderr),
+        )
+    except BaseException:
+        store.close()
+        raise
+    try:
         group = WorkerGroup(store, log, args.workers, rebalance_every=args.rebalance_every)
 
         def show(p: GroupProgress) -> None:
@@ -130,7 +157,10 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         progress.done()
         rows = summarize(store, log)
     finally:
-        store.close()
+        try:
+            record_source(store, log)  # however the run ended: what is processed, is
+        finally:
+            store.close()
     elapsed = time.monotonic() - started
     if args.json:
         doc = {

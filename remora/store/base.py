@@ -29,6 +29,7 @@ from remora.context import Context
 from remora.domain import Intent, OutboxEntry, QuarantineEntry, SourceRecord, SubjectState
 from remora.errors import Fenced, InvalidInput
 from remora.faults import NO_FAULTS, IOCall, IOHook, Operation, controlled_call
+from remora.store.identity import SourceIdentity
 
 
 @attrs.frozen
@@ -187,6 +188,15 @@ class Backend(abc.ABC):
     def partition_summaries(self) -> list[PartitionSummary]:
         """The counters of every claimed partition, in partition order."""
         return self.snapshot().summaries()
+
+    # -- the source this store processed (remora.store.identity) ---------------------------
+    def source_identities(self) -> dict[int, SourceIdentity]:
+        """The recorded identity of every partition's source, by partition."""
+        raise NotImplementedError(f"{type(self).__name__} does not record source identities")
+
+    def record_source_identity(self, identity: SourceIdentity) -> None:
+        """Record (replace) one partition's source identity."""
+        raise NotImplementedError(f"{type(self).__name__} does not record source identities")
 
 
 def check_fence(partition: int, installed: Token, token: Token, record: SourceRecord) -> None:

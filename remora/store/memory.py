@@ -33,6 +33,7 @@ from remora.store.base import (
     Token,
     check_fence,
 )
+from remora.store.identity import SourceIdentity
 
 
 @attrs.define
@@ -54,6 +55,7 @@ class MemoryBackend(Backend):
         self.processing = processing
         self._lock = threading.Lock()
         self._partitions: dict[int, _Partition] = {}
+        self._sources: dict[int, SourceIdentity] = {}
 
     def _get(self, partition: int) -> _Partition:
         part = self._partitions.get(partition)
@@ -167,6 +169,15 @@ class MemoryBackend(Backend):
 
     def close(self) -> None:
         return None
+
+    # -- source identity (remora.store.identity) --------------------------------------------
+    def source_identities(self) -> dict[int, SourceIdentity]:
+        with self._lock:
+            return dict(self._sources)
+
+    def record_source_identity(self, identity: SourceIdentity) -> None:
+        with self._lock:
+            self._sources[identity.partition] = identity
 
 
 class MemoryStore(StateStore):

@@ -77,6 +77,7 @@ from remora.errors import (
     UnknownResult,
 )
 from remora.faults import NO_FAULTS, IOHook
+from remora.store import identity
 from remora.store.base import (
     Backend,
     PartitionRow,
@@ -87,6 +88,7 @@ from remora.store.base import (
     Token,
     check_fence,
 )
+from remora.store.identity import SourceIdentity
 from remora.store.sql import (
     SELECT_INTENTS,
     SELECT_OUTBOX,
@@ -98,7 +100,7 @@ from remora.store.sql import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATION_LOCK = 0x52454D4F5241  # "REMORA": the advisory lock key migrations serialize on
 
@@ -129,6 +131,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             body text NOT NULL, "offset" bigint NOT NULL,
             PRIMARY KEY (partition, subject, version))""",
     ),
+    # 2: the source identity per partition (remora.store.identity)
+    (identity.CREATE_SQL,),
 )
 
 # The one read of a process transaction: lock the partition row, read the subject with it.
@@ -552,14 +556,34 @@ class PostgresBackend(Backend):
 
         return self._read("schema check", body)
 
+    def source_identities(self) -> dict[int, SourceIdentity]:
+        def body(cur: psycopg.Cursor[Any]) -> dict[int, SourceIdentity]:
+            rows = cur.execute(identity.SELECT_SQL).fetchall()
+            return {i.partition: i for i in map(identity.from_row, rows)}
+
+        return self._read("source identity read", body)
+
+    def record_source_identity(self, source: SourceIdentity) -> None:
+        with self._connection(None) as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    cur.execute(identity.upsert_sql("%s"), identity.to_row(source))
+                    cur.execute("COMMIT")
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                raise self._failure(exc, None, "source identity write") from exc
+
     # -- schema ---------------------------------------------------------------------
     def _require_schema(self) -> None:
         version = self.schema_version()
         if version is None:
             raise InvalidInput(f"{self.where}: no Remora schema in this database")
         if version != SCHEMA_VERSION:
+            older = " (`remora run` upgrades it)" if version < SCHEMA_VERSION else ""
             raise InvalidInput(
                 f"{self.where}: schema version {version}, this Remora uses {SCHEMA_VERSION}"
+                f"{older}"
             )
 
     def _lock_schema(self, cur: psycopg.Cursor[Any]) -> None:

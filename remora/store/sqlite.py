@@ -27,6 +27,7 @@ from remora.domain import (
 )
 from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.faults import NO_FAULTS, IOHook
+from remora.store import identity
 from remora.store.base import (
     Backend,
     PartitionRow,
@@ -37,6 +38,7 @@ from remora.store.base import (
     Token,
     check_fence,
 )
+from remora.store.identity import SourceIdentity
 from remora.store.sql import (
     SELECT_INTENTS,
     SELECT_OUTBOX,
@@ -46,7 +48,10 @@ from remora.store.sql import (
     decision_writes,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: partitions, subjects, outbox, quarantine, intents.  2: ``remora_source`` (the source
+identity per partition, :mod:`remora.store.identity`); a version-1 file is upgraded in place
+on open (the table is added; identities are recorded by the next run)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS remora_meta (
@@ -71,7 +76,7 @@ CREATE TABLE IF NOT EXISTS remora_intent (
     partition INTEGER NOT NULL, subject TEXT NOT NULL, version INTEGER NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (partition, subject, version));
-"""
+""" + identity.CREATE_SQL + ";\n"
 
 
 class _Rollback(Exception):
@@ -295,6 +300,22 @@ class SqliteBackend(Backend):
                 (r[0], SubjectState(r[1], r[2], r[3], bool(r[4]), r[5])) for r in subjects
             ),
         )
+
+    def source_identities(self) -> dict[int, SourceIdentity]:
+        with self._lock:
+            rows = self._conn.execute(identity.SELECT_SQL).fetchall()
+        return {i.partition: i for i in map(identity.from_row, rows)}
+
+    def record_source_identity(self, source: SourceIdentity) -> None:
+        with self._lock:
+            self._begin(None)
+            try:
+                self._conn.execute(identity.upsert_sql("?"), identity.to_row(source))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         with self._lock:

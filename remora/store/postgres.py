@@ -582,8 +582,7 @@ class PostgresBackend(Backend):
         if version != SCHEMA_VERSION:
             older = " (`remora run` upgrades it)" if version < SCHEMA_VERSION else ""
             raise InvalidInput(
-                f"{self.where}: schema version {version}, this Remora uses {SCHEMA_VERSION}"
-                f"{older}"
+                f"{self.where}: schema version {version}, this Remora uses {SCHEMA_VERSION}{older}"
             )
 
     def _lock_schema(self, cur: psycopg.Cursor[Any]) -> None:

@@ -53,7 +53,8 @@ SCHEMA_VERSION = 2
 identity per partition, :mod:`remora.store.identity`); a version-1 file is upgraded in place
 on open (the table is added; identities are recorded by the next run)."""
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS remora_meta (
     key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS remora_partition (
@@ -76,7 +77,10 @@ CREATE TABLE IF NOT EXISTS remora_intent (
     partition INTEGER NOT NULL, subject TEXT NOT NULL, version INTEGER NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (partition, subject, version));
-""" + identity.CREATE_SQL + ";\n"
+"""
+    + identity.CREATE_SQL
+    + ";\n"
+)
 
 
 class _Rollback(Exception):

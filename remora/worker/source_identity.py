@@ -92,7 +92,8 @@ def record_source(store: StateStore, log: SourceLog) -> None:
         known = recorded.get(summary.partition)
         if summary.frontier == 0 or summary.partition not in log.partitions:
             continue
-        if known is not None and known.last is not None and known.last.offset == summary.frontier - 1:
+        last = None if known is None else known.last
+        if last is not None and last.offset == summary.frontier - 1:
             continue
         current = _identity(log, summary.partition, summary.frontier)
         if current is not None and current != known:

@@ -68,6 +68,7 @@ def test_schema_is_versioned_and_idempotent(pg_dsn: str) -> None:
         "remora_outbox",
         "remora_quarantine",
         "remora_intent",
+        "remora_source",
     }
 
 

@@ -9,16 +9,16 @@ line on stderr, nothing written).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from remora import strictjson
 from remora.cli.common import EXIT_OK
 from remora.errors import InvalidInput
 from remora.outputs import write_output
 from remora.sim.report import run_trace
 from remora.sim.timeline import Timeline, from_protocol, from_report, kind_of, render
-from remora.sim.trace import _reject_constant, _strict_object, loads
+from remora.sim.trace import loads
 from remora.testing.runs import prepared
 
 
@@ -40,8 +40,8 @@ def timeline_of(path: Path) -> Timeline:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: cannot read ({exc})") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        doc = strictjson.loads(text)
+    except strictjson.JsonRejected as exc:
         raise InvalidInput(f"{path}: not valid JSON ({exc})") from None
     try:
         kind = kind_of(doc)

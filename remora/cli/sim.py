@@ -9,8 +9,9 @@ from typing import Any
 
 import attrs
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress, int_at_least
+from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress, int_in
 from remora.errors import InvalidInput
+from remora.limits import MAX_ID, MAX_STEPS, MAX_TRACE_PARTITIONS
 from remora.outputs import check_output, write_new, write_output
 from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.corpus import manifest_text, run_corpus, write_evidence
@@ -40,7 +41,9 @@ def read_trace(path: str) -> Trace:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
-_non_negative = int_at_least(0)
+_seed = int_in(0, MAX_ID)
+_steps = int_in(0, MAX_STEPS)  # the trace parser's bound: a saved trace always reads back
+_partitions = int_in(1, MAX_TRACE_PARTITIONS)
 
 
 def register(sub: Any) -> None:
@@ -52,7 +55,7 @@ def register(sub: Any) -> None:
         "otherwise, 2 for bad usage or a rejected trace.",
     )
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--seed", type=_non_negative, help="generate the schedule from this seed")
+    which.add_argument("--seed", type=_seed, help="generate the schedule from this seed")
     which.add_argument("--replay", metavar="FILE", help="replay a saved trace (never regenerates)")
     p.add_argument(
         "--mutation",
@@ -61,8 +64,8 @@ def register(sub: Any) -> None:
         f"--seed, seeds 1..{MUTATION_SEEDS} are tried and the first failing run is kept",
     )
     p.add_argument("--class", dest="trace_class", choices=GENERATED_CLASSES, default="valid")
-    p.add_argument("--steps", type=_non_negative, default=DEFAULT_STEPS)
-    p.add_argument("--partitions", type=_non_negative, default=None)
+    p.add_argument("--steps", type=_steps, default=DEFAULT_STEPS)
+    p.add_argument("--partitions", type=_partitions, default=None)
     p.add_argument("--no-drain", action="store_true", help="skip fair recovery at the end")
     p.add_argument("--save", metavar="FILE", help="save the generated trace")
     p.add_argument("--report", metavar="FILE", help="also write the report to FILE")

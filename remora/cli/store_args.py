@@ -47,6 +47,10 @@ def open_store(args: argparse.Namespace, *, existing: bool = False) -> StateStor
             raise InvalidInput("--dsn needs psycopg: pip install 'remora[postgres]'") from None
         return StateStore(PostgresBackend(args.dsn, migrate=not existing))
     path = Path(args.db or DEFAULT_DB)
+    if path.is_dir():
+        raise InvalidInput(f"{path}: is a directory; --db names an SQLite database file")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"{path}: the folder {path.parent} does not exist")
     if existing:
         _require_sqlite_schema(path)
     return SqliteStore(path)

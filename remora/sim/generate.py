@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from remora.domain import SourceRecord
 from remora.errors import InvalidInput
 from remora.faults import OUTCOMES_FOR, At, Operation
+from remora.limits import MAX_ID, MAX_STEPS, MAX_TRACE_PARTITIONS
 from remora.sim.trace import (
     OPERATIONS_OF,
     Actor,
@@ -221,10 +222,12 @@ def generate(
     """The trace a seed names (see the module docstring)."""
     if trace_class not in GENERATED_CLASSES:
         raise InvalidInput(f"class {trace_class!r} is not one of {', '.join(GENERATED_CLASSES)}")
-    if steps < 3:
-        raise InvalidInput("a generated schedule needs at least 3 steps")
-    if partitions is not None and not 1 <= partitions <= 64:
-        raise InvalidInput("partitions must be in 1..64")
+    if not 3 <= steps <= MAX_STEPS:
+        raise InvalidInput(f"a generated schedule needs 3..{MAX_STEPS} steps (the trace bound)")
+    if partitions is not None and not 1 <= partitions <= MAX_TRACE_PARTITIONS:
+        raise InvalidInput(f"partitions must be in 1..{MAX_TRACE_PARTITIONS}")
+    if not 0 <= seed <= MAX_ID:
+        raise InvalidInput(f"the seed must be in 0..{MAX_ID}")
     rng = _Rng(seed)
     n_partitions = partitions if partitions is not None else 1 + rng.below(3)
     source = generate_source(rng, trace_class, n_partitions)

@@ -5,7 +5,11 @@ the seed it was generated from (replay never regenerates from it), the complete 
 configuration and its digest, the raw source records (values base64-encoded, so bytes
 round-trip losslessly), the explicit steps with their fault choices, and whether to drain.
 
-The parser is strict.  It rejects, with one line naming the JSON path: unknown fields at any
+The parser is strict.  It reads JSON as :mod:`remora.strictjson` does (duplicate keys,
+``NaN``, huge integers, deep nesting and lone surrogates are refused) and holds every integer
+to the bounds of :mod:`remora.limits` — what every store and the clock can run, the same
+bounds the generator keeps — so a trace it accepts replays the same on memory, SQLite and
+PostgreSQL.  It rejects, with one line naming the JSON path: unknown fields at any
 level, duplicate keys, trailing content, a wrong ``version`` or ``implementation``, a
 ``config`` whose digest differs from ``config_digest``, invalid choices (an unknown outcome
 for ``validate``/``observe``, ``call`` < 1, a bad actor or ``at``, an operation the actor
@@ -16,7 +20,6 @@ reserved by a replacement).
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import hashlib
 import json
@@ -25,9 +28,20 @@ from typing import Any, Literal, TypeVar, cast
 
 import attrs
 
+from remora import strictjson
 from remora.domain import SourceRecord
 from remora.errors import InvalidInput
 from remora.faults import OUTCOMES_FOR, At, Operation, Outcome
+from remora.limits import (
+    MAX_BUDGET_MS,
+    MAX_CALL,
+    MAX_DELAY_MS,
+    MAX_ID,
+    MAX_OFFSET,
+    MAX_STEPS,
+    MAX_TRACE_PARTITIONS,
+    MAX_WAIT_MS,
+)
 
 VERSION = 1
 IMPLEMENTATION = "worker-schedule-v1"
@@ -250,12 +264,13 @@ def _kind(value: Any) -> str:
     )
 
 
-def _int(value: Any, path: str, minimum: int = 0, maximum: int | None = None) -> int:
+def _int(value: Any, path: str, minimum: int = 0, maximum: int = MAX_ID) -> int:
+    """An integer in ``minimum..maximum`` (every integer of a trace is bounded: by default
+    to what a 64-bit store column holds)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TraceError(path, f"expected an integer, got {_kind(value)}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
-        raise TraceError(path, f"{value} is not {bound}")
+    if value < minimum or value > maximum:
+        raise TraceError(path, f"{strictjson.short(value)} is not in {minimum}..{maximum}")
     return value
 
 
@@ -301,7 +316,7 @@ def _parse_config(doc: Any, path: str) -> SimConfig:
     retry = _object(d["retry"], f"{path}.retry", ["max_calls", "waits_ms"])
     max_calls = _int(retry["max_calls"], f"{path}.retry.max_calls", 1, 10)
     waits = tuple(
-        _int(w, f"{path}.retry.waits_ms[{i}]")
+        _int(w, f"{path}.retry.waits_ms[{i}]", 0, MAX_WAIT_MS)
         for i, w in enumerate(_list(retry["waits_ms"], f"{path}.retry.waits_ms"))
     )
     if len(waits) != max_calls - 1:
@@ -312,12 +327,12 @@ def _parse_config(doc: Any, path: str) -> SimConfig:
     if trace_class not in CLASSES:
         raise TraceError(f"{path}.class", f"{trace_class!r} is not one of {', '.join(CLASSES)}")
     return SimConfig(
-        partitions=_int(d["partitions"], f"{path}.partitions", 1, 64),
+        partitions=_int(d["partitions"], f"{path}.partitions", 1, MAX_TRACE_PARTITIONS),
         trace_class=trace_class,
-        steps=_int(d["steps"], f"{path}.steps", 0, 100_000),
+        steps=_int(d["steps"], f"{path}.steps", 0, MAX_STEPS),
         retry_max_calls=max_calls,
         retry_waits_ms=waits,
-        budget_ms=_int(d["budget_ms"], f"{path}.budget_ms", 1),
+        budget_ms=_int(d["budget_ms"], f"{path}.budget_ms", 1, MAX_BUDGET_MS),
         **{k: _name(d[k], f"{path}.{k}") for k in NAMED if k in d},
     )
 
@@ -345,9 +360,9 @@ def _parse_selector(doc: Any, path: str, actor: str) -> FaultSelector:
         interleave = Interleave(at, stop, replacement)
     return FaultSelector(
         operation=operation,
-        call=_int(d["call"], f"{path}.call", 1),
+        call=_int(d["call"], f"{path}.call", 1, MAX_CALL),
         outcome=outcome,
-        delay_ms=_int(d.get("delay_ms", 0), f"{path}.delay_ms"),
+        delay_ms=_int(d.get("delay_ms", 0), f"{path}.delay_ms", 0, MAX_DELAY_MS),
         interleave=interleave,
     )
 
@@ -389,12 +404,12 @@ def _parse_record(doc: Any, path: str, partitions: int) -> SourceRecord:
     if key is not None and not isinstance(key, str):
         raise TraceError(f"{path}.key", f"expected a string or null, got {_kind(key)}")
     try:
-        value = base64.b64decode(_str(d["value"], f"{path}.value"), validate=True)
-    except binascii.Error:
+        value = strictjson.decode_base64(_str(d["value"], f"{path}.value"), "")
+    except InvalidInput:
         raise TraceError(f"{path}.value", "is not valid base64") from None
     return SourceRecord(
         partition=_int(d["partition"], f"{path}.partition", 0, partitions - 1),
-        offset=_int(d["offset"], f"{path}.offset"),
+        offset=_int(d["offset"], f"{path}.offset", 0, MAX_OFFSET),
         visible=_bool(d["visible"], f"{path}.visible"),
         key=key,
         value=value,
@@ -427,28 +442,14 @@ def _check_lifetimes(steps: Sequence[Step]) -> None:
         started[s.worker] = i
 
 
-def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def loads(text: str) -> Trace:
     """Parse and validate a trace document (see the module docstring)."""
-    decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_reject_constant)
     try:
-        doc, end = decoder.raw_decode(text.lstrip())
-    except ValueError as exc:
+        doc = strictjson.loads(text)
+    except strictjson.JsonRejected as exc:
+        if str(exc).startswith("trailing content"):
+            raise TraceError("trace", str(exc)) from None
         raise TraceError("trace", f"not valid JSON ({exc})") from None
-    if text.lstrip()[end:].strip():
-        raise TraceError("trace", "trailing content after the JSON document")
     return from_json(doc)
 
 

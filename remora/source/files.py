@@ -26,8 +26,6 @@ streaming pass and then reads records from the files as they are fetched — wha
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import json
 import re
@@ -85,21 +83,12 @@ def parse_source_line(partition: int, line: str, where: str) -> SourceRecord:
         encoded = doc["value_base64"]
         if not isinstance(encoded, str):
             raise InvalidInput(f"{where}: value_base64 must be a string")
-        value = decode_base64(encoded, f"{where}: value_base64")
+        value = strictjson.decode_base64(encoded, f"{where}: value_base64")
     elif isinstance(doc["value"], str):
         value = doc["value"].encode("utf-8")  # no surrogate: strictjson refused those
     else:
         value = json.dumps(doc["value"], separators=(",", ":"), sort_keys=True).encode("utf-8")
     return SourceRecord(partition=partition, offset=offset, visible=visible, key=key, value=value)
-
-
-def decode_base64(text: str, what: str) -> bytes:
-    """Strict base64 (the standard alphabet, padded) — refused with one line, whatever the
-    text holds (``b64decode`` raises ``ValueError``, not ``binascii.Error``, on non-ASCII)."""
-    try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError):
-        raise InvalidInput(f"{what} is not valid base64") from None
 
 
 INDEX_EVERY = 1024

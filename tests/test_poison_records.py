@@ -170,3 +170,60 @@ def test_value_base64_poison_reaches_the_fold_not_the_loader(tmp_path: Path) -> 
     line = {"offset": 0, "value_base64": base64.b64encode(raw).decode()}
     (tmp_path / "partition-0.jsonl").write_text(json.dumps(line) + "\n")
     assert load_source_dir(tmp_path).records(0)[0].value == raw
+
+
+# -- the same in simulation -------------------------------------------------------------
+
+
+def poisoned_trace(tmp_path: Path) -> Path:
+    from remora.sim.generate import generate
+
+    doc = json.loads(generate(17, "valid").dumps())
+    first = json.loads(base64.b64decode(doc["source"][0]["value"]))
+    doc["source"][0]["value"] = base64.b64encode(
+        json.dumps({**first, "subject": "a\x00b"}).encode()
+    ).decode()
+    path = tmp_path / "poisoned.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def replay_everywhere(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    from remora.cli import main
+
+    stores = ["memory", "sqlite"]
+    try:
+        from tests.postgres.services import require_postgres
+
+        dsn = require_postgres()
+        stores.append("postgres")
+    except pytest.skip.Exception:
+        dsn = ""
+    reports = {}
+    for store in stores:
+        extra = ["--dsn", dsn] if store == "postgres" else []
+        main(["sim-worker", "--replay", str(path), "--store", store, *extra])
+        reports[store] = capsys.readouterr().out
+    return reports
+
+
+def test_a_poisoned_trace_replays_the_same_on_every_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: PASS_WITH_EXCLUSIONS on memory and SQLite, ``ERROR drain-no-progress`` on
+    PostgreSQL (the NUL write failed on every attempt)."""
+    reports = replay_everywhere(poisoned_trace(tmp_path), capsys)
+    assert len(set(reports.values())) == 1, reports
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the oracle (remora/oracle/model.py read_value, not this branch's to edit) must "
+    "learn the storable-text rule of remora/domain/storable.py; until then it expects the "
+    "NUL subject applied and reports ERROR outbox-mismatch",
+)
+def test_a_poisoned_trace_is_not_a_false_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reports = replay_everywhere(poisoned_trace(tmp_path), capsys)
+    assert all(json.loads(r)["status"] != "ERROR" for r in reports.values()), reports

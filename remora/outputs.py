@@ -62,46 +62,52 @@ def _check_folder(target: Path, parents: bool) -> None:
         raise OutputError(f"{target}: {folder} is not a folder")
 
 
+ATOMIC = "atomic"
+THROUGH = "through"
+
+
 def check_output(path: str | Path, *, parents: bool = False) -> None:
     """Refuse, before any work is done, an output :func:`write_output` would refuse."""
-    _plan(Path(path), parents, create=False)
+    target = Path(path)
+    if _plan(target)[0] == ATOMIC and not parents:
+        _check_folder(target, parents=False)
 
 
 def write_output(path: str | Path, data: str | bytes, *, parents: bool = False) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` (module docstring).  Returns ``path``."""
     target = Path(path)
     payload = _bytes(data)
-    how = _plan(target, parents, create=True)
-    if how == "through":
+    how, mode = _plan(target)
+    if how == THROUGH:
         return _through(target, payload)
-    mode = None if how == "new" else int(how)
+    if mode is None:  # a new file
+        _check_folder(target, parents)
     return _atomic(target, payload, mode=mode)
 
 
-def _plan(target: Path, parents: bool, *, create: bool) -> str:
-    """How to write ``target``: ``"new"`` (atomic create), the permission bits (as a decimal
-    string) of a regular file to replace atomically, or ``"through"``; else OutputError."""
+def _plan(target: Path) -> tuple[str, int | None]:
+    """How to write ``target``: (:data:`ATOMIC`, None) for a new file, (:data:`ATOMIC`, its
+    permission bits) for a regular file to replace, (:data:`THROUGH`, None) to write in
+    place; anything else is refused with :class:`OutputError`."""
     try:
         st = os.lstat(target)
     except FileNotFoundError:
-        if create or not parents:
-            _check_folder(target, parents and create)
-        return "new"
+        return ATOMIC, None
     except OSError as exc:  # e.g. a path through a file ("file/x"), or no permission
         raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
     if stat.S_ISREG(st.st_mode):
-        return str(stat.S_IMODE(st.st_mode))
+        return ATOMIC, stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
         try:
             st = os.stat(target)  # what the link leads to
         except FileNotFoundError:
-            return "through"  # a dangling link: create what it names
+            return THROUGH, None  # a dangling link: create what it names
         except OSError as exc:
             raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
         if stat.S_ISREG(st.st_mode):
-            return "through"
+            return THROUGH, None
     if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
-        return "through"
+        return THROUGH, None
     kind = (
         "a directory"
         if stat.S_ISDIR(st.st_mode)

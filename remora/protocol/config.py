@@ -145,12 +145,12 @@ def load_config(spec: str) -> tuple[str, Constants]:
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # also huge integers, deep nesting
             raise ConfigError(f"{spec}: invalid JSON: {exc}") from exc
     elif path.suffix.lower() == ".toml":
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
             raise ConfigError(f"{spec}: invalid TOML: {exc}") from exc
     else:
         raise ConfigError(f"{spec}: configuration files must end in .toml or .json")

@@ -42,3 +42,20 @@ def test_db_that_is_a_directory_or_in_a_missing_folder(
     )
     code, err = run([command, *source, "--db", str(tmp_path / "no" / "db")], capsys)
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("c.json", "[" * 100_000),
+        ("c.toml", "a = " + "[" * 100_000),
+        ("d.json", '{"a": ' + "9" * 5000 + "}"),
+    ],
+)
+def test_explore_configs_nested_too_deeply_or_too_long(
+    tmp_path: Path, name: str, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a ``RecursionError`` / ``ValueError`` traceback."""
+    (tmp_path / name).write_text(text)
+    code, err = run(["explore", "--config", str(tmp_path / name), "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "invalid" in err

@@ -44,7 +44,7 @@ class Processing:
     def apply(self, record: SourceRecord, current: SubjectState | None, next_seq: int) -> Decision:
         """:attr:`decide`, checked: the decision must belong to ``record`` and ``next_seq``;
         one holding what no store can hold becomes a ``malformed`` quarantine
-        (:func:`~remora.domain.storable.storable_decision`), the same on every store."""
+        (:func:`storable_decision`), the same on every store."""
         decision = self.decide(record, current, next_seq)
         check_decision(record, decision, next_seq)
         return storable_decision(record, decision)

@@ -109,7 +109,7 @@ def open_stores(args: argparse.Namespace, clock: MonotonicClock) -> Stores:
     if args.config:
         try:
             config = JobsConfig(**json.loads(args.config))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise InvalidInput(f"--config: {exc}") from None
     ctx = Context(clock)
     if args.dsn is not None:
@@ -123,6 +123,8 @@ def open_stores(args: argparse.Namespace, clock: MonotonicClock) -> Stores:
         from remora.jobs.durable import open_sqlite
 
         db = Path(args.db or DEFAULT_DB)
+        if db.is_dir():
+            raise InvalidInput(f"{db}: is a directory; --db names an SQLite database file")
         durable = open_sqlite(db)
         target = DirectoryTarget(db.with_name(db.name + ".stage"))
         vault = DirectoryVault(db.with_name(db.name + ".vault"))
@@ -148,7 +150,7 @@ def recorder_for(args: argparse.Namespace, name: str) -> Recorder:
 def _payload(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # also huge integers and deep nesting
         raise InvalidInput(f"--payload is not JSON: {exc}") from None
 
 

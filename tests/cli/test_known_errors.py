@@ -59,3 +59,15 @@ def test_explore_configs_nested_too_deeply_or_too_long(
     (tmp_path / name).write_text(text)
     code, err = run(["explore", "--config", str(tmp_path / name), "--quiet"], capsys)
     assert code == 2 and err.count("\n") == 1 and "invalid" in err
+
+
+def test_jobs_db_directory_and_deep_payload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: tracebacks (``sqlite3.OperationalError``, ``RecursionError``)."""
+    code, err = run(["jobs", "status", "--db", str(tmp_path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is a directory" in err
+    deep = "[" * 100_000
+    db = str(tmp_path / "jobs.sqlite3")
+    code, err = run(["jobs", "submit", "greet", "--db", db, "--payload", deep], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--payload is not JSON" in err

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from remora.cli import main
 from remora.sim.generate import generate
+from remora.sim.report import run_trace
 from remora.sim.trace import config_digest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "source"
@@ -243,6 +244,26 @@ def test_a_mutated_source_is_refused_or_processed_never_stuck(data: st.DataObjec
     assert_clean(code, err, (0, 2))
     if code == 2:
         assert err.count("\n") == 1 and "partition-1.jsonl" in err, err
+
+
+REPORT = run_trace(generate(17, "conflict", steps=24)).dumps()
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_a_mutated_report_never_crashes_show(data: st.DataObject) -> None:
+    """``remora show`` draws a report without replaying it: its reader is the one that must
+    hold (before: a non-list ``interleaves`` or ``waits_ms`` was an internal error)."""
+    if data.draw(st.integers(0, 2), label="bytes?") == 0:
+        raw = mutate_bytes(data, REPORT.encode())
+    else:
+        raw = dumps(mutate_node(data, json.loads(REPORT))).encode("utf-8", "surrogatepass")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "report.json"
+        path.write_bytes(raw)
+        code, _, err = run(["show", str(path), "--out", str(Path(tmp) / "page.html")])
+    event(f"show exit {code}")
+    assert_clean(code, err, (0, 2))
 
 
 def test_the_planted_crashes_are_caught() -> None:

@@ -253,13 +253,13 @@ def from_report(doc: Any, source: str) -> Timeline:
             points.setdefault(p, []).append((slot, epoch, frontier))
             slot += 1
         attempt_slots[index] = (start, slot - 1)
-        for text in a.get("interleaves") or ():
+        for text in _opt(a, where, "interleaves", list) or ():
             link = _interleave(str(text), worker, start, slot - 1, event_slot, marks)
             if link is not None:
                 links.append(link)
                 if link.target is not None:
                     lane(int(link.target.split()[-1]), "replacement")
-        if a.get("waits_ms"):
+        if _opt(a, where, "waits_ms", list):
             waits = ", ".join(f"{w} ms" for w in a["waits_ms"])
             bands.append(Band(start, slot - 1, f"retry waits {waits}", "wait"))
     if recovery_from is not None:

@@ -247,17 +247,20 @@ def test_a_mutated_source_is_refused_or_processed_never_stuck(data: st.DataObjec
 
 
 REPORT = run_trace(generate(17, "conflict", steps=24)).dumps()
+COUNTEREXAMPLE = (EXAMPLES.parents[1] / "tests/fixtures/show/commit-is-fenced-cas.json").read_text()
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_a_mutated_report_never_crashes_show(data: st.DataObject) -> None:
-    """``remora show`` draws a report without replaying it: its reader is the one that must
-    hold (before: a non-list ``interleaves`` or ``waits_ms`` was an internal error)."""
+    """``remora show`` draws a report or an explorer counterexample without replaying it:
+    its reader is the one that must hold (before: a non-list ``interleaves`` or
+    ``waits_ms``, or a non-object counterexample ``config``, was an internal error)."""
+    text = data.draw(st.sampled_from([REPORT, COUNTEREXAMPLE]), label="document")
     if data.draw(st.integers(0, 2), label="bytes?") == 0:
-        raw = mutate_bytes(data, REPORT.encode())
+        raw = mutate_bytes(data, text.encode())
     else:
-        raw = dumps(mutate_node(data, json.loads(REPORT))).encode("utf-8", "surrogatepass")
+        raw = dumps(mutate_node(data, json.loads(text))).encode("utf-8", "surrogatepass")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "report.json"
         path.write_bytes(raw)

@@ -453,7 +453,7 @@ def from_protocol(doc: Any, source: str) -> Timeline:
         summary=(
             ("violation", label),
             ("detail", detail),
-            ("config", str((doc.get("config") or {}).get("name", "?"))),
+            ("config", str((_opt(doc, path, "config", dict) or {}).get("name", "?"))),
             ("steps", str(slots - 1)),
         ),
         slots=slots,

@@ -176,3 +176,26 @@ def test_ambiguous_or_stray_partition_files_are_refused(
 def test_other_files_are_still_ignored(tmp_path: Path) -> None:
     src = write(tmp_path / "src", "partition-00.jsonl", "README.md", "notes.txt")
     assert load_source_dir(src).partitions == (0,)
+
+
+@pytest.mark.services
+def test_a_version_1_postgres_database_is_named_then_upgraded(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import psycopg
+
+    from remora.store.postgres import MIGRATIONS
+    from tests.postgres.services import fresh_database
+
+    with fresh_database() as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:  # as Remora left it before
+            conn.execute("CREATE TABLE remora_meta (key text PRIMARY KEY, value text NOT NULL)")
+            for statement in MIGRATIONS[0]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO remora_meta VALUES ('schema_version', '1')")
+        assert main(["status", "--dsn", dsn]) == 2
+        err = capsys.readouterr().err
+        assert "schema version 1, this Remora uses 2 (`remora run` upgrades it)" in err
+        assert main(["run", str(EXAMPLES), "--dsn", dsn]) == 0
+        assert main(["status", "--dsn", dsn, "--json"]) == 0
+        capsys.readouterr()

@@ -216,12 +216,6 @@ def test_a_poisoned_trace_replays_the_same_on_every_store(
     assert len(set(reports.values())) == 1, reports
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the oracle (remora/oracle/model.py read_value, not this branch's to edit) must "
-    "learn the storable-text rule of remora/domain/storable.py; until then it expects the "
-    "NUL subject applied and reports ERROR outbox-mismatch",
-)
 def test_a_poisoned_trace_is_not_a_false_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

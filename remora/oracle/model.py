@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -75,17 +76,46 @@ def _no_constants(name: str) -> Any:
     raise ValueError(name)
 
 
+_NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Text no store can hold: NUL (PostgreSQL ``text``) or a lone surrogate (not UTF-8)."""
+
+
+def _holds_unstorable_text(doc: object) -> bool:
+    """Whether any string or key anywhere in ``doc`` is text no store can hold (walked
+    iteratively, so a deeply nested value cannot overflow the stack)."""
+    pending = [doc]
+    while pending:
+        node = pending.pop()
+        if type(node) is str:
+            if _NOT_STORABLE.search(node):
+                return True
+        elif type(node) is dict:
+            for key, item in node.items():
+                if _NOT_STORABLE.search(key):
+                    return True
+                pending.append(item)
+        elif type(node) is list:
+            pending.extend(node)
+    return False
+
+
 def read_value(value: bytes) -> tuple[str | None, dict[str, Any] | None]:
-    """(subject, amendment) — amendment None when the value is not a well-formed one."""
+    """(subject, amendment) — amendment None when the value is not a well-formed one.
+
+    A value holding text no store can hold is not a well-formed amendment (and its subject
+    counts only when it is storable text itself): the spec of the fold quarantines it as
+    malformed so that every store gives the same result."""
     try:
         doc = json.loads(value.decode("utf-8"), parse_constant=_no_constants)
-    except ValueError:  # includes UnicodeDecodeError and JSONDecodeError
+    except (ValueError, RecursionError):  # includes UnicodeDecodeError and JSONDecodeError
         return None, None
     if type(doc) is not dict:
         return None, None
     subject = doc.get("subject")
-    if type(subject) is not str or subject == "":
+    if type(subject) is not str or subject == "" or _NOT_STORABLE.search(subject):
         return None, None
+    if _holds_unstorable_text(doc):
+        return subject, None
     if set(doc) != _KEYS:
         return subject, None
     revision = doc["revision"]

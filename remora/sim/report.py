@@ -63,6 +63,8 @@ def replay(
             break
     if trace.drain and not sim.violations:
         sim.drain()
+    elif not sim.violations:
+        sim.verify("final")
     return sim
 
 

@@ -341,10 +341,15 @@ class Simulation:
             self.violation(v.kind, v.partition, v.message, where)
 
     def check_partition(self, partition: int, where: str) -> None:
-        self.record(self.checker.check_store(self.store.backend, (partition,)), where)
+        self.record(self.checker.follow_store(self.store.backend, (partition,)), where)
 
     def check_all(self, where: str) -> None:
-        self.record(self.checker.check_store(self.store.backend, self.partitions), where)
+        self.record(self.checker.follow_store(self.store.backend, self.partitions), where)
+
+    def verify(self, where: str) -> None:
+        """A whole look at every partition (the end of a run: what incremental looks cannot
+        see, a row changed in place, is found here)."""
+        self.record(self.checker.verify_store(self.store.backend, self.partitions), where)
 
     def check_model(self) -> None:
         """Lifecycle state against the model of what each lifetime may hold."""
@@ -491,6 +496,8 @@ class Simulation:
         Relay(self.store.backend, self.view).deliver(self.partitions)
         frontiers = {p: self.installed(p).frontier for p in self.partitions}
         self.record(self.checker.check_view(self.view, frontiers), "drain")
+        if not self.violations:
+            self.verify("drain")
         self.draining = False
         self.drained = True
 

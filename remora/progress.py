@@ -101,6 +101,12 @@ class Progress:
             text += f", ETA {duration((total - done) / rate)}"
         return text
 
+    def clear(self) -> None:
+        """Clear the line whoever drew it (e.g. a library given this stream)."""
+        if self.enabled:
+            self.stream.write(CLEAR)
+            self.stream.flush()
+
     def done(self) -> None:
         """Clear the line (before the command's own output)."""
         if self.enabled and self._shown:

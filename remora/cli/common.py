@@ -49,6 +49,11 @@ def print_table(rows: Sequence[dict[str, Any]], headers: Sequence[str]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 
+def exit_codes(ok: str, failed: str, usage: str = "bad usage or a rejected input file") -> str:
+    """The ``exit status`` paragraph every command's ``--help`` ends with."""
+    return f"exit status: 0 {ok}; 1 {failed}; 2 {usage} (one line on stderr)."
+
+
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     """The ``--quiet`` flag of every long command (no progress line on stderr)."""
     parser.add_argument(
@@ -65,6 +70,7 @@ __all__ = [
     "EXIT_USAGE",
     "Progress",
     "add_quiet",
+    "exit_codes",
     "int_at_least",
     "print_table",
     "write_json",

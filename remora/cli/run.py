@@ -18,6 +18,7 @@ from remora.cli.common import (
     EXIT_OK,
     Progress,
     add_quiet,
+    exit_codes,
     int_at_least,
     print_table,
 )
@@ -62,9 +63,13 @@ def register(sub: Any) -> None:
         description="Process every visible record of SOURCE_DIR exactly once into the store "
         "(SQLite by default, PostgreSQL with --dsn), resuming from each partition's durable "
         "frontier.  Ctrl-C or SIGTERM stops safely; run again to resume.  Several processes "
-        "share one store with --member I/N.  Exit status: 0 every partition (of this "
-        "member) complete; 1 interrupted, a partition stopped on an error (named with its "
-        "offset), or the store unavailable; 2 bad usage or a rejected source or database.",
+        "share one store with --member I/N.",
+        epilog=exit_codes(
+            "every partition (of this member) complete",
+            "interrupted, a partition stopped on an error (named with its offset), or the "
+            "store unavailable (e.g. locked or unreachable)",
+            "bad usage or a rejected source or database",
+        ),
     )
     p.add_argument(
         "source_dir",

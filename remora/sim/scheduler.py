@@ -57,6 +57,8 @@ from remora.worker import Lifecycle, RetryPolicy
 
 StoreFactory = Callable[[SimConfig], StateStore]
 LifecycleFactory = Callable[..., Lifecycle]
+OnProgress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``: a run's steps, then its drained records."""
 
 
 @attrs.frozen
@@ -245,6 +247,7 @@ class Simulation:
         self.draining = False
         self.drained = False
         self.before_drain: dict[str, Any] | None = None
+        self.progress: OnProgress | None = None
 
     # -- plumbing used by the hook ----------------------------------------------------
     @property
@@ -476,12 +479,21 @@ class Simulation:
                 a = self.execute(Step(actor, fresh, p))
                 if a.result != "ok":
                     self.violation("drain-failed", p, f"recovery {actor}: {a.error}", "drain")
+        oracle = self.checker.oracle
+        left = sum(
+            oracle.visible_count(p) - oracle.processed_count(p, self.installed(p).frontier)
+            for p in self.partitions
+        )
+        drained = 0
         for p in self.partitions:
             if self.workers[fresh].retired:
                 break
             while True:
                 before = self.installed(p).frontier
                 a = self.execute(Step("process", fresh, p))
+                if self.progress is not None:
+                    drained += 1
+                    self.progress("drain", min(drained, left), left)
                 if a.result == "idle":
                     break
                 if a.result != "ok" or self.installed(p).frontier <= before:

@@ -193,7 +193,7 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
             now = _frontiers(store, mine)
             done = sum(min(now[q], ends[q]) - first[q] for q in mine if now[q] > first[q])
             progress.update(
-                f"processed {p.processed} records; offsets",
+                f"run: {p.processed} records; source offsets",
                 done=done,
                 total=total,
             )

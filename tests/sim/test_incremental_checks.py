@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import attrs
 import pytest
@@ -271,3 +272,24 @@ def test_a_generic_tail_accounts_for_each_visible_offset_once() -> None:
     again = tail(2, (1, 0, 0), outbox=[(2, "a", 2, "correct", "{}", 0)], intents=[])
     whole = Observed(0, 1, 2, [*ROWS[:1], (2, "a", 2, "correct", "{}", 0)], [], [])
     assert [v.kind for v in m.check_tail(again, lambda: whole)] == ["progress-disagreement"]
+
+
+# -- the parser's bound on the source --------------------------------------------------------
+
+
+def test_the_parser_bounds_the_source_length(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import remora.sim.trace
+    from remora.cli import main
+    from remora.sim.trace import loads
+
+    text = scaled(8, partitions=1).dumps()
+    assert len(loads(text).source) == 8
+    monkeypatch.setattr(remora.sim.trace, "MAX_SOURCE_RECORDS", 7)
+    with pytest.raises(remora.sim.trace.TraceError, match="8 records exceed the limit of 7"):
+        loads(text)
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert main(["sim-worker", "--replay", str(path)]) == 2
+    assert "trace.source: 8 records exceed the limit of 7" in capsys.readouterr().err

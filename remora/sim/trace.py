@@ -504,8 +504,7 @@ def from_json(doc: Any) -> Trace:
             f"{len(raw_source)} records exceed the limit of {MAX_SOURCE_RECORDS:,}",
         )
     source = tuple(
-        _parse_record(r, f"trace.source[{i}]", config.partitions)
-        for i, r in enumerate(raw_source)
+        _parse_record(r, f"trace.source[{i}]", config.partitions) for i, r in enumerate(raw_source)
     )
     last: dict[int, int] = {}
     for i, r in enumerate(source):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from remora.domain import AMENDMENTS, Decision, Processing
+from remora.errors import InvalidInput
 from remora.faults import Operation
 from remora.sim.checker import Checker
 from remora.source import MemorySourceLog
@@ -64,20 +67,52 @@ def test_group_rebalances_move_partitions_between_lifetimes() -> None:
     assert all(len(names) >= 2 for names in owners.values()), owners
 
 
-def test_member_failure_stops_the_group_and_a_restart_finishes() -> None:
+def test_a_failing_partition_stops_alone_and_a_restart_finishes() -> None:
+    """Claims that keep failing stop the partitions they struck, each named; the group goes
+    on with the rest, and a later run finishes the stopped ones."""
     log = source()
     store = MemoryStore()
     hook = ScriptedFaults()
-    for n in range(1, 10):  # every member's claims all fail: retries exhausted
+    for n in range(1, 4):  # the first claim's calls all fail: retries exhausted
         hook.script[(Operation.CLAIM, n)] = decision("abort")
     store.hook = hook
-    stats = WorkerGroup(store, log, 3, rebalance_every=5, batch=3).run()
-    assert len(stats.errors) == 1 and not stats.done
-    assert "claim: gave up after 3 calls" in str(stats.errors[0])
+    stats = WorkerGroup(store, log, 1, rebalance_every=5, batch=3).run()
+    assert stats.errors == [] and stats.done
+    assert len(stats.failures) == 1 and stats.failures[0].offset is None
+    assert "claim: gave up after 3 calls" in str(stats.failures[0].error)
+    stopped = stats.failures[0].partition
+    frontiers = {r.partition: r.frontier for r in store.snapshot().partitions}
+    ends = {p: log.end(p) for p in log.partitions}
+    assert [p for p in log.partitions if frontiers.get(p, 0) != ends[p]] == [stopped]
     store.hook = ScriptedFaults()
     stats = WorkerGroup(store, log, 3, rebalance_every=5, batch=3).run()
-    assert stats.errors == [] and stats.done
+    assert stats.errors == [] and stats.failures == [] and stats.done
     assert Checker(log.all_records(), log.partitions).final_problems(store.snapshot()) == []
+
+
+POISON = (1, 8)  # partition, offset: a record the store's write cannot take
+
+
+def poison_decide(*args: Any) -> Decision:
+    record = args[0]
+    if (record.partition, record.offset) == POISON:
+        raise InvalidInput(f"cannot store offset {record.offset}")
+    return AMENDMENTS.decide(*args)
+
+
+@pytest.mark.parametrize(("workers", "rebalance_every"), [(1, 0), (2, 5), (3, 1)])
+def test_a_poison_record_stops_its_partition_only(workers: int, rebalance_every: int) -> None:
+    log = source(partitions=3, per_partition=40)
+    assert any(r.offset == POISON[1] for r in log.records(POISON[0]) if r.visible)
+    store = MemoryStore(processing=Processing(AMENDMENTS.key, poison_decide))
+    stats = WorkerGroup(store, log, workers, rebalance_every=rebalance_every, batch=4).run()
+    assert stats.errors == [] and stats.done
+    assert [(f.partition, f.offset) for f in stats.failures] == [POISON]
+    assert "cannot store offset 8" in stats.failures[0].describe()
+    frontiers = {r.partition: r.frontier for r in store.snapshot().partitions}
+    assert frontiers[POISON[0]] <= POISON[1]  # stopped there…
+    for p in (0, 2):  # …while the others were processed to the end
+        assert frontiers[p] == log.end(p)
 
 
 def test_stop_from_another_thread_is_clean_and_resumable(tmp_path: Path) -> None:

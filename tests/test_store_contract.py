@@ -19,6 +19,7 @@ from remora.store import (
     MemoryBackend,
     PartitionState,
     PartitionSummary,
+    PartitionTail,
     SqliteStore,
     StateStore,
     StoreSnapshot,
@@ -306,6 +307,14 @@ def read_differences(backend: Backend, partitions: Iterable[int]) -> list[str]:
             ("partition_row", backend.partition_row(p), Backend.partition_row(backend, p)),
             ("partition_state", backend.partition_state(p), Backend.partition_state(backend, p)),
         ]
+        for since in ((0, 0, 0), (1, 0, 1), (2, 1, 0), (9, 9, 9)):
+            pairs.append(
+                (
+                    f"partition_tail({since})",
+                    backend.partition_tail(p, since),
+                    Backend.partition_tail(backend, p, since),
+                )
+            )
         for seq, limit in ((0, 100), (1, 2), (4, 1), (9, 5)):
             pairs.append(
                 (
@@ -374,6 +383,14 @@ class OffByOneOutbox(MemoryBackend):
         return super().outbox_after(partition, seq + 1, limit)
 
 
+class TailSkipsQuarantine(MemoryBackend):
+    """Planted: ``partition_tail`` leaves out the quarantine rows appended since the mark."""
+
+    def partition_tail(self, partition: int, since: tuple[int, int, int]) -> PartitionTail:
+        tail = super().partition_tail(partition, since)
+        return attrs.evolve(tail, quarantine=())
+
+
 class CountsOnlyClaims(MemoryBackend):
     """Planted: the change count ignores process writes."""
 
@@ -381,7 +398,7 @@ class CountsOnlyClaims(MemoryBackend):
         return self.partition_row(partition).epoch
 
 
-@pytest.mark.parametrize("broken", [WrongSummaries, OffByOneOutbox])
+@pytest.mark.parametrize("broken", [WrongSummaries, OffByOneOutbox, TailSkipsQuarantine])
 def test_a_wrong_read_override_is_caught(broken: type[MemoryBackend]) -> None:
     store = StateStore(broken())
     for step in workload(store):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from remora.outputs import write_output
+from remora.progress import Progress
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -66,27 +65,29 @@ def print_table(rows: Sequence[dict[str, Any]], headers: Sequence[str]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 
-class Progress:
-    """Throttled progress on a terminal (stderr); silent when stderr is not a TTY."""
+def exit_codes(ok: str, failed: str, usage: str = "bad usage or a rejected input file") -> str:
+    """The ``exit status`` paragraph every command's ``--help`` ends with."""
+    return f"exit status: 0 {ok}; 1 {failed}; 2 {usage} (one line on stderr)."
 
-    def __init__(self, stream: TextIO | None = None, interval: float = 0.5) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.interval = interval
-        self._last = 0.0
-        self._shown = False
 
-    def update(self, message: str, *, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if force or now - self._last >= self.interval:
-            self._last = now
-            self.stream.write("\r\033[K" + message)
-            self.stream.flush()
-            self._shown = True
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    """The ``--quiet`` flag of every long command (no progress line on stderr)."""
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress line on stderr (it is drawn only when stderr is a terminal)",
+    )
 
-    def done(self) -> None:
-        if self.enabled and self._shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Progress",
+    "add_quiet",
+    "exit_codes",
+    "int_at_least",
+    "print_table",
+    "write_json",
+]

@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, int_at_least, write_json
+from remora.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Progress,
+    add_quiet,
+    exit_codes,
+    int_at_least,
+    write_json,
+)
 from remora.errors import InvalidInput
 from remora.outputs import check_output
 from remora.protocol.config import NAMED_CONFIGS, load_config
@@ -30,7 +38,14 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "explore",
         help="exhaustively explore the Remora.tla port (TLC-compatible counts)",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Exhaustive model checking of the executable port of Remora.tla (state "
+        "counts comparable with TLC's).",
+        epilog=exit_codes(
+            "no violation",
+            "an invariant or action-property violation, a deadlock, a liveness or drain "
+            "failure (a counterexample is written)",
+            "bad usage or a rejected configuration file",
+        ),
     )
     p.add_argument(
         "--config",
@@ -64,7 +79,7 @@ def register(subparsers: Any) -> None:
         "$REMORA_ARTIFACT_DIR or artifacts/protocol/<config>-counterexample.json)",
     )
     p.add_argument("--json", metavar="PATH", default=None, help="write the run summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -88,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
     if workers > 1 and args.liveness:
         raise InvalidInput("--liveness needs --workers 1 (it keeps the state graph)")
     drain = DrainChecker(model) if args.drain and workers == 1 else None
+    line = Progress(quiet=args.quiet)  # drawn by the explorer, on a terminal only
     opts = ExploreOptions(
         check_deadlock=not args.no_deadlock,
         keep_graph=args.liveness,
-        progress=None if args.quiet else sys.stderr,
+        progress=line.stream if line.enabled else None,
         on_state=drain,
     )
     drained: tuple[int, int] | None = None
@@ -103,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             result, drained = explore_parallel(model, name, opts, workers, drain=args.drain)
     except ProtocolError as exc:
+        line.clear()
         print(f"remora explore: spec evaluation error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    line.clear()
     print(format_summary(result))
     summary: dict[str, Any] = {
         "config": name,

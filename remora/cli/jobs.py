@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, int_at_least
+from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, int_at_least
 from remora.clock import MonotonicClock
 from remora.context import Context
 from remora.errors import InvalidInput
@@ -69,37 +69,77 @@ def register(sub: Any) -> None:
             "--record", metavar="DIR", help="append every step this process takes to DIR/*.jsonl"
         )
 
-    s = cmds.add_parser("submit", help="durably accept jobs")
+    fail = "a failure (e.g. an unreachable server, a worker error)"
+    bad = "bad usage or bad input"
+    s = cmds.add_parser(
+        "submit",
+        help="durably accept jobs",
+        epilog=exit_codes("the jobs were accepted", fail, bad),
+    )
     common(s)
-    s.add_argument("handler", metavar="HANDLER")
+    s.add_argument("handler", metavar="HANDLER", help="the registered handler that runs the job")
     s.add_argument("--payload", default="null", metavar="JSON", help="the job's input (JSON)")
     s.add_argument("--id", dest="job_id", metavar="ID", help="job id (default: generated)")
     s.add_argument("--count", type=_positive, default=1, metavar="N", help="submit N jobs")
     s.add_argument("--app", metavar="MODULE", help="check HANDLER is registered by MODULE")
     s.set_defaults(func=submit)
 
-    w = cmds.add_parser("worker", help="run a worker incarnation")
+    w = cmds.add_parser(
+        "worker",
+        help="run a worker incarnation",
+        epilog=exit_codes("stopped cleanly (or idle with --until-idle)", fail, bad),
+    )
     common(w)
     w.add_argument("--app", required=True, metavar="MODULE", help="module registering handlers")
-    w.add_argument("--concurrency", type=_positive, default=1, metavar="N")
+    w.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="jobs executed at once (default 1)",
+    )
     w.add_argument("--id", dest="worker_id", metavar="ID", help="incarnation id (default fresh)")
     w.add_argument("--until-idle", action="store_true", help="exit once every job is terminal")
-    w.add_argument("--poll", type=float, default=0.05, metavar="SECONDS")
-    w.add_argument("--reconcile-every", type=float, default=0.5, metavar="SECONDS")
+    w.add_argument(
+        "--poll",
+        type=float,
+        default=0.05,
+        metavar="SECONDS",
+        help="pause between looks for work when idle (default 0.05)",
+    )
+    w.add_argument(
+        "--reconcile-every",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="run the reconciler's ambient actions this often (default 0.5)",
+    )
     w.set_defaults(func=worker)
 
-    c = cmds.add_parser("cancel", help="request cancellation of jobs")
+    c = cmds.add_parser(
+        "cancel",
+        help="request cancellation of jobs",
+        epilog=exit_codes(
+            "every cancellation was recorded", f"{fail}, or a job not cancelable", bad
+        ),
+    )
     common(c)
-    c.add_argument("jobs", nargs="+", metavar="JOB")
+    c.add_argument("jobs", nargs="+", metavar="JOB", help="ids of the jobs to cancel")
     c.set_defaults(func=cancel)
 
-    st = cmds.add_parser("status", help="show jobs")
+    st = cmds.add_parser(
+        "status", help="show jobs", epilog=exit_codes("the jobs were shown", fail, bad)
+    )
     common(st)
-    st.add_argument("jobs", nargs="*", metavar="JOB")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("jobs", nargs="*", metavar="JOB", help="ids of the jobs to show (default all)")
+    st.add_argument("--json", action="store_true", help="print the jobs as JSON")
     st.set_defaults(func=status)
 
-    r = cmds.add_parser("reconcile", help="run the reconciler's ambient actions once")
+    r = cmds.add_parser(
+        "reconcile",
+        help="run the reconciler's ambient actions once",
+        epilog=exit_codes("the actions ran", fail, bad),
+    )
     common(r)
     r.set_defaults(func=reconcile)
 

@@ -17,6 +17,8 @@ from remora.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     Progress,
+    add_quiet,
+    exit_codes,
     int_at_least,
     int_in,
     print_table,
@@ -25,7 +27,7 @@ from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, ope
 from remora.limits import MAX_WORKERS
 from remora.source import SourceLog, open_source_dir
 from remora.store import PartitionSummary, StateStore
-from remora.worker.group import GroupProgress, WorkerGroup
+from remora.worker.group import GroupProgress, PartitionFailure, WorkerGroup
 from remora.worker.source_identity import ACCEPT_FLAG, check_source, record_source
 
 __all__ = ["DEFAULT_DB", "register", "run", "summarize"]
@@ -38,16 +40,55 @@ _non_negative = int_at_least(0)
 _workers = int_in(1, MAX_WORKERS)
 
 
+def member(text: str) -> tuple[int, int]:
+    """``I/N`` (0 <= I < N): this process is member I of N sharing one store."""
+    index, slash, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = -1
+    if not slash or n < 1 or not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"expected I/N with 0 <= I < N, got {text!r}")
+    return i, n
+
+
+def share(partitions: tuple[int, ...], which: tuple[int, int] | None) -> tuple[int, ...]:
+    """The partitions member I of N takes: those whose number is I modulo N."""
+    if which is None:
+        return partitions
+    i, n = which
+    return tuple(p for p in partitions if p % n == i)
+
+
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "run",
         help="process a directory of partition-<N>.jsonl files into the state store",
         description="Process every visible record of SOURCE_DIR exactly once into the store "
         "(SQLite by default, PostgreSQL with --dsn), resuming from each partition's durable "
-        "frontier.  Ctrl-C or SIGTERM stops safely; run again to resume.",
+        "frontier.  Ctrl-C or SIGTERM stops safely; run again to resume.  Several processes "
+        "share one store with --member I/N.",
+        epilog=exit_codes(
+            "every partition (of this member) complete",
+            "interrupted, a partition stopped on an error (named with its offset), or the "
+            "store unavailable (e.g. locked or unreachable)",
+            "bad usage or a rejected source or database",
+        ),
     )
-    p.add_argument("source_dir", metavar="SOURCE_DIR")
+    p.add_argument(
+        "source_dir",
+        metavar="SOURCE_DIR",
+        help="directory of partition-<N>.jsonl files, one JSON record per line",
+    )
     add_store_arguments(p)
+    p.add_argument(
+        "--member",
+        type=member,
+        metavar="I/N",
+        help="run as member I of N processes sharing the store: take only the partitions "
+        "whose number is I modulo N (e.g. 0/3, 1/3, 2/3); a killed member resumes when run "
+        "again with the same I/N",
+    )
     p.add_argument(
         "--workers",
         type=_workers,
@@ -71,18 +112,21 @@ def register(sub: Any) -> None:
         "from (records below those frontiers are then never processed); without it such a run "
         "is refused (exit 2)",
     )
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
 HEADERS = ["partition", "epoch", "frontier", "outbox", "quarantine", "complete"]
 
 
-def summarize(store: StateStore, log: SourceLog) -> list[dict[str, Any]]:
+def summarize(
+    store: StateStore, log: SourceLog, partitions: tuple[int, ...] | None = None
+) -> list[dict[str, Any]]:
     """Per-partition frontier, outbox and quarantine counts (counted by the store, not
-    loaded), and whether the partition is complete."""
+    loaded), and whether the partition is complete (``partitions``: default all)."""
     counted = {s.partition: s for s in store.backend.partition_summaries()}
     rows = []
-    for partition in log.partitions:
+    for partition in log.partitions if partitions is None else partitions:
         s = counted.get(partition) or PartitionSummary(partition, 0, 0, 1, 0, 0)
         rows.append(
             {
@@ -130,51 +174,85 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, log: SourceLog) -> int:
     store = open_store(args)
     where = describe(args)
-    progress = Progress()
+    mine = share(log.partitions, args.member)
+    progress = Progress(quiet=args.quiet)
     started = time.monotonic()
+    ends = {p: _end(log, p) for p in mine}
+    failures: list[PartitionFailure] = []
+
+    def failed(failure: PartitionFailure) -> None:
+        failures.append(failure)
+        progress.done()
+        note = "" if failure.lost else "; the other partitions go on"
+        print(f"remora run: {failure.describe()}{note}", file=sys.stderr)
+
     try:
         check_source(
             store,
             log,
             accept=args.accept_source_change,
             say=lambda line: print(f"remora run: {line}", file=sys.stderr),
+            partitions=mine,
         )
     except BaseException:
         store.close()
         raise
     try:
-        group = WorkerGroup(store, log, args.workers, rebalance_every=args.rebalance_every)
+        first = _frontiers(store, mine)
+        total = sum(max(ends[p] - first[p], 0) for p in mine)
+        group = WorkerGroup(
+            store,
+            log,
+            args.workers,
+            rebalance_every=args.rebalance_every,
+            partitions=mine,
+            on_failure=failed,
+        )
 
         def show(p: GroupProgress) -> None:
-            rate = p.processed / max(time.monotonic() - started, 1e-9)
+            if not progress.due():
+                return
+            now = _frontiers(store, mine)
+            done = sum(min(now[q], ends[q]) - first[q] for q in mine if now[q] > first[q])
             progress.update(
-                f"processed {p.processed} records ({rate:.0f}/s), "
-                f"{args.workers} worker(s), {p.rebalances} rebalance(s)"
+                f"run: {p.processed} records; source offsets",
+                done=done,
+                total=total,
             )
 
         with stop_on_signals(group.stop) as signals:
             stats = group.run(progress=show)
         progress.done()
-        rows = summarize(store, log)
+        rows = summarize(store, log, mine)
     finally:
         try:
-            record_source(store, log)  # however the run ended: what is processed, is
+            record_source(store, log, mine)  # however the run ended: what is processed, is
         finally:
             store.close()
     elapsed = time.monotonic() - started
+    lost = {f.partition for f in stats.lost}
     if args.json:
         doc = {
             "processed": stats.processed,
             "workers": args.workers,
+            "member": None if args.member is None else "{}/{}".format(*args.member),
             "rebalances": stats.rebalances,
             "seconds": round(elapsed, 3),
             "interrupted": stats.stopped,
             "partitions": rows,
+            "stopped": [_failure_json(f) for f in stats.failures],
+            "lost": sorted(lost),
         }
         print(json.dumps(doc, indent=2))
     else:
         print(f"processed {stats.processed} records into {where}")
         print_table(rows, HEADERS)
+    if lost:
+        print(
+            f"remora run: partition(s) {', '.join(map(str, sorted(lost)))} taken over by "
+            "another worker: a revoke, left to it (not counted here)",
+            file=sys.stderr,
+        )
     if stats.stopped:
         name = signal.Signals(signals[0]).name if signals else "stop"
         print(
@@ -187,4 +265,36 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         error = stats.errors[0]
         print(f"remora run: {type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_FAILED
-    return EXIT_OK if all(r["complete"] for r in rows) else EXIT_FAILED
+    if stats.failures:
+        stopped = ", ".join(
+            f"partition {f.partition} at "
+            + ("assign" if f.offset is None else f"offset {f.offset}")
+            for f in stats.failures
+        )
+        print(
+            f"remora run: stopped: {stopped} (the others were processed; fix the cause and "
+            "run again to resume)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return (
+        EXIT_OK if all(r["complete"] for r in rows if r["partition"] not in lost) else EXIT_FAILED
+    )
+
+
+def _failure_json(f: PartitionFailure) -> dict[str, Any]:
+    return {
+        "partition": f.partition,
+        "offset": f.offset,
+        "error": f"{type(f.error).__name__}: {f.error}",
+    }
+
+
+def _end(log: SourceLog, partition: int) -> int:
+    """One past the partition's last offset (0 when the log cannot say)."""
+    end = getattr(log, "end", None)
+    return int(end(partition)) if callable(end) else 0
+
+
+def _frontiers(store: StateStore, partitions: tuple[int, ...]) -> dict[int, int]:
+    return {p: store.backend.partition_row(p).frontier for p in partitions}

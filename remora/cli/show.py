@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from remora import strictjson
-from remora.cli.common import EXIT_OK
+from remora.cli.common import EXIT_OK, exit_codes
 from remora.errors import InvalidInput
 from remora.outputs import write_output
 from remora.sim.report import run_trace
@@ -26,7 +26,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "show",
         help="draw a trace, report or counterexample as one self-contained HTML page",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Write one self-contained HTML page picturing a run: FILE is a "
+        "worker-schedule-v1 trace (replayed first, exactly as sim-worker --replay would), a "
+        "report, or an explorer counterexample (remora-protocol-trace-v1).",
+        epilog=exit_codes(
+            "the page was written (whatever the run's status)",
+            "an internal failure",
+            "bad usage or a rejected file (nothing written)",
+        ),
     )
     p.add_argument("file", metavar="FILE", help="a trace, a report or a counterexample (JSON)")
     p.add_argument("--out", metavar="HTML", help="where to write the page (default FILE.html)")

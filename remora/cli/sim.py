@@ -9,7 +9,15 @@ from typing import Any
 
 import attrs
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Progress, int_in
+from remora.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Progress,
+    add_quiet,
+    exit_codes,
+    int_in,
+)
 from remora.errors import InvalidInput
 from remora.limits import MAX_ID, MAX_STEPS, MAX_TRACE_PARTITIONS
 from remora.outputs import check_output, write_new, write_output
@@ -18,6 +26,7 @@ from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.reduce import Reducer
 from remora.sim.report import Report, run_trace
+from remora.sim.scheduler import OnProgress
 from remora.sim.trace import Trace, loads
 from remora.testing.mutations import NAMES as MUTATION_NAMES
 from remora.testing.mutations import mutation
@@ -51,8 +60,13 @@ def register(sub: Any) -> None:
         "sim-worker",
         help="run (or replay) a deterministic worker schedule and print its report",
         description="Drive the production lifecycle through a generated or saved schedule on "
-        "memory I/O and logical time; print the JSON report. Exit 0 on strict PASS, 1 "
-        "otherwise, 2 for bad usage or a rejected trace.",
+        "memory I/O and logical time; print the JSON report on stdout.  A status other than "
+        "PASS is explained on stderr (the failure string and the first violation).",
+        epilog=exit_codes(
+            "strict PASS",
+            "any other status (PASS_WITH_EXCLUSIONS, INCOMPLETE, BLOCKED, ERROR)",
+            "bad usage or a rejected trace",
+        ),
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--seed", type=_seed, help="generate the schedule from this seed")
@@ -63,9 +77,26 @@ def register(sub: Any) -> None:
         help="run against a named planted bug (" + ", ".join(MUTATION_NAMES) + "); without "
         f"--seed, seeds 1..{MUTATION_SEEDS} are tried and the first failing run is kept",
     )
-    p.add_argument("--class", dest="trace_class", choices=GENERATED_CLASSES, default="valid")
-    p.add_argument("--steps", type=_steps, default=DEFAULT_STEPS)
-    p.add_argument("--partitions", type=_partitions, default=None)
+    p.add_argument(
+        "--class",
+        dest="trace_class",
+        choices=GENERATED_CLASSES,
+        default="valid",
+        help="the generated source: valid amendments only, or with conflicts, rejections and "
+        "malformed values (default valid)",
+    )
+    p.add_argument(
+        "--steps",
+        type=_steps,
+        default=DEFAULT_STEPS,
+        help=f"steps of the generated schedule (default {DEFAULT_STEPS})",
+    )
+    p.add_argument(
+        "--partitions",
+        type=_partitions,
+        default=None,
+        help="partitions of the generated source, 1..64 (default: chosen by the seed)",
+    )
     p.add_argument("--no-drain", action="store_true", help="skip fair recovery at the end")
     p.add_argument("--save", metavar="FILE", help="save the generated trace")
     p.add_argument("--report", metavar="FILE", help="also write the report to FILE")
@@ -83,14 +114,38 @@ def register(sub: Any) -> None:
         help="run this Lifecycle subclass (recorded in a generated trace; replaces the one a "
         "replayed trace records)",
     )
+    add_quiet(p)
     p.set_defaults(func=sim_worker)
 
-    c = sub.add_parser("corpus", help="run the fixed corpus (seeds 1-8 x valid/conflict)")
-    c.add_argument("--out", default=DEFAULT_MANIFEST, help="manifest path")
+    c = sub.add_parser(
+        "corpus",
+        help="run the fixed corpus (seeds 1-8 x valid/conflict)",
+        description="Run the 16 corpus schedules and write their manifest; each run must end "
+        "with the status its source predicts.",
+        epilog=exit_codes("every run as predicted", "a run that is not", "bad usage"),
+    )
+    c.add_argument(
+        "--out",
+        default=DEFAULT_MANIFEST,
+        help=f"manifest path (default {DEFAULT_MANIFEST})",
+    )
+    add_quiet(c)
     c.set_defaults(func=corpus)
 
-    e = sub.add_parser("evidence", help="write the worker evidence bundle")
-    e.add_argument("--dir", default="artifacts/evidence")
+    e = sub.add_parser(
+        "evidence",
+        help="write the worker evidence bundle",
+        description="Write the corpus manifest, seed 17's trace and its report into one directory.",
+        epilog=exit_codes(
+            "the corpus is as predicted and seed 17 passes", "otherwise", "bad usage"
+        ),
+    )
+    e.add_argument(
+        "--dir",
+        default="artifacts/evidence",
+        help="the bundle's directory (default artifacts/evidence)",
+    )
+    add_quiet(e)
     e.set_defaults(func=evidence)
 
     r = sub.add_parser(
@@ -99,13 +154,19 @@ def register(sub: Any) -> None:
         description="Delete steps and fault choices while the trace stays valid and fails "
         "the same way; save original and reduced traces under artifacts/failures/ (or "
         "$REMORA_ARTIFACT_DIR) and print the replay commands.",
+        epilog=exit_codes(
+            "reduced (or nothing could go)",
+            "the trace does not fail, so there is nothing to reduce",
+            "bad usage or a rejected trace",
+        ),
     )
-    r.add_argument("file", metavar="FILE")
+    r.add_argument("file", metavar="FILE", help="a failing worker-schedule-v1 trace")
     r.add_argument(
         "--lifecycle",
         metavar="MODULE:CLASS",
         help="reduce against this Lifecycle subclass instead of the one the trace records",
     )
+    add_quiet(r)
     r.set_defaults(func=reduce)
 
 
@@ -115,12 +176,40 @@ def _generated(args: argparse.Namespace, seed: int) -> Trace:
     return attrs.evolve(trace, config=attrs.evolve(trace.config, **named))
 
 
-def _run(trace: Trace, args: argparse.Namespace) -> Report:
+def _run(trace: Trace, args: argparse.Namespace, progress: OnProgress | None = None) -> Report:
     with (
         prepared(trace.config, args.lifecycle) as setup,
         store_factory(args.store, args.dsn, setup.processing) as factory,
     ):
-        return run_trace(trace, store_factory=factory, **setup.run_kwargs())
+        return run_trace(trace, store_factory=factory, progress=progress, **setup.run_kwargs())
+
+
+def _shown(line: Progress, what: str) -> OnProgress | None:
+    """A replay's progress drawn on ``line`` (None when nothing is drawn: no cost)."""
+    if not line.enabled:
+        return None
+
+    def show(phase: str, done: int, total: int) -> None:
+        if line.due():
+            unit = "steps" if phase == "steps" else "records"
+            line.update(f"{what}: {phase}", done=done, total=total, unit=unit)
+
+    return show
+
+
+def explain(report: Report) -> list[str]:
+    """Why a run is not PASS, for stderr: its failure string, the first violation (kind,
+    attempt, where, message) and the first diagnostics."""
+    doc = report.document
+    lines = [f"status {report.status}; failure: {report.failure}"]
+    violations = doc.get("violations") or []
+    if violations:
+        v = violations[0]
+        lines.append(
+            f"first violation: {v['kind']} at attempt {v['attempt']} ({v['where']}): {v['message']}"
+        )
+    lines += [f"diagnostic: {d}" for d in (doc.get("diagnostics") or [])[:3]]
+    return lines
 
 
 def _overridden(trace: Trace, lifecycle: str | None, command: str) -> Trace:
@@ -146,7 +235,9 @@ def sim_worker(args: argparse.Namespace) -> int:
                     "trace records)"
                 )
         trace = _overridden(read_trace(args.replay), args.lifecycle, "sim-worker")
-        report = _run(trace, args)
+        line = Progress(quiet=args.quiet)
+        report = _run(trace, args, _shown(line, "replay"))
+        line.done()
     else:
         if args.seed is None and args.mutation is None:
             raise InvalidInput("one of --seed, --replay or --mutation is required")
@@ -157,11 +248,15 @@ def sim_worker(args: argparse.Namespace) -> int:
             if args.lifecycle is not None:
                 raise InvalidInput("--mutation runs its own lifecycle: drop --lifecycle")
         seeds = [args.seed] if args.seed is not None else range(1, MUTATION_SEEDS + 1)
-        for seed in seeds:
+        line = Progress(quiet=args.quiet)
+        for n, seed in enumerate(seeds, start=1):
             trace = _generated(args, seed)
-            report = _run(trace, args)
+            if len(seeds) > 1:
+                line.update(f"sim-worker: seed {seed}", done=n, total=len(seeds), unit="seeds")
+            report = _run(trace, args, _shown(line, f"seed {seed}"))
             if report.status == "ERROR":
                 break
+        line.done()
         if args.save:
             write_output(args.save, trace.dumps())
     text = report.dumps()
@@ -177,15 +272,18 @@ def sim_worker(args: argparse.Namespace) -> int:
             f"with:\n  {replay_command(saved)}\nsee it with:\n  {show_command(saved)}",
             file=sys.stderr,
         )
+        for text in explain(report)[1:]:
+            print(f"remora sim-worker: {text}", file=sys.stderr)
     elif report.status != "PASS":
-        print(f"remora sim-worker: status {report.status}", file=sys.stderr)
+        for text in explain(report):
+            print(f"remora sim-worker: {text}", file=sys.stderr)
     return EXIT_OK if report.status == "PASS" else EXIT_FAILED
 
 
 def corpus(args: argparse.Namespace) -> int:
     own_folder = args.out == DEFAULT_MANIFEST  # Remora's own artifacts folder: created
     check_output(args.out, parents=own_folder)
-    progress = Progress()
+    progress = Progress(quiet=args.quiet)
 
     def failed(message: str) -> None:
         print(f"remora corpus: FAILED {message}", file=sys.stderr)
@@ -204,7 +302,7 @@ def corpus(args: argparse.Namespace) -> int:
 
 
 def evidence(args: argparse.Namespace) -> int:
-    progress = Progress()
+    progress = Progress(quiet=args.quiet)
     result = write_evidence(
         Path(args.dir),
         progress=progress.update,
@@ -220,20 +318,32 @@ def evidence(args: argparse.Namespace) -> int:
 
 def reduce(args: argparse.Namespace) -> int:
     trace = _overridden(read_trace(args.file), args.lifecycle, "reduce")
+    line = Progress(quiet=args.quiet)
+    replays = [0]
     with prepared(trace.config) as setup:
 
         def failure_of(candidate: Trace) -> str | None:
-            return run_trace(candidate, **setup.run_kwargs()).failure
+            replays[0] += 1
+            line.update(
+                f"reduce: trying {len(candidate.steps)} of {len(trace.steps)} steps;",
+                done=replays[0],
+                unit="replays",
+            )
+            return run_trace(
+                candidate, progress=_shown(line, "reduce"), **setup.run_kwargs()
+            ).failure
 
         try:
             reducer = Reducer(trace, failure_of)
         except InvalidInput as exc:
+            line.done()
             print(f"remora reduce: {args.file}: {exc}", file=sys.stderr)
             return EXIT_FAILED
         where = failures_dir()
         stem = Path(args.file).stem.removesuffix("-reduced")
         original = write_new(where / f"{stem}.json", trace.dumps())
         best = reducer.run()
+    line.done()
     reduced = write_new(where / f"{stem}-reduced.json", best.dumps())
     print(f"failure: {reducer.failure}")
     print(f"steps: {len(trace.steps)} -> {len(best.steps)} ({reducer.tries} replays)")

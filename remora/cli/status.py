@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from remora.cli.common import EXIT_OK, print_table
+from remora.cli.common import EXIT_OK, exit_codes, print_table
 from remora.cli.store_args import add_store_arguments, describe, open_store
 from remora.store import StateStore
 
@@ -23,6 +23,11 @@ def register(sub: Any) -> None:
         "remora-state.sqlite3, or PostgreSQL --dsn) and print, per claimed partition, the "
         "fencing epoch, the durable frontier, the next outbox seq and the outbox and "
         "quarantine counts.  Never creates or changes anything.",
+        epilog=exit_codes(
+            "the rows were printed",
+            "the store is unavailable (e.g. PostgreSQL unreachable)",
+            "bad usage, or no Remora database there",
+        ),
     )
     add_store_arguments(p)
     p.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -20,11 +20,12 @@ anything is written.  :data:`AMENDMENTS` is Remora's own (``docs/fold.md``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import attrs
 
-from remora.domain.amendment import parse_amendment
+from remora.domain.amendment import Amendment, Malformed, parse_amendment
 from remora.domain.fold import Applied, Decision, Quarantined, decide
 from remora.domain.records import QuarantineEntry, SourceRecord, SubjectState
 from remora.domain.storable import MAX_VERSION, UNSTORABLE, storable_text
@@ -109,12 +110,19 @@ def _malformed(record: SourceRecord, detail: str) -> Quarantined:
     return Quarantined(entry=entry, subject=None)
 
 
+@functools.lru_cache(maxsize=8)
+def _parsed(value: bytes) -> Amendment | Malformed:
+    """A store asks for a record's key and then its decision: parse its value once (the
+    results are frozen values, safe to share)."""
+    return parse_amendment(value)
+
+
 def amendment_key(record: SourceRecord) -> str | None:
-    return parse_amendment(record.value).subject
+    return _parsed(record.value).subject
 
 
 def amendment_decide(record: SourceRecord, current: SubjectState | None, next_seq: int) -> Decision:
-    return decide(record, parse_amendment(record.value), current, next_seq)
+    return decide(record, _parsed(record.value), current, next_seq)
 
 
 AMENDMENTS = Processing(amendment_key, amendment_decide)

@@ -29,7 +29,7 @@ from remora.oracle.model import (
     ViewRow,
     Violation,
 )
-from remora.oracle.monitor import Monitor, Observed
+from remora.oracle.monitor import Monitor, Observed, ObservedTail
 
 __all__ = [
     "AMENDMENT_RULES",
@@ -40,6 +40,7 @@ __all__ = [
     "ModelOutput",
     "Monitor",
     "Observed",
+    "ObservedTail",
     "Oracle",
     "OutboxRow",
     "PartitionModel",

@@ -192,6 +192,15 @@ class _PartitionHistory:
             tuple(self.outbox[:n_out]), tuple(self.quarantine[:n_q]), tuple(self.intents[:n_i])
         )
 
+    def between(self, start: tuple[int, int, int], end: tuple[int, int, int]) -> Expectation:
+        """The expected rows at positions ``start`` up to ``end`` (what a growing partition
+        appended between two looks)."""
+        return Expectation(
+            tuple(self.outbox[start[0] : end[0]]),
+            tuple(self.quarantine[start[1] : end[1]]),
+            tuple(self.intents[start[2] : end[2]]),
+        )
+
 
 # -- a user's reference model, or none -------------------------------------------------
 
@@ -316,6 +325,23 @@ class Oracle:
 
     def expected(self, partition: int, frontier: int) -> Expectation:
         return self._h(partition).at(frontier)
+
+    def expected_counts(self, partition: int, frontier: int) -> tuple[int, int, int]:
+        """How many outbox entries, quarantine rows and intents ``frontier`` implies
+        (meaningful with a model only: without one, nothing is expected)."""
+        h = self._h(partition)
+        return h.counts[h.processed(frontier)]
+
+    def expected_between(
+        self, partition: int, start: tuple[int, int, int], end: tuple[int, int, int]
+    ) -> Expectation:
+        """The expected rows from positions ``start`` up to ``end``: what a partition that
+        matched the oracle up to ``start`` must have appended to hold ``end`` rows."""
+        return self._h(partition).between(start, end)
+
+    def is_visible(self, partition: int, offset: int) -> bool:
+        """Whether ``offset`` is a visible record of ``partition``."""
+        return offset >= 0 and offset + 1 in self._h(partition).valid_frontiers
 
     def end_frontier(self, partition: int) -> int:
         """The frontier after every visible record is processed."""

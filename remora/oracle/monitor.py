@@ -1,4 +1,16 @@
-"""Continuous safety checks: observed durable state against the oracle, over time."""
+"""Continuous safety checks: observed durable state against the oracle, over time.
+
+A run checks its store after every I/O call, so checking a partition's whole history at each
+look would make a run quadratic in its records.  The monitor therefore follows a partition
+*incrementally*: once a look at the whole state has passed (:meth:`Monitor.check`), later
+looks need only what was appended since (:meth:`Monitor.check_tail`), checked against the
+oracle's rows at the same positions.  Anything the incremental rules cannot vouch for — a
+count that went down, a regression, a row that differs — sends the look back to the whole
+state, so a violation is reported exactly as a whole look would report it, at the same look.
+What incremental looks cannot see is a row changed *in place* below the mark; the monitor
+therefore re-checks the whole state whenever a partition has doubled since its last whole
+check (linear in total), and the run ends with a whole check of every partition.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +32,45 @@ class Observed(NamedTuple):
     intents: Sequence[tuple[str, int, str]]  # subject, version, body
 
 
+class ObservedTail(NamedTuple):
+    """What one partition appended since a mark, as plain data: epoch and frontier, the
+    rows at positions ``since`` and after, and the totals (rows shaped as in
+    :class:`Observed`)."""
+
+    partition: int
+    epoch: int
+    frontier: int
+    since: tuple[int, int, int]  # positions in (outbox, quarantine, intents)
+    outbox: Sequence[tuple[int, str, int, str, str, int]]
+    quarantine: Sequence[tuple[int, str | None, str]]
+    intents: Sequence[tuple[str, int, str]]
+    counts: tuple[int, int, int]  # totals of (outbox, quarantine, intents)
+
+
+REVERIFY_MIN = 256
+"""A partition is re-checked whole when it holds at least this many rows and twice as many
+as at its last whole check (so whole checks cost O(rows) in total)."""
+
+
+class _Verified:
+    """What a passing look established about one partition: its first ``counts`` rows are
+    right, plus the running state the incremental rules continue from."""
+
+    __slots__ = ("accounted", "counts", "full_at", "versions")
+
+    def __init__(
+        self,
+        counts: tuple[int, int, int],
+        versions: dict[str, int],
+        accounted: set[int],
+        full_at: int,
+    ) -> None:
+        self.counts = counts
+        self.versions = versions  # a subject's last outbox version (amendment rules)
+        self.accounted = accounted  # offsets in outbox or quarantine (no model only)
+        self.full_at = full_at  # rows at the last whole check
+
+
 class Monitor:
     """Checks observed states against an :class:`Oracle` and against earlier observations.
 
@@ -36,13 +87,17 @@ class Monitor:
     * ``outbox-mismatch`` / ``quarantine-mismatch`` / ``intent-mismatch`` — the outputs equal
       the oracle's for the frontier (with a model: the amendment rules or a user's);
     * ``intent-mutated`` — a committed intent never changes or disappears.
+
+    :meth:`check` looks at a whole state; :meth:`check_tail` at what was appended since
+    :meth:`mark` (module docstring).
     """
 
     def __init__(self, oracle: Oracle) -> None:
         self.oracle = oracle
         self._last: dict[int, tuple[int, int]] = {}
-        self._intents: dict[tuple[int, str, int], str] = {}
+        self._intents: dict[int, dict[tuple[str, int], str]] = {}
         self._bodies: dict[str, Any] = {}
+        self._verified: dict[int, _Verified] = {}
 
     def _body(self, text: str) -> Any:
         try:
@@ -55,7 +110,88 @@ class Monitor:
             self._bodies[text] = parsed
             return parsed
 
+    def mark(self, partition: int) -> tuple[int, int, int] | None:
+        """The positions (outbox, quarantine, intents) up to which ``partition`` is verified:
+        a :meth:`check_tail` from there suffices.  None: the next look must be whole (never
+        looked at, or its last look found a violation)."""
+        v = self._verified.get(partition)
+        return None if v is None else v.counts
+
+    def check_tail(self, tail: ObservedTail, whole: Callable[[], Observed]) -> list[Violation]:
+        """A look at what ``tail`` appended since :meth:`mark`.  When the incremental rules
+        cannot vouch for it (or a whole re-check is due), ``whole()`` is read and
+        checked whole by :meth:`check` instead — so the violations are exactly a whole look's."""
+        v = self._verified.get(tail.partition)
+        if (
+            v is None
+            or tail.since != v.counts
+            or sum(tail.counts) >= max(REVERIFY_MIN, 2 * v.full_at)
+        ):
+            return self.check(whole())
+        if not self._tail_holds(v, tail):
+            return self.check(whole())
+        return []
+
+    def _tail_holds(self, v: _Verified, t: ObservedTail) -> bool:
+        """Whether the rows ``t`` appended keep every property, given that the rows before
+        it did; commits the running state only when they do."""
+        p, oracle = t.partition, self.oracle
+        o0, q0, i0 = t.since
+        n_out, n_q, n_i = t.counts
+        if (len(t.outbox), len(t.quarantine), len(t.intents)) != (n_out - o0, n_q - q0, n_i - i0):
+            return False  # rows disappeared, or an inconsistent read
+        last_epoch, last_frontier = self._last.get(p, (0, 0))
+        if t.epoch < last_epoch or t.frontier < last_frontier:
+            return False
+        if not oracle.is_valid_frontier(p, t.frontier):
+            return False
+        if any(e[0] != o0 + k + 1 for k, e in enumerate(t.outbox)):
+            return False
+        versions: dict[str, int] = {}
+        if oracle.amendment_rules:
+            for _, subject, version, *_ in t.outbox:
+                if version != versions.get(subject, v.versions.get(subject, 0)) + 1:
+                    return False
+                versions[subject] = version
+        fresh: list[int] = []
+        if oracle.checks_outputs:
+            if oracle.expected_counts(p, t.frontier) != t.counts:
+                return False
+            want = oracle.expected_between(p, t.since, t.counts)
+            for (s, subject, version, op, b, off), e in zip(t.outbox, want.outbox, strict=True):
+                got = (s, subject, version, op, self._body(b), off)
+                if got != (e.seq, e.subject, e.version, e.op, e.body, e.offset):
+                    return False
+            for q, w in zip(t.quarantine, want.quarantine, strict=True):
+                if tuple(q) != (w.offset, w.subject, w.reason):
+                    return False
+            for (subject, version, b), i in zip(t.intents, want.intents, strict=True):
+                if (subject, version, self._body(b)) != (i.subject, i.version, i.body):
+                    return False
+        else:
+            if n_out + n_q != oracle.processed_count(p, t.frontier):
+                return False
+            fresh = [e[5] for e in t.outbox] + [q[0] for q in t.quarantine]
+            new = set(fresh)
+            if len(new) != len(fresh) or not new.isdisjoint(v.accounted):
+                return False
+            if any(o >= t.frontier or not oracle.is_visible(p, o) for o in fresh):
+                return False
+        known = self._intents.setdefault(p, {})
+        keys = [(subject, version) for subject, version, _ in t.intents]
+        if len(set(keys)) != len(keys) or any(k in known for k in keys):
+            return False
+        # Everything holds: continue from here.
+        self._last[p] = (t.epoch, t.frontier)
+        for subject, version, b in t.intents:
+            known[(subject, version)] = b
+        v.versions.update(versions)
+        v.accounted.update(fresh)
+        v.counts = t.counts
+        return True
+
     def check(self, obs: Observed) -> list[Violation]:
+        """A look at one partition's whole state."""
         p = obs.partition
         out: list[Violation] = []
 
@@ -99,6 +235,16 @@ class Monitor:
         if self.oracle.checks_outputs:
             self._check_outputs(obs, expected, bad)
         self._check_intents_immutable(p, obs, bad)
+        if out:
+            self._verified.pop(p, None)
+        else:
+            counts = (len(obs.outbox), len(obs.quarantine), len(obs.intents))
+            self._verified[p] = _Verified(
+                counts,
+                versions,
+                set() if self.oracle.checks_outputs else set(accounted),
+                sum(counts),
+            )
         return out
 
     def _check_outputs(self, obs: Observed, expected: Any, bad: Callable[[str, str], None]) -> None:
@@ -121,15 +267,16 @@ class Monitor:
     def _check_intents_immutable(
         self, p: int, obs: Observed, bad: Callable[[str, str], None]
     ) -> None:
-        present = {(p, s, v): b for s, v, b in obs.intents}
-        for key, body in self._intents.items():
-            if key[0] == p and present.get(key) != body:
+        present = {(s, v): b for s, v, b in obs.intents}
+        known = self._intents.setdefault(p, {})
+        for key, body in known.items():
+            if present.get(key) != body:
                 bad(
                     "intent-mutated",
-                    f"intent {key[1]} v{key[2]} was {body}, now {present.get(key)}",
+                    f"intent {key[0]} v{key[1]} was {body}, now {present.get(key)}",
                 )
         for key, body in present.items():
-            self._intents.setdefault(key, body)
+            known.setdefault(key, body)
 
 
 def _first_difference(got: Sequence[object], want: Sequence[object]) -> str:

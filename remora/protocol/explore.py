@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from remora.progress import Progress
 from remora.protocol.spec import ACTION_PROPERTIES, INVARIANTS, Remora, State, Step
 from remora.protocol.tlc import BRANCHING_ACTIONS, BranchCounter
 from remora.protocol.trace import format_trace, trace_document
@@ -137,25 +138,20 @@ def property_checks(
 
 
 class _Progress:
+    """Exploration progress, drawn through :class:`remora.progress.Progress` (on a terminal
+    only; the ``remora explore`` command clears the line when it is done)."""
+
     def __init__(self, stream: TextIO | None, interval: float) -> None:
-        self.stream = stream
-        self.interval = interval
+        self.line = None if stream is None else Progress(stream, interval=interval)
         self.start = time.monotonic()
-        self.last = self.start
 
     def maybe(self, depth: int, distinct: int, generated: int, queue: int) -> None:
-        if self.stream is None:
+        if self.line is None or not self.line.due():
             return
-        now = time.monotonic()
-        if now - self.last < self.interval:
-            return
-        self.last = now
-        el = now - self.start
-        print(
+        el = max(time.monotonic() - self.start, 1e-9)
+        self.line.update(
             f"progress: depth {depth}, {distinct:,} distinct, {generated:,} generated, "
-            f"{queue:,} queued, {el:.0f}s, {distinct / el:,.0f} distinct/s",
-            file=self.stream,
-            flush=True,
+            f"{queue:,} queued, {el:.0f}s, {distinct / el:,.0f} distinct/s"
         )
 
 

@@ -33,8 +33,17 @@ import attrs
 
 from remora.delivery import MemoryView, Relay
 from remora.domain import SourceRecord
-from remora.oracle import AMENDMENT_RULES, Model, Monitor, Observed, Oracle, RawRecord, Violation
-from remora.store import Backend, PartitionState, StoreSnapshot, Token
+from remora.oracle import (
+    AMENDMENT_RULES,
+    Model,
+    Monitor,
+    Observed,
+    ObservedTail,
+    Oracle,
+    RawRecord,
+    Violation,
+)
+from remora.store import Backend, PartitionState, PartitionTail, StoreSnapshot, Token
 
 _REJECTED = {
     "assign": ("retired",),
@@ -62,6 +71,21 @@ def observed(state: PartitionState) -> Observed:
         [(e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in state.outbox],
         [(q.offset, q.subject, q.reason) for q in state.quarantine],
         [(i.subject, i.version, i.body) for i in state.intents],
+    )
+
+
+def observed_tail(tail: PartitionTail) -> ObservedTail:
+    """What a partition appended since a mark, as the monitor reads it (the same row shapes
+    as :func:`observed`)."""
+    return ObservedTail(
+        tail.row.partition,
+        tail.row.epoch,
+        tail.row.frontier,
+        tail.since,
+        [(e.seq, e.subject, e.version, e.op, e.body, e.offset) for e in tail.outbox],
+        [(q.offset, q.subject, q.reason) for q in tail.quarantine],
+        [(i.subject, i.version, i.body) for i in tail.intents],
+        tail.counts,
     )
 
 
@@ -117,6 +141,44 @@ class Checker:
                 if self._seen.get(p) == state:
                     continue
                 self._seen[p] = state
+            found += self.check(state)
+        return found
+
+    def follow_store(
+        self, backend: Backend, partitions: Iterable[int] | None = None
+    ) -> list[Violation]:
+        """:meth:`check_store`, reading and checking only what each partition appended
+        since its last passing look (:meth:`Backend.partition_tail`, :meth:`Monitor.check_tail`):
+        a run that looks after every call stays linear in its records.  Reports what
+        :meth:`check_store` would, at the same look, for a store that only appends; a row
+        changed in place below the mark is found by the monitor's periodic whole re-check
+        and by :meth:`verify_store` at the end of a run."""
+        found: list[Violation] = []
+        for p in self.partitions if partitions is None else partitions:
+            since = self.monitor.mark(p)
+            if since is None:
+                found += self.check_store(backend, (p,))
+                continue
+            count = backend.change_count(p)
+            if count is not None and self._seen.get(p) == count:
+                continue
+            tail = observed_tail(backend.partition_tail(p, since))
+            found += self.monitor.check_tail(tail, _whole(backend, p))
+            if count is None:
+                self._seen.pop(p, None)
+            else:
+                self._seen[p] = count
+        return found
+
+    def verify_store(
+        self, backend: Backend, partitions: Iterable[int] | None = None
+    ) -> list[Violation]:
+        """A whole look at every partition, changed or not (the end of a run)."""
+        found: list[Violation] = []
+        for p in self.partitions if partitions is None else partitions:
+            count = backend.change_count(p)
+            state = backend.partition_state(p)
+            self._seen[p] = state if count is None else count
             found += self.check(state)
         return found
 
@@ -305,6 +367,11 @@ class Checker:
         Relay(snapshot, view).deliver(self.partitions)
         found += [f"{v.kind}: {v.message}" for v in self.check_view(view)]
         return found
+
+
+def _whole(backend: Backend, partition: int) -> Callable[[], Observed]:
+    """A whole read of ``partition``, for when a tail does not suffice."""
+    return lambda: observed(backend.partition_state(partition))
 
 
 def status(boundary: Sequence[Mapping[str, Any]], violated: bool) -> str:

@@ -20,7 +20,7 @@ import attrs
 
 from remora.domain import AMENDMENTS, Processing
 from remora.oracle import AMENDMENT_RULES, Model
-from remora.sim.scheduler import LifecycleFactory, Simulation, StoreFactory
+from remora.sim.scheduler import LifecycleFactory, OnProgress, Simulation, StoreFactory
 from remora.sim.trace import IMPLEMENTATION, Trace, _selector_json
 from remora.worker import Lifecycle
 
@@ -45,9 +45,11 @@ def replay(
     lifecycle_factory: LifecycleFactory = Lifecycle,
     processing: Processing = AMENDMENTS,
     model: Model = AMENDMENT_RULES,
+    progress: OnProgress | None = None,
 ) -> Simulation:
     """Execute ``trace`` step by step, stopping at the first safety violation, then drain
-    if the trace asks for it; returns the finished simulation."""
+    if the trace asks for it; returns the finished simulation.  ``progress(phase, done,
+    total)`` hears of every step and every drained record (for a progress line)."""
     sim = Simulation(
         trace.config,
         trace.source,
@@ -57,12 +59,18 @@ def replay(
         processing=processing,
         model=model,
     )
-    for step in trace.steps:
+    sim.progress = progress
+    total = len(trace.steps)
+    for i, step in enumerate(trace.steps, start=1):
         sim.execute(step)
+        if progress is not None:
+            progress("steps", i, total)
         if sim.violations:
             break
     if trace.drain and not sim.violations:
         sim.drain()
+    elif not sim.violations:
+        sim.verify("final")
     return sim
 
 
@@ -73,6 +81,7 @@ def run_trace(
     lifecycle_factory: LifecycleFactory = Lifecycle,
     processing: Processing = AMENDMENTS,
     model: Model = AMENDMENT_RULES,
+    progress: OnProgress | None = None,
 ) -> Report:
     """Replay ``trace`` and build its report."""
     sim = replay(
@@ -81,6 +90,7 @@ def run_trace(
         lifecycle_factory=lifecycle_factory,
         processing=processing,
         model=model,
+        progress=progress,
     )
     return build_report(sim, trace)
 

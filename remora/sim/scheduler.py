@@ -57,6 +57,8 @@ from remora.worker import Lifecycle, RetryPolicy
 
 StoreFactory = Callable[[SimConfig], StateStore]
 LifecycleFactory = Callable[..., Lifecycle]
+OnProgress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``: a run's steps, then its drained records."""
 
 
 @attrs.frozen
@@ -245,6 +247,7 @@ class Simulation:
         self.draining = False
         self.drained = False
         self.before_drain: dict[str, Any] | None = None
+        self.progress: OnProgress | None = None
 
     # -- plumbing used by the hook ----------------------------------------------------
     @property
@@ -341,10 +344,15 @@ class Simulation:
             self.violation(v.kind, v.partition, v.message, where)
 
     def check_partition(self, partition: int, where: str) -> None:
-        self.record(self.checker.check_store(self.store.backend, (partition,)), where)
+        self.record(self.checker.follow_store(self.store.backend, (partition,)), where)
 
     def check_all(self, where: str) -> None:
-        self.record(self.checker.check_store(self.store.backend, self.partitions), where)
+        self.record(self.checker.follow_store(self.store.backend, self.partitions), where)
+
+    def verify(self, where: str) -> None:
+        """A whole look at every partition (the end of a run: what incremental looks cannot
+        see, a row changed in place, is found here)."""
+        self.record(self.checker.verify_store(self.store.backend, self.partitions), where)
 
     def check_model(self) -> None:
         """Lifecycle state against the model of what each lifetime may hold."""
@@ -471,12 +479,21 @@ class Simulation:
                 a = self.execute(Step(actor, fresh, p))
                 if a.result != "ok":
                     self.violation("drain-failed", p, f"recovery {actor}: {a.error}", "drain")
+        oracle = self.checker.oracle
+        left = sum(
+            oracle.visible_count(p) - oracle.processed_count(p, self.installed(p).frontier)
+            for p in self.partitions
+        )
+        drained = 0
         for p in self.partitions:
             if self.workers[fresh].retired:
                 break
             while True:
                 before = self.installed(p).frontier
                 a = self.execute(Step("process", fresh, p))
+                if self.progress is not None:
+                    drained += 1
+                    self.progress("drain", min(drained, left), left)
                 if a.result == "idle":
                     break
                 if a.result != "ok" or self.installed(p).frontier <= before:
@@ -491,6 +508,8 @@ class Simulation:
         Relay(self.store.backend, self.view).deliver(self.partitions)
         frontiers = {p: self.installed(p).frontier for p in self.partitions}
         self.record(self.checker.check_view(self.view, frontiers), "drain")
+        if not self.violations:
+            self.verify("drain")
         self.draining = False
         self.drained = True
 

@@ -300,6 +300,12 @@ def _choice(value: Any, path: str, make: Callable[[str], T], what: str) -> T:
         raise TraceError(path, f"{text!r} is not a valid {what}") from None
 
 
+MAX_SOURCE_RECORDS = 250_000
+"""The most source records a trace may hold.  Replay is linear in steps plus records
+(``benchmarks/replay_scale.py``), but its report lists every I/O event: a quarter of a
+million records replays in a minute or two and a report of some hundred megabytes here,
+while an unbounded source would let one file ask for any amount of time and memory."""
+
 MAX_NAME = 200
 """The longest name a trace may give (a mutation, a ``module:qualname`` reference)."""
 
@@ -492,9 +498,14 @@ def from_json(doc: Any) -> Trace:
         raise TraceError(
             "trace.config_digest", "does not match the config (the config was changed)"
         )
+    raw_source = _list(d["source"], "trace.source")
+    if len(raw_source) > MAX_SOURCE_RECORDS:
+        raise TraceError(
+            "trace.source",
+            f"{len(raw_source)} records exceed the limit of {MAX_SOURCE_RECORDS:,}",
+        )
     source = tuple(
-        _parse_record(r, f"trace.source[{i}]", config.partitions)
-        for i, r in enumerate(_list(d["source"], "trace.source"))
+        _parse_record(r, f"trace.source[{i}]", config.partitions) for i, r in enumerate(raw_source)
     )
     last: dict[int, int] = {}
     for i, r in enumerate(source):

@@ -110,6 +110,34 @@ class PartitionState:
 
 
 @attrs.frozen
+class PartitionTail:
+    """What one partition holds past a mark: its row, the outbox entries, quarantine rows and
+    intents at positions ``since`` and after (each in :class:`PartitionState`'s order), and
+    how many of each it holds in all.  An observer that has checked the rows before the mark
+    reads only what was appended since (:meth:`Backend.partition_tail`)."""
+
+    row: PartitionRow
+    since: tuple[int, int, int]  # positions in (outbox, quarantine, intents)
+    outbox: tuple[OutboxEntry, ...]
+    quarantine: tuple[QuarantineEntry, ...]
+    intents: tuple[Intent, ...]
+    counts: tuple[int, int, int]  # totals of (outbox, quarantine, intents)
+
+    @classmethod
+    def of(cls, state: PartitionState, since: tuple[int, int, int]) -> PartitionTail:
+        """The tail of a whole partition state."""
+        o, q, i = since
+        return cls(
+            state.row,
+            since,
+            state.outbox[o:],
+            state.quarantine[q:],
+            state.intents[i:],
+            (len(state.outbox), len(state.quarantine), len(state.intents)),
+        )
+
+
+@attrs.frozen
 class PartitionSummary:
     """One claimed partition's counters, as ``remora run`` and ``remora status`` show them."""
 
@@ -138,12 +166,13 @@ class Backend(abc.ABC):
 
     Required: :meth:`claim`, :meth:`observe`, :meth:`process`, :meth:`snapshot` and
     :meth:`close`.  The observer reads — :meth:`partition_row`, :meth:`partition_state`,
-    :meth:`change_count`, :meth:`outbox_after` and :meth:`partition_summaries` — are
-    optional: their defaults are built from :meth:`snapshot` and are correct for any backend
-    (the way Hypothesis's ``ExampleDatabase`` builds ``move`` from ``save`` and ``delete``);
-    a backend overrides one only to answer it without reading everything, and the store
-    conformance tests hold every override equal to its default.  Observer reads are not
-    modeled I/O: no fault hook sees them.
+    :meth:`partition_tail`, :meth:`change_count`, :meth:`outbox_after` and
+    :meth:`partition_summaries` — are optional: their defaults are built from
+    :meth:`snapshot` and are correct for any backend (the way Hypothesis's
+    ``ExampleDatabase`` builds ``move`` from ``save`` and ``delete``); a backend overrides
+    one only to answer it without reading everything, and the store conformance tests hold
+    every override equal to its default.  Observer reads are not modeled I/O: no fault hook
+    sees them.
     """
 
     @abc.abstractmethod
@@ -173,6 +202,13 @@ class Backend(abc.ABC):
     def partition_state(self, partition: int) -> PartitionState:
         """Everything durable of one partition."""
         return self.snapshot().partition_state(partition)
+
+    def partition_tail(self, partition: int, since: tuple[int, int, int]) -> PartitionTail:
+        """The partition's row and the outbox entries, quarantine rows and intents from the
+        positions ``since`` on, with the totals (one consistent read).  An observer that
+        checked everything before ``since`` reads only what is new, so following a growing
+        partition costs what it appended, not its whole history."""
+        return PartitionTail.of(self.partition_state(partition), since)
 
     def change_count(self, partition: int) -> int | None:
         """How many writes have committed on ``partition`` so far, if this backend counts

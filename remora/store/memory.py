@@ -28,6 +28,7 @@ from remora.store.base import (
     PartitionRow,
     PartitionState,
     PartitionSummary,
+    PartitionTail,
     StateStore,
     StoreSnapshot,
     Token,
@@ -120,6 +121,22 @@ class MemoryBackend(Backend):
                 tuple(part.outbox),
                 tuple(part.quarantine),
                 tuple(part.intents),
+            )
+
+    def partition_tail(self, partition: int, since: tuple[int, int, int]) -> PartitionTail:
+        """Slices of the lists past ``since``: the cost of what was appended."""
+        o, q, i = since
+        with self._lock:
+            part = self._partitions.get(partition)
+            if part is None:
+                return PartitionTail(PartitionRow(partition, 0, 0, 1), since, (), (), (), (0, 0, 0))
+            return PartitionTail(
+                PartitionRow(partition, part.epoch, part.frontier, part.next_seq),
+                since,
+                tuple(part.outbox[o:]),
+                tuple(part.quarantine[q:]),
+                tuple(part.intents[i:]),
+                (len(part.outbox), len(part.quarantine), len(part.intents)),
             )
 
     def change_count(self, partition: int) -> int:

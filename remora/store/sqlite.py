@@ -87,6 +87,11 @@ class _Rollback(Exception):
     pass
 
 
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's "database is locked" / "database is busy" (another connection's lock)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 class SqliteBackend(Backend):
     """An SQLite database file (or ``:memory:``) on one connection (module docstring)."""
 
@@ -106,13 +111,36 @@ class SqliteBackend(Backend):
             self.path, isolation_level=None, check_same_thread=False, timeout=0.0
         )
         try:
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
+            self._open()
+        except sqlite3.OperationalError as exc:
+            self._conn.close()
+            if _locked(exc):  # another process holds the file: transient, not bad input
+                raise Unavailable(
+                    f"{self.path}: database is locked by another connection (waited "
+                    f"{self.lock_timeout:g} s)"
+                ) from None
+            raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
+
+    def _open(self) -> None:
+        """Journal mode, then the schema — retrying a lock another process holds (while it
+        creates or migrates the same file) for up to ``lock_timeout`` seconds."""
+        give_up = time.monotonic() + self.lock_timeout
+        pause = 0.001
+        while True:
+            try:
+                if self.path != ":memory:":
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._migrate()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() >= give_up:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def _begin(self, ctx: Context | None) -> None:
         """``BEGIN IMMEDIATE``, waiting for another writer's lock at most ``lock_timeout``

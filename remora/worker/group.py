@@ -11,8 +11,20 @@ members, each a :class:`~remora.worker.runner.Runner` over its own
   Shares rotate with the generation, so partitions keep moving between workers;
 * a member whose partitions are exhausted waits for the next generation; when every live
   member is idle in the same generation, the source is done and the group ends;
-* the first member that fails (a lifecycle error) stops the whole group; the durable state
-  is consistent whatever stopped, and a new run resumes from the durable frontiers.
+* a lifecycle error retires that member's lifetime (the lifecycle's rule); the member goes
+  on with a *fresh* lifetime and its other partitions, and the partition the error struck
+  leaves the group's assignment for the rest of the run.  Two kinds:
+
+  - :class:`~remora.errors.Fenced` — another worker (another process on the same store)
+    installed a newer epoch: the partition is *lost*, a normal revoke, logged and not an
+    error;
+  - anything else — the partition *stopped* at the offset it was processing (a record the
+    store cannot take, a store that stays unavailable): recorded as a
+    :class:`PartitionFailure` naming partition and offset, while every other partition
+    keeps making progress.
+
+  Only an error that names no partition stops the whole group.  The durable state is
+  consistent whatever stopped, and a new run resumes from the durable frontiers.
 
 The barrier is what makes ownership moves clean in the healthy path (the new owner claims
 only after the old one revoked); correctness does not depend on it — the store's fence does
@@ -30,7 +42,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from remora.domain import SourceRecord
-from remora.errors import RemoraError
+from remora.errors import Fenced, RemoraError
 from remora.source.cursor import FetchCursors
 from remora.source.log import SourceLog
 from remora.store.base import OwnershipStore
@@ -55,6 +67,7 @@ class Coordinator:
         self.rebalances = 0
         self.done = False  # every partition exhausted
         self.closed = False  # done, or stopped
+        self.excluded: set[int] = set()  # partitions lost or stopped: no longer assigned
 
     def _assignment(self, member: int) -> list[int]:
         members = sorted(self._live)
@@ -62,8 +75,16 @@ class Coordinator:
             return []
         turn = self.generation - 1
         return [
-            p for i, p in enumerate(self.partitions) if members[(i + turn) % len(members)] == member
+            p
+            for i, p in enumerate(self.partitions)
+            if members[(i + turn) % len(members)] == member and p not in self.excluded
         ]
+
+    def exclude(self, partition: int) -> None:
+        """Take ``partition`` out of every later assignment (the others' shares do not
+        move: it is filtered out, not removed from the rotation)."""
+        with self._cond:
+            self.excluded.add(partition)
 
     def join(self, member: int, generation: int) -> list[int] | None:
         """Wait until every live member revoked and joined ``generation``; returns this
@@ -162,6 +183,13 @@ class GroupClient:
             coordinator.idle(self.member, generation)
         return []
 
+    def restart(self) -> None:
+        """Forget the assignment (its lifetime is gone): the next poll joins the current
+        generation again and hands the member's share to a fresh lifetime."""
+        self.generation = 0
+        self.partitions = []
+        self.cursors.clear()
+
     def close(self) -> None:
         self._revoke()
         self.coordinator.leave(self.member)
@@ -174,14 +202,38 @@ class GroupProgress:
     generation: int
 
 
+@attrs.frozen
+class PartitionFailure:
+    """A partition that stopped (or was lost) during a run, and where."""
+
+    partition: int
+    offset: int | None  # the record being processed (None: while assigning or seeking)
+    error: RemoraError
+
+    @property
+    def lost(self) -> bool:
+        """Taken over by another worker (a newer epoch): a revoke, not a failure."""
+        return isinstance(self.error, Fenced)
+
+    def describe(self) -> str:
+        where = "while assigning" if self.offset is None else f"at offset {self.offset}"
+        if self.lost:
+            return f"partition {self.partition}: taken over by another worker ({self.error})"
+        return (
+            f"partition {self.partition} stopped {where}: {type(self.error).__name__}: {self.error}"
+        )
+
+
 @attrs.define
 class GroupStats:
     processed: int = 0
     rebalances: int = 0
     generations: int = 0
-    errors: list[RemoraError] = attrs.field(factory=list)
+    errors: list[RemoraError] = attrs.field(factory=list)  # errors that stopped the group
     stopped: bool = False  # stop() was called (e.g. a signal) before the source was done
-    done: bool = False  # every partition was exhausted
+    done: bool = False  # every partition was exhausted (or left the run)
+    failures: list[PartitionFailure] = attrs.field(factory=list)  # stopped partitions
+    lost: list[PartitionFailure] = attrs.field(factory=list)  # taken over by another worker
 
 
 class WorkerGroup:
@@ -196,23 +248,29 @@ class WorkerGroup:
         rebalance_every: int = 0,
         batch: int = DEFAULT_BATCH,
         lifecycle: Callable[[int], Lifecycle] | None = None,
+        partitions: Sequence[int] | None = None,
+        on_failure: Callable[[PartitionFailure], None] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a group needs at least one worker")
         self.log = log
         self.batch = batch
-        self.coordinator = Coordinator(log.partitions, workers, rebalance_every)
-        make = lifecycle or (lambda i: Lifecycle(store, log, name=f"worker-{i}"))
+        share = log.partitions if partitions is None else partitions
+        self.coordinator = Coordinator(share, workers, rebalance_every)
+        self._make = lifecycle or (lambda i: Lifecycle(store, log, name=f"worker-{i}"))
         self.runners = [
-            Runner(make(i), GroupClient(self.coordinator, i, log)) for i in range(workers)
+            Runner(self._make(i), GroupClient(self.coordinator, i, log)) for i in range(workers)
         ]
+        self.on_failure = on_failure
         self._lock = threading.Lock()
         self._halted = False
         self._interrupted = False
         self._errors: list[RemoraError] = []
+        self._failures: list[PartitionFailure] = []
+        self._earlier = 0  # records processed by lifetimes that were replaced
 
     def processed(self) -> int:
-        return sum(r.stats.processed for r in self.runners)
+        return self._earlier + sum(r.stats.processed for r in self.runners)
 
     def stop(self) -> None:
         """End the group and stop every lifetime (safe from a signal handler)."""
@@ -226,21 +284,41 @@ class WorkerGroup:
         for runner in self.runners:
             runner.stop()
 
-    def _member(self, runner: Runner) -> None:
+    def _member(self, index: int) -> None:
+        client = self.runners[index].client
+        assert isinstance(client, GroupClient)
         try:
-            error = runner.run(until_idle=True, max_records=self.batch).error
-        except Exception as exc:  # a bug must still end the group, and be reported
-            error = exc if isinstance(exc, RemoraError) else RemoraError(repr(exc))
-        if error is None:
-            return
-        with self._lock:
-            # Only the first failure is the cause; the others are its consequences (the
-            # group stopping their lifetimes), as are errors after stop().
-            first = not self._halted
-            if first:
-                self._errors.append(error)
-        if first:
-            self._halt()
+            while True:
+                runner = self.runners[index]
+                try:
+                    stats = runner.run(until_idle=True, max_records=self.batch, close=False)
+                    error, partition = stats.error, stats.failed_partition
+                except Exception as exc:  # a bug must still end the group, and be reported
+                    error = exc if isinstance(exc, RemoraError) else RemoraError(repr(exc))
+                    partition = None
+                if error is None:
+                    return
+                with self._lock:
+                    # After stop() (or a group-wide failure), errors are its consequences.
+                    if self._halted:
+                        return
+                    if partition is not None:
+                        failure = PartitionFailure(partition, stats.failed_offset, error)
+                        self._failures.append(failure)
+                        self.coordinator.exclude(partition)
+                        # A fresh lifetime goes on with the member's other partitions.
+                        self._earlier += runner.stats.processed
+                        self.runners[index] = Runner(self._make(index), client)
+                        client.restart()
+                    else:
+                        self._errors.append(error)
+                if partition is None:
+                    self._halt()
+                    return
+                if self.on_failure is not None:
+                    self.on_failure(failure)
+        finally:
+            client.close()
 
     def run(
         self,
@@ -252,8 +330,8 @@ class WorkerGroup:
         The calling thread only waits (in short slices, so signal handlers run promptly)
         and reports progress."""
         threads = [
-            threading.Thread(target=self._member, args=(r,), name=f"remora-worker-{i}")
-            for i, r in enumerate(self.runners)
+            threading.Thread(target=self._member, args=(i,), name=f"remora-worker-{i}")
+            for i in range(len(self.runners))
         ]
         for t in threads:
             t.start()
@@ -275,4 +353,6 @@ class WorkerGroup:
             errors=list(self._errors),
             stopped=self._interrupted and not self.coordinator.done,
             done=self.coordinator.done,
+            failures=[f for f in self._failures if not f.lost],
+            lost=[f for f in self._failures if f.lost],
         )

@@ -45,6 +45,10 @@ class RunStats:
     processed: int = 0
     polls: int = 0
     error: RemoraError | None = None
+    # Where ``error`` struck: the partition being assigned, sought or processed, and the
+    # record's offset when processing (None: during assign/seek, or not attributable).
+    failed_partition: int | None = None
+    failed_offset: int | None = None
 
 
 class Runner:
@@ -53,11 +57,18 @@ class Runner:
         self.client = client
         self._stop = threading.Event()
         self.stats = RunStats()
+        self._at: tuple[int, int | None] | None = None  # what is being done, for errors
 
     def _on_assigned(self, partitions: Sequence[int]) -> None:
-        self.lifecycle.assign(partitions)
+        # One partition at a time (the same claims, in the same order), so that a failure
+        # names the partition it struck.
         for partition in partitions:
+            self._at = (partition, None)
+            self.lifecycle.assign([partition])
+        for partition in partitions:
+            self._at = (partition, None)
             self.client.seek(partition, self.lifecycle.seek(partition))
+        self._at = None
 
     def _on_revoked(self, partitions: Sequence[int]) -> None:
         self.lifecycle.revoke()
@@ -73,10 +84,13 @@ class Runner:
         until_idle: bool = True,
         max_records: int = 256,
         progress: Callable[[RunStats], None] | None = None,
+        close: bool = True,
     ) -> RunStats:
         """Poll and process until stopped (or, with ``until_idle``, until a poll is empty).
 
-        A lifecycle error ends the loop and is returned in :attr:`RunStats.error`."""
+        A lifecycle error ends the loop and is returned in :attr:`RunStats.error`, with the
+        partition (and offset) it struck.  ``close=False`` leaves the client open, for a
+        fresh lifetime to go on with it (:class:`~remora.worker.group.WorkerGroup`)."""
         self.client.subscribe(self._on_assigned, self._on_revoked)
         try:
             while not self._stop.is_set():
@@ -85,15 +99,24 @@ class Runner:
                 for record in records:
                     if self._stop.is_set():
                         break
+                    self._at = (record.partition, record.offset)
                     self.lifecycle.process(record.partition, record)
+                    self._at = None
                     self.stats.processed += 1
                 if progress is not None:
                     progress(self.stats)
                 if not records and until_idle:
                     break
-        except RemoraError as exc:
-            self.stats.error = exc
+        except Exception as exc:
+            # A record the store cannot take (or a bug) while assigning or processing one
+            # partition is that partition's failure; anything else ends the run as before.
+            if self._at is None and not isinstance(exc, RemoraError):
+                raise
+            self.stats.error = exc if isinstance(exc, RemoraError) else RemoraError(repr(exc))
+            if self._at is not None:
+                self.stats.failed_partition, self.stats.failed_offset = self._at
         finally:
             self.lifecycle.revoke()
-            self.client.close()  # outside any callback
+            if close:
+                self.client.close()  # outside any callback
         return self.stats

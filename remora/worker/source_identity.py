@@ -11,7 +11,7 @@ it ends) and moves the last mark up to the new frontier.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from remora.domain import SourceRecord
 from remora.errors import InvalidInput
@@ -51,12 +51,21 @@ def _identity(log: SourceLog, partition: int, frontier: int) -> SourceIdentity |
     return SourceIdentity(partition, mark(first), None if last is None else mark(last))
 
 
-def check_source(store: StateStore, log: SourceLog, *, accept: bool, say: Say) -> None:
+def check_source(
+    store: StateStore,
+    log: SourceLog,
+    *,
+    accept: bool,
+    say: Say,
+    partitions: Sequence[int] | None = None,
+) -> None:
     """Refuse (or with ``accept``, re-record) a source that is not the store's (module
-    docstring); record the first mark of partitions seen for the first time."""
+    docstring); record the first mark of partitions seen for the first time.  Only
+    ``partitions`` (default: all of ``log``'s) — a process sharing the store with others
+    (``remora run --member``) checks and records its own."""
     recorded = store.backend.source_identities()
     frontiers = {s.partition: s.frontier for s in store.backend.partition_summaries()}
-    for partition in log.partitions:
+    for partition in log.partitions if partitions is None else partitions:
         frontier = frontiers.get(partition, 0)
         known = recorded.get(partition)
         if known is None:
@@ -85,12 +94,16 @@ def check_source(store: StateStore, log: SourceLog, *, accept: bool, say: Say) -
             store.backend.record_source_identity(current)
 
 
-def record_source(store: StateStore, log: SourceLog) -> None:
-    """Move every partition's last mark up to its durable frontier."""
+def record_source(
+    store: StateStore, log: SourceLog, partitions: Sequence[int] | None = None
+) -> None:
+    """Move every partition's (or only ``partitions``') last mark up to its durable
+    frontier."""
     recorded = store.backend.source_identities()
+    mine = set(log.partitions if partitions is None else partitions) & set(log.partitions)
     for summary in store.backend.partition_summaries():
         known = recorded.get(summary.partition)
-        if summary.frontier == 0 or summary.partition not in log.partitions:
+        if summary.frontier == 0 or summary.partition not in mine:
             continue
         last = None if known is None else known.last
         if last is not None and last.offset == summary.frontier - 1:

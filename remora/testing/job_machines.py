@@ -66,9 +66,7 @@ from remora.testing.job_trace import (
 )
 
 FAULT_CHOICES: tuple[tuple[JobOperation, IOOutcome], ...] = tuple(
-    (op, o)
-    for op in JobOperation
-    for o in sorted(FAULT_OUTCOMES[op], key=lambda x: x.value)
+    (op, o) for op in JobOperation for o in sorted(FAULT_OUTCOMES[op], key=lambda x: x.value)
 )
 _one_fault = st.tuples(st.sampled_from(FAULT_CHOICES), st.integers(1, 3)).map(
     lambda t: JobFault(t[0][0], t[1], t[0][1])
@@ -190,9 +188,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         }
         # Swarm testing: each run switches whole families of destructive rules off (or
         # keeps them), so some runs go deep into the protocol while others are fault storms.
-        self.off = frozenset(
-            f for f in SWARM if data.draw(st.booleans(), label=f"swarm off {f}")
-        )
+        self.off = frozenset(f for f in SWARM if data.draw(st.booleans(), label=f"swarm off {f}"))
         self.run = JobRun(self.config(), handlers)
         self._do(JobStep("start", worker=self.workers[0]))
 
@@ -457,7 +453,9 @@ class JobRuntimeMachine(RuleBasedStateMachine):
 
     @precondition(has_executing)
     @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=faults)
-    def send_outcome(self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]) -> None:
+    def send_outcome(
+        self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]
+    ) -> None:
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
         self._do(self._attempt_step("send-outcome", pick, fs, outcome=outcome))
 

@@ -99,7 +99,9 @@ def _report_after_cancel(c: Any, a: Any, progress: int) -> bool:
     )
 
 
-def _reap_live_lease(job: Any, attempts: Any, token: int, *, lease_live: bool, reserved: bool) -> Any:
+def _reap_live_lease(
+    job: Any, attempts: Any, token: int, *, lease_live: bool, reserved: bool
+) -> Any:
     return _real["reap"](job, attempts, token, lease_live=False, reserved=reserved)
 
 

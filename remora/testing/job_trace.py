@@ -151,9 +151,11 @@ class JobStep:
                 parts.append(str(v.value if isinstance(v, JobOutcome | Service) else v))
         text = " ".join(parts)
         if self.faults:
-            text += " [" + ", ".join(
-                f"{f.operation.value}#{f.call}={f.outcome.value}" for f in self.faults
-            ) + "]"
+            text += (
+                " ["
+                + ", ".join(f"{f.operation.value}#{f.call}={f.outcome.value}" for f in self.faults)
+                + "]"
+            )
         return text
 
 
@@ -362,8 +364,12 @@ def from_json(doc: Any) -> JobTrace:
     toolchain = Toolchain(
         python=_str(t["python"], "trace.toolchain.python"),
         remora=_str(t["remora"], "trace.toolchain.remora"),
-        hypothesis=None if "hypothesis" not in t else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
-        generator=None if "generator" not in t else _str(t["generator"], "trace.toolchain.generator"),
+        hypothesis=None
+        if "hypothesis" not in t
+        else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
+        generator=None
+        if "generator" not in t
+        else _str(t["generator"], "trace.toolchain.generator"),
     )
     config = _parse_config(d["config"], "trace.config")
     if _str(d["config_digest"], "trace.config_digest") != config_digest(d["config"]):

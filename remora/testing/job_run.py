@@ -284,15 +284,24 @@ class JobRun:
         if cfg.drain_worker not in sim.started:
             self._drain_step(lambda: sim.start(cfg.drain_worker), "start")
         spare = sim.workers[cfg.drain_worker]
+        patience = max(cfg.lease_ticks, cfg.reservation_ticks) + 2
+        idle, seen = 0, -1
         for _ in range(rounds):
             if self.quiet():
                 return
+            # Stop early when nothing but time has happened for longer than any lease or
+            # reservation can take to age out: the run is stuck (judge() says why).
+            moved = sum(n for name, n in self.chk.actions.items() if name != "Tick")
+            idle = idle + 1 if moved == seen else 0
+            seen = moved
+            if idle > patience:
+                return
             self._drain_step(sim.reconciler.reconcile_once, "reconcile")
-            for w in sorted(sim.workers):
-                self._drain_worker(sim.workers[w])
             if spare.up:
                 for j in sorted(sim.stores.coordination.snapshot().queued):
                     self._drain_step(lambda j=j: spare.reserve(j), f"reserve {j}")
+            for w in sorted(sim.workers):
+                self._drain_worker(sim.workers[w])
             self._drain_step(sim.tick, "tick")
 
     def _drain_worker(self, wk: Worker) -> None:
@@ -307,8 +316,13 @@ class JobRun:
                 step(lambda a=a: wk.activate(a), f"activate {a}")
             if local.state == "executing":
                 if local.outcome_sent:
-                    step(lambda a=a: wk.process_outcome(a), f"process {a}")
-                    continue
+                    # learn what became of the outcome in flight (the reconciler may have
+                    # processed it), then process it if it is still pending
+                    step(lambda a=a: wk.learn_outcome(a), f"learn {a}")
+                    if local.outcome_sent:
+                        step(lambda a=a: wk.process_outcome(a), f"process {a}")
+                        continue
+            if local.state == "executing":
                 step(lambda a=a: wk.cooperative_stop(a), f"stop {a}")
                 if local.state != "executing":
                     continue
@@ -347,6 +361,10 @@ class JobRun:
             problems.append(f"the cancel notice of {j} remains")
         for j in sorted(c.progress):
             problems.append(f"live progress of {j} remains")
+        for w, wk in sorted(self.sim.workers.items()):
+            for a, local in sorted(wk.attempts.items(), key=lambda x: str(x[0])):
+                if wk.up and local.state in ("authorized", "executing"):
+                    problems.append(f"{a} is still {local.state} at {w}")
         target = st.target.snapshot()
         for row in d.attempts:
             if row.pending is not None:

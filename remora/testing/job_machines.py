@@ -154,6 +154,18 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         self.failed = False
         self._fired = 0
         self.off: frozenset[str] = frozenset()
+        self._cache: dict[str, Any] = {}
+
+    def _durable(self) -> Any:
+        """The durable snapshot, cached until the next step (preconditions ask often)."""
+        if "durable" not in self._cache:
+            self._cache["durable"] = self.sim.stores.durable.snapshot()
+        return self._cache["durable"]
+
+    def _coord(self) -> Any:
+        if "coord" not in self._cache:
+            self._cache["coord"] = self.sim.stores.coordination.snapshot()
+        return self._cache["coord"]
 
     def on(self, family: str) -> bool:
         return self.run is not None and family not in self.off
@@ -217,12 +229,15 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     # -- steps -------------------------------------------------------------------------------
     def _do(self, step: JobStep) -> str:
         assert self.run is not None
+        self._cache.clear()
         if step.faults and "faults" in self.off:
             step = attrs.evolve(step, faults=())
         try:
             kind = self.run.execute(step)
         except JobRunFailure as exc:
             self.fail(exc)
+        finally:
+            self._cache.clear()
         reach = type(self).reach
         reach.add(("op", step.op, kind))
         if step.op == "send-outcome" and step.outcome is not None and kind == "ok":
@@ -255,7 +270,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         ]
 
     def _rows(self) -> list[AttemptId]:
-        return sorted((r.id for r in self.sim.stores.durable.snapshot().attempts), key=str)
+        return sorted((r.id for r in self._durable().attempts), key=str)
 
     def _submitted(self) -> list[str]:
         assert self.run is not None
@@ -354,11 +369,11 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         return self.on("cancel") and bool(self._cancellable())
 
     def _cancellable(self) -> list[str]:
-        rows = {r.id: r for r in self.sim.stores.durable.snapshot().jobs}
+        rows = {r.id: r for r in self._durable().jobs}
         return [j for j in self._submitted() if not rows[j].cancel_requested]
 
     def has_queued(self) -> bool:
-        return self.has_up() and bool(self.sim.stores.coordination.snapshot().queued)
+        return self.has_up() and bool(self._coord().queued)
 
     @precondition(can_wipe)
     @rule()
@@ -368,7 +383,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     def something_ages(self) -> bool:
         if self.run is None:
             return False
-        c = self.sim.stores.coordination.snapshot()
+        c = self._coord()
         return bool(c.reservations) or any(lease.live for lease in c.leases.values())
 
     @precondition(something_ages)
@@ -399,7 +414,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.has_up() and self.has_submitted())
     @rule(data=st.data(), fs=faults)
     def reserve(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
-        queued = sorted(self.sim.stores.coordination.snapshot().queued)
+        queued = sorted(self._coord().queued)
         w = data.draw(st.sampled_from(self._up()), label="worker")
         j = data.draw(st.sampled_from(queued or self._submitted()), label="job")
         self._do(JobStep("reserve", worker=w, job=j, faults=fs))
@@ -409,7 +424,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     def dispatch(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A worker takes a queued job: reserve, authorize (with the faults), activate."""
         w = data.draw(st.sampled_from(self._up()), label="worker")
-        queued = sorted(self.sim.stores.coordination.snapshot().queued)
+        queued = sorted(self._coord().queued)
         j = data.draw(st.sampled_from(queued), label="job")
         if self._do(JobStep("reserve", worker=w, job=j)) != "ok":
             return
@@ -482,6 +497,68 @@ class JobRuntimeMachine(RuleBasedStateMachine):
             self._do(self._attempt_step("advance", pick, (), amount=self.max_progress))
         self._do(self._attempt_step("send-outcome", pick, (), outcome=self.run.scripted(a)))
         self._do(self._attempt_step("process-outcome", pick, fs))
+
+    def has_live_lease(self) -> bool:
+        return self.run is not None and any(lease.live for lease in self._coord().leases.values())
+
+    @precondition(has_live_lease)
+    @rule(data=st.data(), fs=faults)
+    def lose_lease(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A worker goes silent: time passes until its lease ages out, the reaper expires
+        it and reaps the attempt (faults apply to the reap) — the worker may still act."""
+        live = sorted((a for a, lease in self._coord().leases.items() if lease.live), key=str)
+        a = data.draw(st.sampled_from(live), label="lease")
+        for _ in range(self.lease_ticks):
+            self._do(JobStep("tick"))
+        self._do(JobStep("expire-lease", job=a.job, token=a.token))
+        self._do(JobStep("reap", job=a.job, token=a.token, faults=fs))
+
+    @precondition(lambda self: self.has_authorized() or self.has_executing())
+    @rule(
+        data=st.data(),
+        interference=st.sampled_from(["cancel", "cancel-finalize", "reap", "wipe", "none"]),
+        then=st.sampled_from(
+            [
+                "activate",
+                "renew",
+                "report-progress",
+                "checkpoint",
+                "advance",
+                "send-outcome",
+                "put-secret",
+            ]
+        ),
+        fs=faults,
+    )
+    def zombie(
+        self, data: st.DataObject, interference: str, then: str, fs: tuple[JobFault, ...]
+    ) -> None:
+        """Fencing under attack: something takes an attempt's authority or coordination
+        state away (a cancel, a cancel finalized, a lost lease reaped, a wipe), time passes,
+        and the attempt's worker — unaware — takes its next step (faults apply to it)."""
+        assert self.run is not None
+        pick = data.draw(
+            st.sampled_from(self._local("authorized", "executing")), label="attempt"
+        )
+        w, a = pick
+        if interference.startswith("cancel"):
+            self._do(JobStep("cancel", job=a.job))
+            if interference == "cancel-finalize":
+                self._do(JobStep("finalize-cancel", job=a.job))
+        elif interference == "reap":
+            for _ in range(self.lease_ticks):
+                self._do(JobStep("tick"))
+            self._do(JobStep("expire-lease", job=a.job, token=a.token))
+            self._do(JobStep("reap", job=a.job, token=a.token))
+        elif interference == "wipe" and self.sim.wipes < self.max_coord_losses:
+            self._do(JobStep("wipe"))
+        self._do(JobStep("tick"))
+        kw: dict[str, Any] = {}
+        if then == "advance":
+            kw["amount"] = self.max_progress
+        elif then == "send-outcome":
+            kw["outcome"] = self.run.scripted(a)
+        self._do(self._attempt_step(then, pick, fs, **kw))
 
     # -- checks ------------------------------------------------------------------------------
     @invariant()

@@ -537,10 +537,8 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         state away (a cancel, a cancel finalized, a lost lease reaped, a wipe), time passes,
         and the attempt's worker — unaware — takes its next step (faults apply to it)."""
         assert self.run is not None
-        pick = data.draw(
-            st.sampled_from(self._local("authorized", "executing")), label="attempt"
-        )
-        w, a = pick
+        pick = data.draw(st.sampled_from(self._local("authorized", "executing")), label="attempt")
+        _w, a = pick
         if interference.startswith("cancel"):
             self._do(JobStep("cancel", job=a.job))
             if interference == "cancel-finalize":

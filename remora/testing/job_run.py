@@ -27,6 +27,7 @@ Failure strings (what the machine raises and ``remora sim-jobs --replay`` prints
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import attrs
@@ -276,13 +277,13 @@ class JobRun:
         cfg = self.config
         for w in sorted(sim.workers):
             for svc in sorted(sim.workers[w].actor.links.down, key=lambda x: x.value):
-                self._drain_step(lambda w=w, svc=svc: sim.restore_link(w, svc), "restore")
+                self._drain_step(partial(sim.restore_link, w, svc), "restore")
         for j in cfg.jobs:
             if j not in self.submitted:
-                self._drain_step(lambda j=j: sim.submit(j), f"submit {j}")
+                self._drain_step(partial(sim.submit, j), f"submit {j}")
                 self.submitted.add(j)
         if cfg.drain_worker not in sim.started:
-            self._drain_step(lambda: sim.start(cfg.drain_worker), "start")
+            self._drain_step(partial(sim.start, cfg.drain_worker), "start")
         spare = sim.workers[cfg.drain_worker]
         patience = max(cfg.lease_ticks, cfg.reservation_ticks) + 2
         idle, seen = 0, -1
@@ -299,7 +300,7 @@ class JobRun:
             self._drain_step(sim.reconciler.reconcile_once, "reconcile")
             if spare.up:
                 for j in sorted(sim.stores.coordination.snapshot().queued):
-                    self._drain_step(lambda j=j: spare.reserve(j), f"reserve {j}")
+                    self._drain_step(partial(spare.reserve, j), f"reserve {j}")
             for w in sorted(sim.workers):
                 self._drain_worker(sim.workers[w])
             self._drain_step(sim.tick, "tick")
@@ -309,31 +310,30 @@ class JobRun:
             return
         step = self._drain_step
         for j in sorted(wk.reservations):
-            step(lambda j=j: wk.authorize(j), f"authorize {j}")
+            step(partial(wk.authorize, j), f"authorize {j}")
         for a in sorted(wk.attempts, key=lambda x: (x.job, x.token)):
             local = wk.attempts[a]
             if local.state == "authorized":
-                step(lambda a=a: wk.activate(a), f"activate {a}")
-            if local.state == "executing":
+                step(partial(wk.activate, a), f"activate {a}")
+            if local.state == "executing" and local.outcome_sent:
+                # learn what became of the outcome in flight (the reconciler may have
+                # processed it), then process it if it is still pending
+                step(partial(wk.learn_outcome, a), f"learn {a}")
                 if local.outcome_sent:
-                    # learn what became of the outcome in flight (the reconciler may have
-                    # processed it), then process it if it is still pending
-                    step(lambda a=a: wk.learn_outcome(a), f"learn {a}")
-                    if local.outcome_sent:
-                        step(lambda a=a: wk.process_outcome(a), f"process {a}")
-                        continue
+                    step(partial(wk.process_outcome, a), f"process {a}")
+                    continue
             if local.state == "executing":
-                step(lambda a=a: wk.cooperative_stop(a), f"stop {a}")
+                step(partial(wk.cooperative_stop, a), f"stop {a}")
                 if local.state != "executing":
                     continue
                 mp = local.max_progress
                 if local.progress < mp:
-                    step(lambda a=a, mp=mp: wk.advance(a, mp, staged_bytes(a, mp)), f"advance {a}")
-                step(lambda a=a: wk.send_outcome(a, self.scripted(a)), f"send {a}")
-                step(lambda a=a: wk.process_outcome(a), f"process {a}")
+                    step(partial(wk.advance, a, mp, staged_bytes(a, mp)), f"advance {a}")
+                step(partial(wk.send_outcome, a, self.scripted(a)), f"send {a}")
+                step(partial(wk.process_outcome, a), f"process {a}")
             if local.state != "executing":
-                step(lambda a=a: wk.record_stop(a), f"record stop {a}")
-                step(lambda a=a: wk.release_lease(a), f"release lease {a}")
+                step(partial(wk.record_stop, a), f"record stop {a}")
+                step(partial(wk.release_lease, a), f"release lease {a}")
 
     # -- judgement ------------------------------------------------------------------------------
     def quiet(self) -> bool:

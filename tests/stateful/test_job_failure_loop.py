@@ -91,8 +91,8 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
 
 
 def _good() -> dict[str, object]:
-    from remora.testing.job_trace import JobConfig, JobStep, new_trace
     from remora.jobs.model import Outcome
+    from remora.testing.job_trace import JobConfig, JobStep, new_trace
 
     t = new_trace(
         JobConfig(jobs=("j1",), workers=("w1",)),
@@ -142,7 +142,9 @@ def _bad_docs() -> dict[str, str]:
         "token out of range": edit(
             lambda d: d["steps"].append({"op": "reap", "job": "j1", "token": 9})
         ),
-        "unknown mutation": json.dumps(_redigest({**_good(), "config": {**_good()["config"], "mutation": "nope"}})),  # type: ignore[dict-item]
+        "unknown mutation": json.dumps(
+            _redigest({**_good(), "config": {**_good()["config"], "mutation": "nope"}})
+        ),  # type: ignore[dict-item]
     }
 
 

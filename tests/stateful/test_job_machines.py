@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.faults import Outcome as IOOutcome
 from remora.jobs import guards
+from remora.jobs.io import JobOperation
 from remora.jobs.model import Outcome
 from remora.testing.job_machines import JobRuntimeMachine, reach_of
 from remora.testing.job_mutations import applied
 from remora.testing.job_run import JobRun, JobRunFailure
 from remora.testing.job_trace import JobConfig, JobFault, JobStep
 from remora.testing.profiles import full_budget
-from remora.faults import Outcome as IOOutcome
-from remora.jobs.io import JobOperation
 from tests.stateful.job_machines import JOB_MACHINES
 
 ACTIONS = {

@@ -516,11 +516,11 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.has_authorized() or self.has_executing())
     @rule(
         data=st.data(),
-        interference=st.sampled_from(["cancel", "cancel-finalize", "reap", "wipe", "none"]),
+        interference=st.sampled_from(["cancel-finalize", "reap", "cancel", "wipe", "none"]),
         then=st.sampled_from(
             [
-                "activate",
                 "renew",
+                "activate",
                 "report-progress",
                 "checkpoint",
                 "advance",
@@ -537,8 +537,18 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         state away (a cancel, a cancel finalized, a lost lease reaped, a wipe), time passes,
         and the attempt's worker — unaware — takes its next step (faults apply to it)."""
         assert self.run is not None
-        pick = data.draw(st.sampled_from(self._local("authorized", "executing")), label="attempt")
-        _w, a = pick
+        # executing attempts first (a stale lease, a stale stage), then authorized ones
+        pick = data.draw(
+            st.sampled_from(self._local("executing") + self._local("authorized")), label="attempt"
+        )
+        w, a = pick
+        local = self.sim.workers[w].attempts[a]
+        if (
+            then == "report-progress"
+            and local.state == "executing"
+            and local.progress < self.max_progress
+        ):  # a new hint to report
+            self._do(self._attempt_step("advance", pick, (), amount=local.progress + 1))
         if interference.startswith("cancel"):
             self._do(JobStep("cancel", job=a.job))
             if interference == "cancel-finalize":

@@ -98,11 +98,11 @@ PER_JOB_RECONCILER = (
     "invalidate-checkpoint",
 )
 PER_ATTEMPT_RECONCILER = (
-    "expire-lease",
-    "reap",
-    "cleanup-stage",
-    "reconciler-process-outcome",
     "reconciler-release-lease",
+    "cleanup-stage",
+    "reap",
+    "expire-lease",
+    "reconciler-process-outcome",
 )
 
 
@@ -402,7 +402,10 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     @precondition(has_rows)
     @rule(data=st.data(), op=st.sampled_from(PER_ATTEMPT_RECONCILER), fs=faults)
     def reconcile_attempt(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
-        a = data.draw(st.sampled_from(self._rows()), label="attempt")
+        # attempts holding a live lease first: the reaper's steps matter most on them
+        live = {a for a, lease in self._coord().leases.items() if lease.live}
+        rows = sorted(self._rows(), key=lambda a: (a not in live, str(a)))
+        a = data.draw(st.sampled_from(rows), label="attempt")
         self._do(JobStep(op, job=a.job, token=a.token, faults=fs))
 
     @precondition(lambda self: self.on("reconcile"))
@@ -451,7 +454,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         op=st.sampled_from(
-            ["renew", "report-progress", "checkpoint", "cooperative-stop", "put-secret"]
+            ["put-secret", "renew", "report-progress", "checkpoint", "cooperative-stop"]
         ),
         fs=faults,
     )

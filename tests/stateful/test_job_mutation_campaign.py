@@ -1,0 +1,49 @@
+"""Every named mutation of the job runtime's guards is killed by the job machines under the
+ci profile (without shrinking here, to bound CI time; ``python -m tests.stateful.
+job_campaign`` runs it with shrinking and prints the table), and the exported trace names
+the mutation, so a plain ``remora sim-jobs --replay`` fails the same way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from remora.cli import main
+from remora.testing.job_mutations import MUTATIONS, JobMutation
+from tests.stateful.job_campaign import hunt
+from tests.stateful.job_machines import JOB_MACHINES
+
+ISSUE_EXAMPLES = {
+    "accept-success-without-token-compare",
+    "activate-without-authority-check",
+    "reap-before-lease-expiry",
+    "renew-after-losing-authority",
+    "keep-reservation-after-wipe",
+    "clean-winners-staging",
+}
+
+
+def test_catalogue_covers_the_issue_examples() -> None:
+    names = {m.name for m in MUTATIONS}
+    assert names >= ISSUE_EXAMPLES
+    assert len(names) >= 10
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
+def test_job_mutation_is_killed(
+    mutation: JobMutation, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outcomes = []
+    for machine in JOB_MACHINES:
+        outcome = hunt(mutation, machine, shrink=False, artifacts=tmp_path)
+        outcomes.append(outcome)
+        if outcome.killed:
+            assert outcome.failure.startswith("ERROR ")
+            assert outcome.trace is not None
+            capsys.readouterr()
+            assert main(["sim-jobs", "--replay", outcome.trace]) == 1
+            assert json.loads(capsys.readouterr().out)["failure"] == outcome.failure
+            return
+    pytest.fail(f"{mutation.name} survived: {outcomes}")

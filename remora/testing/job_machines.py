@@ -490,12 +490,20 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     @precondition(has_executing)
     @rule(data=st.data(), fs=faults)
     def run_to_outcome(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
-        """A handler running to its end: advance to the full stage, send the scripted
-        outcome, process it (faults apply to the last of these steps)."""
+        """A handler running to its end: a partial stage checkpointed and reported, a tick
+        and a lease renewal, the full stage, the scripted outcome sent and processed
+        (faults apply to the last of these steps)."""
         assert self.run is not None
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
         w, a = pick
         local = self.sim.workers[w].attempts[a]
+        if local.progress + 1 < self.max_progress:  # a partial stage, checkpointed
+            self._do(self._attempt_step("advance", pick, (), amount=local.progress + 1))
+            self._do(self._attempt_step("checkpoint", pick, ()))
+            self._do(self._attempt_step("report-progress", pick, ()))
+        self._do(JobStep("tick"))
+        self._do(self._attempt_step("renew", pick, ()))
+        self._do(self._attempt_step("put-secret", pick, ()))
         if local.progress < self.max_progress:
             self._do(self._attempt_step("advance", pick, (), amount=self.max_progress))
         self._do(self._attempt_step("send-outcome", pick, (), outcome=self.run.scripted(a)))

@@ -1,11 +1,12 @@
 """The guard-mutation campaign of the job runtime: every named mutation against the job
 machines.
 
-    python -m tests.stateful.job_campaign [--no-shrink]
+    python -m tests.stateful.job_campaign [--no-shrink] [--shrink-seconds N]
 
 Prints, per mutation: killed?, the machine that killed it, examples and seconds to the first
-failure, the shrunk trace length (steps of the exported ``job-schedule-v1`` trace) and the
-failure string.  Uses the ``ci`` profile's budget (derandomized, no database).  The shrunk
+failure, the shrunk trace length (steps of the exported ``job-schedule-v1`` trace; Hypothesis
+shrinking is capped at ``--shrink-seconds``, default 20, as it is slow on this machine), the
+length after ``remora reduce``'s reducer, and the failure string.  Uses the ``ci`` profile's budget (derandomized, no database).  The shrunk
 traces stay in ``artifacts/job-campaign/``.  Exit 1 if any mutation survives.
 """
 
@@ -40,6 +41,7 @@ class Outcome:
     examples: int = 0
     seconds: float = 0.0
     steps: int | None = None
+    reduced: int | None = None
     failure: str = "survived"
     trace: str | None = None
 
@@ -78,6 +80,11 @@ def hunt(
                 run_state_machine_as_test(Mutant, settings=ci_settings(shrink))
         except JobScheduleFailure as exc:
             trace = loads(Path(exc.trace_path).read_text())
+            reduced = None
+            if shrink:
+                from remora.testing.job_reduce import JobReducer
+
+                reduced = len(JobReducer(trace).run().steps)
             return Outcome(
                 mutation.name,
                 True,
@@ -85,6 +92,7 @@ def hunt(
                 int(counts["first_examples"]),
                 round(counts["first"], 2),
                 len(trace.steps),
+                reduced,
                 exc.failure,
                 exc.trace_path,
             )
@@ -104,7 +112,18 @@ def run_campaign(shrink: bool = True, artifacts: Path = CAMPAIGN_DIR) -> list[Ou
 
 
 def table(outcomes: list[Outcome]) -> str:
-    rows = [("mutation", "killed", "machine", "examples", "seconds", "shrunk steps", "failure")]
+    rows = [
+        (
+            "mutation",
+            "killed",
+            "machine",
+            "examples",
+            "seconds",
+            "shrunk steps",
+            "reduced",
+            "failure",
+        )
+    ]
     for o in outcomes:
         rows.append(
             (
@@ -114,6 +133,7 @@ def table(outcomes: list[Outcome]) -> str:
                 str(o.examples),
                 f"{o.seconds:.2f}",
                 "-" if o.steps is None else str(o.steps),
+                "-" if o.reduced is None else str(o.reduced),
                 o.failure[:90],
             )
         )
@@ -126,7 +146,11 @@ def table(outcomes: list[Outcome]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--shrink-seconds", type=int, default=20)
     args = parser.parse_args()
+    import hypothesis.internal.conjecture.engine as engine
+
+    engine.MAX_SHRINKING_SECONDS = args.shrink_seconds  # type: ignore[misc]
     outcomes = run_campaign(shrink=not args.no_shrink)
     print(table(outcomes))
     print(f"traces: {CAMPAIGN_DIR}/hypothesis-<Machine>-<mutation>.json")

@@ -6,7 +6,8 @@ machines.
 Prints, per mutation: killed?, the machine that killed it, examples and seconds to the first
 failure, the shrunk trace length (steps of the exported ``job-schedule-v1`` trace; Hypothesis
 shrinking is capped at ``--shrink-seconds``, default 20, as it is slow on this machine), the
-length after ``remora reduce``'s reducer, and the failure string.  Uses the ``ci`` profile's budget (derandomized, no database).  The shrunk
+length after ``remora reduce``'s reducer, and the failure string.  Uses the ``ci``
+profile's budget (derandomized, no database).  The shrunk
 traces stay in ``artifacts/job-campaign/``.  Exit 1 if any mutation survives.
 """
 

@@ -21,7 +21,7 @@ from remora.testing.job_trace import loads
 from remora.testing.profiles import register_profiles
 from tests.stateful.job_machines import SpecSizedJobs
 
-PLANTED = "keep-reservation-after-wipe"
+PLANTED = "release-running-lease"
 SHRUNK_BOUND = 12
 SHRINK_SECONDS = 30
 """Hypothesis's shrinking of a job-machine example is slow (every candidate pays the

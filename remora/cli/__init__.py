@@ -29,6 +29,7 @@ from remora.cli import jobs as jobs_cmd
 from remora.cli import run as run_cmd
 from remora.cli import show as show_cmd
 from remora.cli import sim as sim_cmd
+from remora.cli import sim_jobs as sim_jobs_cmd
 from remora.cli import status as status_cmd
 from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from remora.errors import InvalidInput, RemoraError
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     explore_cmd.register(sub)
     show_cmd.register(sub)
     jobs_cmd.register(sub)
+    sim_jobs_cmd.register(sub)
     _accept_debug_everywhere(parser)
     return parser
 

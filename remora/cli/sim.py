@@ -317,6 +317,10 @@ def evidence(args: argparse.Namespace) -> int:
 
 
 def reduce(args: argparse.Namespace) -> int:
+    from remora.cli import sim_jobs
+
+    if sim_jobs.is_job_trace_file(args.file):  # a job-schedule-v1 trace
+        return sim_jobs.reduce_jobs(args.file)
     trace = _overridden(read_trace(args.file), args.lifecycle, "reduce")
     line = Progress(quiet=args.quiet)
     replays = [0]

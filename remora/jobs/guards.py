@@ -483,8 +483,21 @@ def can_activate(c: CoordSnapshot, a: AttemptId, worker: str, rid: str) -> bool:
     ``CurrentAuthority(a) /\\ phase = Running``."""
     r = c.reservations.get(a.job)
     return (
-        r is not None and r.worker == worker and r.rid == rid and mirror_allows(c, a, running=True)
+        r is not None
+        and r.worker == worker
+        and r.rid == rid
+        and mirror_allows(c, a, running=True)
+        and not other_live_lease(c, a)
     )
+
+
+def other_live_lease(c: CoordSnapshot, a: AttemptId) -> bool:
+    """Another attempt of ``a``'s job still holds a live lease.  Stronger than the spec's
+    ``ActivateAttempt``: the spec lets a retry activate while the failed attempt's lease is
+    still live (``AcceptFailure`` leaves it), which breaks ``AtMostOneLiveLeasePerJob``
+    when ``GlobalLimit`` > 1 (found by the job machine; see ``docs/jobs.md``).  The old
+    lease is released by its worker or expires, so activation is only delayed."""
+    return any(lease.live and b.job == a.job and b != a for b, lease in c.leases.items())
 
 
 def can_renew(c: CoordSnapshot, a: AttemptId, worker: str, tick_ms: int, limit: int) -> bool:

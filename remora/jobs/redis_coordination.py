@@ -118,6 +118,12 @@ local r = redis.call('HGET', k('res'), job)
 if not r then return {0, ''} end
 local parts = split(r)
 if parts[1] ~= worker or parts[2] ~= rid or not floor_ok(job, token, true) then return {0, ''} end
+-- stronger than the spec: no other attempt of the job holds a live lease
+local leases = redis.call('HGETALL', k('lease'))
+for i = 1, #leases, 2 do
+  if leases[i] ~= a and string.match(leases[i], '^(.*)#%d+$') == job
+     and split(leases[i + 1])[3] == '1' then return {0, ''} end
+end
 if not dry then
   redis.call('HDEL', k('res'), job)
   redis.call('HSET', k('lease'), a, worker .. '|' .. now .. '|1')

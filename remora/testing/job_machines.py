@@ -1,0 +1,617 @@
+"""Hypothesis state machines over the real job runtime.
+
+:class:`JobRuntimeMachine` is a :class:`~hypothesis.stateful.RuleBasedStateMachine` whose
+rules are the runtime's steps — client (submit, cancel), worker (reserve, authorize,
+activate, renew, advance/stage, checkpoint, report progress, send outcome, process outcome,
+cooperative stop, record stop, release lease/reservation, credential writes), reconciler
+(every ambient action by name, and whole reconcile passes, which include credential
+cleanup), environment (tick, crash, clean shutdown, start an incarnation, drop/restore a
+link per worker and service, wipe the coordination store) — and most of them may carry fault
+selectors: the *n*-th call of an operation in the step aborts or loses its reply
+(``unknown-committed``/``unknown-aborted``, on every durable, coordination, target and vault
+write).  Each rule builds one :class:`~remora.testing.job_trace.JobStep` and runs it through
+the shared executor :class:`~remora.testing.job_run.JobRun`, over the memory stores with
+logical time.
+
+* **Invariant** — refinement at every step: the step is enabled in alpha(before) and yields
+  exactly alpha(after); every spec invariant and action property holds on alpha (checked
+  inside :meth:`JobRun.execute`).
+* **Teardown** — the fault-free fair drain must reach the runtime's quiescence, and every
+  committed result must be the winning attempt's staged output
+  (:meth:`JobRun.judge`).
+* A failing run is exported atomically as a ``job-schedule-v1`` trace to
+  ``artifacts/failures/hypothesis-<Machine>.json`` (or ``$REMORA_ARTIFACT_DIR``); the final
+  shrunk example's trace is the one that remains, and the failure names the
+  ``remora sim-jobs --replay`` command.
+
+The class records its **reach** (``reach``): step kinds and their results, the faults that
+actually fired, the spec actions taken, outcomes accepted; ``tests/stateful/
+test_job_machines.py`` requires the important ones under the ``ci`` profile.
+
+Size it with class attributes (``jobs``, ``workers``, ``concurrency`` and the limits)::
+
+    class Bigger(JobRuntimeMachine):
+        jobs = ("j1", "j2", "j3", "j4")
+
+    TestBigger = Bigger.TestCase
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+from hypothesis import event, note
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from remora.faults import Outcome as IOOutcome
+from remora.jobs.io import JobOperation
+from remora.jobs.model import AttemptId, Service
+from remora.jobs.model import Outcome as JobOutcome
+from remora.sim.artifacts import atomic_write, failures_dir
+from remora.testing.job_run import JobRun, JobRunFailure
+from remora.testing.job_trace import (
+    FAULT_OUTCOMES,
+    JobConfig,
+    JobFault,
+    JobStep,
+    JobTrace,
+    new_trace,
+)
+
+FAULT_CHOICES: tuple[tuple[JobOperation, IOOutcome], ...] = tuple(
+    (op, o) for op in JobOperation for o in sorted(FAULT_OUTCOMES[op], key=lambda x: x.value)
+)
+_one_fault = st.tuples(st.sampled_from(FAULT_CHOICES), st.integers(1, 3)).map(
+    lambda t: JobFault(t[0][0], t[1], t[0][1])
+)
+_durable_unknown = st.tuples(
+    st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED]), st.integers(1, 2)
+).map(lambda t: JobFault(JobOperation.DURABLE_WRITE, t[1], t[0]))
+faults = st.one_of(
+    st.just(()),
+    st.just(()),
+    st.lists(_durable_unknown, min_size=1, max_size=1).map(tuple),
+    st.lists(_one_fault, min_size=1, max_size=2).map(tuple),
+)
+"""A step's fault selectors: none half the time, else a lost durable COMMIT reply or any
+one or two selectors."""
+
+SWARM = ("crash", "wipe", "links", "cancel", "faults", "reconcile")
+"""Rule families a run may switch off (swarm testing)."""
+
+PER_JOB_RECONCILER = (
+    "enqueue",
+    "publish-cancel-notice",
+    "clean-terminal",
+    "clear-stale-progress",
+    "reconciler-release-reservation",
+    "expire-reservation",
+    "schedule-retry",
+    "finalize-cancel",
+    "invalidate-checkpoint",
+)
+PER_ATTEMPT_RECONCILER = (
+    "reconciler-release-lease",
+    "cleanup-stage",
+    "reap",
+    "expire-lease",
+    "reconciler-process-outcome",
+)
+
+
+def replay_command(path: str | Path) -> str:
+    return f"remora sim-jobs --replay {shlex.quote(str(path))}"
+
+
+def _final_run() -> bool:
+    try:
+        return bool(current_build_context().is_final)
+    except InvalidArgument:
+        return True
+
+
+class JobScheduleFailure(AssertionError):
+    """A job-machine run failed; ``failure`` is what ``remora sim-jobs --replay`` reports
+    for the exported trace at ``trace_path``."""
+
+    def __init__(self, failure: str, detail: str, trace_path: str) -> None:
+        super().__init__(f"{failure}\n{detail}\nreplay: {replay_command(trace_path)}")
+        self.failure = failure
+        self.trace_path = trace_path
+
+
+class JobRuntimeMachine(RuleBasedStateMachine):
+    """The real job runtime under rules, faults and refinement (module docstring)."""
+
+    jobs: ClassVar[tuple[str, ...]] = ("j1", "j2", "j3")
+    workers: ClassVar[tuple[str, ...]] = ("w1", "w2", "w3")
+    concurrency: ClassVar[int] = 2
+    max_attempts: ClassVar[int] = 3
+    max_progress: ClassVar[int] = 2
+    lease_ticks: ClassVar[int] = 2
+    reservation_ticks: ClassVar[int] = 2
+    global_limit: ClassVar[int] = 3
+    max_credential_intents: ClassVar[int] = 1
+    max_coord_losses: ClassVar[int] = 2
+    max_partitions: ClassVar[int] = 3
+    mutation: ClassVar[str | None] = None
+    reach: ClassVar[set[tuple[str, ...]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.reach = set()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run: JobRun | None = None
+        self.failed = False
+        self._fired = 0
+        self.off: frozenset[str] = frozenset()
+        self._cache: dict[str, Any] = {}
+
+    def _durable(self) -> Any:
+        """The durable snapshot, cached until the next step (preconditions ask often)."""
+        if "durable" not in self._cache:
+            self._cache["durable"] = self.sim.stores.durable.snapshot()
+        return self._cache["durable"]
+
+    def _coord(self) -> Any:
+        if "coord" not in self._cache:
+            self._cache["coord"] = self.sim.stores.coordination.snapshot()
+        return self._cache["coord"]
+
+    def on(self, family: str) -> bool:
+        return self.run is not None and family not in self.off
+
+    @classmethod
+    def config(cls) -> JobConfig:
+        return JobConfig(
+            jobs=cls.jobs,
+            workers=cls.workers,
+            concurrency=cls.concurrency,
+            max_attempts=cls.max_attempts,
+            max_progress=cls.max_progress,
+            lease_ticks=cls.lease_ticks,
+            reservation_ticks=cls.reservation_ticks,
+            global_limit=cls.global_limit,
+            max_credential_intents=cls.max_credential_intents,
+            max_coord_losses=cls.max_coord_losses,
+            max_partitions=cls.max_partitions,
+            mutation=cls.mutation,
+        )
+
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
+        handlers = {
+            j: tuple(
+                data.draw(
+                    st.lists(st.sampled_from(list(JobOutcome)), min_size=1, max_size=2),
+                    label=f"handler {j}",
+                )
+            )
+            for j in self.jobs
+        }
+        # Swarm testing: each run switches whole families of destructive rules off (or
+        # keeps them), so some runs go deep into the protocol while others are fault storms.
+        self.off = frozenset(f for f in SWARM if data.draw(st.booleans(), label=f"swarm off {f}"))
+        self.run = JobRun(self.config(), handlers)
+        self._do(JobStep("start", worker=self.workers[0]))
+
+    # -- the trace ---------------------------------------------------------------------------
+    def trace(self) -> JobTrace:
+        assert self.run is not None
+        return new_trace(
+            self.run.config,
+            self.run.handlers,
+            tuple(self.run.steps),
+            f"hypothesis:{type(self).__name__}",
+        )
+
+    def export(self) -> str:
+        path = failures_dir() / f"hypothesis-{type(self).__name__}.json"
+        if _final_run() or not path.exists():
+            atomic_write(path, self.trace().dumps())
+        note(f"trace written: {replay_command(path)}")
+        return str(path)
+
+    def fail(self, exc: JobRunFailure) -> None:
+        self.failed = True
+        path = self.export()
+        raise JobScheduleFailure(exc.failure, exc.detail, path) from None
+
+    # -- steps -------------------------------------------------------------------------------
+    def _do(self, step: JobStep) -> str:
+        assert self.run is not None
+        self._cache.clear()
+        if step.faults and "faults" in self.off:
+            step = attrs.evolve(step, faults=())
+        try:
+            kind = self.run.execute(step)
+        except JobRunFailure as exc:
+            self.fail(exc)
+        finally:
+            self._cache.clear()
+        reach = type(self).reach
+        reach.add(("op", step.op, kind))
+        if step.op == "send-outcome" and step.outcome is not None and kind == "ok":
+            reach.add(("sent", step.outcome.value))
+        fired = self.run.hook.fired[self._fired :]
+        self._fired = len(self.run.hook.fired)
+        for op, outcome in fired:
+            reach.add(("fault", op, outcome))
+            event(f"fault {op} {outcome}")
+        event(f"{step.op}: {kind}")
+        return kind
+
+    @property
+    def sim(self) -> Any:
+        assert self.run is not None
+        return self.run.sim
+
+    def _up(self) -> list[str]:
+        return [w for w in self.workers if self.sim.workers[w].up]
+
+    def _unstarted(self) -> list[str]:
+        return [w for w in self.workers if w not in self.sim.started]
+
+    def _local(self, *states: str) -> list[tuple[str, AttemptId]]:
+        return [
+            (w, a)
+            for w in self._up()
+            for a, la in sorted(self.sim.workers[w].attempts.items(), key=lambda x: str(x[0]))
+            if not states or la.state in states
+        ]
+
+    def _rows(self) -> list[AttemptId]:
+        return sorted((r.id for r in self._durable().attempts), key=str)
+
+    def _submitted(self) -> list[str]:
+        assert self.run is not None
+        return [j for j in self.jobs if j in self.run.submitted]
+
+    def has_up(self) -> bool:
+        return self.run is not None and bool(self._up())
+
+    def has_unstarted(self) -> bool:
+        return self.run is not None and bool(self._unstarted())
+
+    def has_unsubmitted(self) -> bool:
+        return self.run is not None and len(self.run.submitted) < len(self.jobs)
+
+    def has_submitted(self) -> bool:
+        return self.run is not None and bool(self.run.submitted)
+
+    def has_rows(self) -> bool:
+        return self.run is not None and bool(self._rows())
+
+    def has_local(self) -> bool:
+        return self.run is not None and bool(self._local())
+
+    def has_authorized(self) -> bool:
+        return self.run is not None and bool(self._local("authorized"))
+
+    def has_executing(self) -> bool:
+        return self.run is not None and bool(self._local("executing"))
+
+    def has_reservation(self) -> bool:
+        return self.run is not None and any(self.sim.workers[w].reservations for w in self._up())
+
+    def has_down_link(self) -> bool:
+        return self.run is not None and any(
+            self.sim.workers[w].actor.links.down for w in self.workers
+        )
+
+    def _attempt_step(
+        self, op: str, pick: tuple[str, AttemptId], fs: tuple[JobFault, ...], **kw: Any
+    ) -> JobStep:
+        w, a = pick
+        return JobStep(op, worker=w, job=a.job, token=a.token, faults=fs, **kw)
+
+    # -- client ------------------------------------------------------------------------------
+    @precondition(has_unsubmitted)
+    @rule(data=st.data(), fs=faults)
+    def submit(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        assert self.run is not None
+        left = [j for j in self.jobs if j not in self.run.submitted]
+        self._do(JobStep("submit", job=data.draw(st.sampled_from(left), label="job"), faults=fs))
+
+    @precondition(lambda self: self.can_cancel())
+    @rule(data=st.data(), fs=faults)
+    def cancel(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        j = data.draw(st.sampled_from(self._cancellable()), label="job")
+        self._do(JobStep("cancel", job=j, faults=fs))
+
+    # -- environment -------------------------------------------------------------------------
+    @precondition(has_unstarted)
+    @rule(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        self._do(JobStep("start", worker=data.draw(st.sampled_from(self._unstarted()))))
+
+    @precondition(lambda self: self.has_up() and self.on("crash"))
+    @rule(data=st.data())
+    def crash(self, data: st.DataObject) -> None:
+        self._do(JobStep("crash", worker=data.draw(st.sampled_from(self._up()))))
+
+    @precondition(lambda self: self.has_up() and self.on("crash"))
+    @rule(data=st.data(), fs=faults)
+    def shutdown(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        w = data.draw(st.sampled_from(self._up()))
+        self._do(JobStep("shutdown", worker=w, faults=fs))
+
+    @precondition(lambda self: self.has_up() and self.on("links"))
+    @rule(data=st.data(), service=st.sampled_from(list(Service)))
+    def drop_link(self, data: st.DataObject, service: Service) -> None:
+        w = data.draw(st.sampled_from(self._up()))
+        self._do(JobStep("drop-link", worker=w, service=service))
+
+    @precondition(has_down_link)
+    @rule(data=st.data())
+    def restore_link(self, data: st.DataObject) -> None:
+        pairs = [
+            (w, s)
+            for w in self.workers
+            for s in sorted(self.sim.workers[w].actor.links.down, key=lambda x: x.value)
+        ]
+        w, s = data.draw(st.sampled_from(pairs))
+        self._do(JobStep("restore-link", worker=w, service=s))
+
+    def can_wipe(self) -> bool:
+        return self.on("wipe") and self.sim.wipes < self.max_coord_losses
+
+    def can_cancel(self) -> bool:
+        return self.on("cancel") and bool(self._cancellable())
+
+    def _cancellable(self) -> list[str]:
+        rows = {r.id: r for r in self._durable().jobs}
+        return [j for j in self._submitted() if not rows[j].cancel_requested]
+
+    def has_queued(self) -> bool:
+        return self.has_up() and bool(self._coord().queued)
+
+    @precondition(can_wipe)
+    @rule()
+    def wipe(self) -> None:
+        self._do(JobStep("wipe"))
+
+    def something_ages(self) -> bool:
+        if self.run is None:
+            return False
+        c = self._coord()
+        return bool(c.reservations) or any(lease.live for lease in c.leases.values())
+
+    @precondition(something_ages)
+    @rule()
+    def tick(self) -> None:
+        """Time passes (only while a lease or a reservation can age: else a stutter)."""
+        self._do(JobStep("tick"))
+
+    # -- reconciler --------------------------------------------------------------------------
+    @precondition(has_submitted)
+    @rule(data=st.data(), op=st.sampled_from(PER_JOB_RECONCILER), fs=faults)
+    def reconcile_job(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+        j = data.draw(st.sampled_from(self._submitted()), label="job")
+        self._do(JobStep(op, job=j, faults=fs))
+
+    @precondition(has_rows)
+    @rule(data=st.data(), op=st.sampled_from(PER_ATTEMPT_RECONCILER), fs=faults)
+    def reconcile_attempt(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+        # attempts holding a live lease first: the reaper's steps matter most on them
+        live = {a for a, lease in self._coord().leases.items() if lease.live}
+        rows = sorted(self._rows(), key=lambda a: (a not in live, str(a)))
+        a = data.draw(st.sampled_from(rows), label="attempt")
+        self._do(JobStep(op, job=a.job, token=a.token, faults=fs))
+
+    @precondition(lambda self: self.on("reconcile"))
+    @rule(fs=faults)
+    def reconcile(self, fs: tuple[JobFault, ...]) -> None:
+        self._do(JobStep("reconcile", faults=fs))
+
+    # -- workers -----------------------------------------------------------------------------
+    @precondition(lambda self: self.has_up() and self.has_submitted())
+    @rule(data=st.data(), fs=faults)
+    def reserve(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        queued = sorted(self._coord().queued)
+        w = data.draw(st.sampled_from(self._up()), label="worker")
+        j = data.draw(st.sampled_from(queued or self._submitted()), label="job")
+        self._do(JobStep("reserve", worker=w, job=j, faults=fs))
+
+    @precondition(lambda self: self.has_queued())
+    @rule(data=st.data(), fs=faults)
+    def dispatch(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A worker takes a queued job: reserve, authorize (with the faults), activate."""
+        w = data.draw(st.sampled_from(self._up()), label="worker")
+        queued = sorted(self._coord().queued)
+        j = data.draw(st.sampled_from(queued), label="job")
+        if self._do(JobStep("reserve", worker=w, job=j)) != "ok":
+            return
+        if self._do(JobStep("authorize", worker=w, job=j, faults=fs)) != "ok":
+            return
+        token = self.sim.stores.durable.job(j).current_token
+        self._do(JobStep("activate", worker=w, job=j, token=token))
+
+    @precondition(has_reservation)
+    @rule(data=st.data(), fs=faults, release=st.booleans())
+    def authorize(self, data: st.DataObject, fs: tuple[JobFault, ...], release: bool) -> None:
+        pairs = [(w, j) for w in self._up() for j in sorted(self.sim.workers[w].reservations)]
+        w, j = data.draw(st.sampled_from(pairs), label="reservation")
+        op = "release-reservation" if release and data.draw(st.booleans()) else "authorize"
+        self._do(JobStep(op, worker=w, job=j, faults=fs))
+
+    @precondition(has_authorized)
+    @rule(data=st.data(), fs=faults)
+    def activate(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        pick = data.draw(st.sampled_from(self._local("authorized")), label="attempt")
+        self._do(self._attempt_step("activate", pick, fs))
+
+    @precondition(has_executing)
+    @rule(
+        data=st.data(),
+        op=st.sampled_from(
+            ["put-secret", "renew", "report-progress", "checkpoint", "cooperative-stop"]
+        ),
+        fs=faults,
+    )
+    def tend(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+        pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        self._do(self._attempt_step(op, pick, fs))
+
+    @precondition(has_executing)
+    @rule(data=st.data(), fs=faults)
+    def advance(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        amount = data.draw(st.integers(1, self.max_progress), label="amount")
+        self._do(self._attempt_step("advance", pick, fs, amount=amount))
+
+    @precondition(has_executing)
+    @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=faults)
+    def send_outcome(
+        self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]
+    ) -> None:
+        pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        self._do(self._attempt_step("send-outcome", pick, fs, outcome=outcome))
+
+    @precondition(has_local)
+    @rule(
+        data=st.data(),
+        op=st.sampled_from(["process-outcome", "record-stop", "release-lease"]),
+        fs=faults,
+    )
+    def finish(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+        pick = data.draw(st.sampled_from(self._local()), label="attempt")
+        self._do(self._attempt_step(op, pick, fs))
+
+    @precondition(has_executing)
+    @rule(data=st.data(), fs=faults)
+    def run_to_outcome(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A handler running to its end: a partial stage checkpointed and reported, a tick
+        and a lease renewal, the full stage, the scripted outcome sent and processed
+        (faults apply to the last of these steps)."""
+        assert self.run is not None
+        pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        w, a = pick
+        local = self.sim.workers[w].attempts[a]
+        if local.progress + 1 < self.max_progress:  # a partial stage, checkpointed
+            self._do(self._attempt_step("advance", pick, (), amount=local.progress + 1))
+            self._do(self._attempt_step("checkpoint", pick, ()))
+            self._do(self._attempt_step("report-progress", pick, ()))
+        self._do(JobStep("tick"))
+        self._do(self._attempt_step("renew", pick, ()))
+        self._do(self._attempt_step("put-secret", pick, ()))
+        if local.progress < self.max_progress:
+            self._do(self._attempt_step("advance", pick, (), amount=self.max_progress))
+        self._do(self._attempt_step("send-outcome", pick, (), outcome=self.run.scripted(a)))
+        self._do(self._attempt_step("process-outcome", pick, fs))
+
+    def has_live_lease(self) -> bool:
+        return self.run is not None and any(lease.live for lease in self._coord().leases.values())
+
+    @precondition(has_live_lease)
+    @rule(data=st.data(), fs=faults)
+    def lose_lease(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A worker goes silent: time passes until its lease ages out, the reaper expires
+        it and reaps the attempt (faults apply to the reap) — the worker may still act."""
+        live = sorted((a for a, lease in self._coord().leases.items() if lease.live), key=str)
+        a = data.draw(st.sampled_from(live), label="lease")
+        for _ in range(self.lease_ticks):
+            self._do(JobStep("tick"))
+        self._do(JobStep("expire-lease", job=a.job, token=a.token))
+        self._do(JobStep("reap", job=a.job, token=a.token, faults=fs))
+
+    @precondition(lambda self: self.has_authorized() or self.has_executing())
+    @rule(
+        data=st.data(),
+        interference=st.sampled_from(["cancel-finalize", "reap", "cancel", "wipe", "none"]),
+        then=st.sampled_from(
+            [
+                "renew",
+                "activate",
+                "report-progress",
+                "checkpoint",
+                "advance",
+                "send-outcome",
+                "put-secret",
+            ]
+        ),
+        fs=faults,
+    )
+    def zombie(
+        self, data: st.DataObject, interference: str, then: str, fs: tuple[JobFault, ...]
+    ) -> None:
+        """Fencing under attack: something takes an attempt's authority or coordination
+        state away (a cancel, a cancel finalized, a lost lease reaped, a wipe), time passes,
+        and the attempt's worker — unaware — takes its next step (faults apply to it)."""
+        assert self.run is not None
+        # executing attempts first (a stale lease, a stale stage), then authorized ones
+        pick = data.draw(
+            st.sampled_from(self._local("executing") + self._local("authorized")), label="attempt"
+        )
+        w, a = pick
+        local = self.sim.workers[w].attempts[a]
+        if (
+            then == "report-progress"
+            and local.state == "executing"
+            and local.progress < self.max_progress
+        ):  # a new hint to report
+            self._do(self._attempt_step("advance", pick, (), amount=local.progress + 1))
+        if interference.startswith("cancel"):
+            self._do(JobStep("cancel", job=a.job))
+            if interference == "cancel-finalize":
+                self._do(JobStep("finalize-cancel", job=a.job))
+        elif interference == "reap":
+            for _ in range(self.lease_ticks):
+                self._do(JobStep("tick"))
+            self._do(JobStep("expire-lease", job=a.job, token=a.token))
+            self._do(JobStep("reap", job=a.job, token=a.token))
+        elif interference == "wipe" and self.sim.wipes < self.max_coord_losses:
+            self._do(JobStep("wipe"))
+        self._do(JobStep("tick"))
+        kw: dict[str, Any] = {}
+        if then == "advance":
+            kw["amount"] = self.max_progress
+        elif then == "send-outcome":
+            kw["outcome"] = self.run.scripted(a)
+        self._do(self._attempt_step(then, pick, fs, **kw))
+
+    # -- checks ------------------------------------------------------------------------------
+    @invariant()
+    def refinement(self) -> None:
+        """Checked inside every step (:meth:`JobRun.execute`): here, only the record."""
+        if self.run is not None:
+            for name in self.run.chk.actions:
+                type(self).reach.add(("action", name))
+
+    def teardown(self) -> None:
+        if self.run is None or self.failed:
+            return
+        try:
+            self.run.drain()
+            self.run.judge()
+        except JobRunFailure as exc:
+            self.fail(exc)
+        reach = type(self).reach
+        for name in self.run.chk.actions:
+            reach.add(("action", name))
+        reach.add(("drain", "quiescent"))
+
+
+def reach_of(machine: type[JobRuntimeMachine], kind: str) -> set[tuple[str, ...]]:
+    return {r[1:] for r in machine.reach if r[0] == kind}
+
+
+MachineFactory = Callable[[], JobRuntimeMachine]
+
+__all__ = [
+    "FAULT_CHOICES",
+    "JobRuntimeMachine",
+    "JobScheduleFailure",
+    "faults",
+    "reach_of",
+    "replay_command",
+]

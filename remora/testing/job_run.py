@@ -1,0 +1,475 @@
+"""One executor for job-runtime schedules: the Hypothesis machine, ``remora sim-jobs
+--replay`` and ``remora reduce`` all run a :class:`~remora.testing.job_trace.JobStep` through
+:meth:`JobRun.execute`, so an exported trace replays through exactly the code that found it.
+
+A :class:`JobRun` is the real runtime (:class:`remora.jobs.simulation.Simulation`: SQLite
+``:memory:`` durable store, memory coordination, target and vault, a logical clock) with a
+:class:`ScriptedFaults` hook: a step's fault selectors give the *n*-th call of an operation
+within that step an outcome (``abort``; for writes also ``unknown-committed`` /
+``unknown-aborted`` — a lost COMMIT reply).  Every step runs inside
+:meth:`RefinementChecker.step <remora.jobs.refinement.RefinementChecker.step>`: it must be a
+spec step under alpha, and every invariant and action property of the spec must hold.
+
+The fair drain (:meth:`JobRun.drain`) is fault-free: links restored, every job submitted, a
+spare incarnation started, then rounds of reconcile, the workers running their attempts to
+the handlers' scripted outcome, and time passing — every step still refinement-checked.
+After it the run must be *quiescent* (:meth:`JobRun.quiescence`): every job terminal, no
+live lease, reservation, queue entry, notice or live progress, no pending outcome, every
+non-winner staging cleaned, every credential intent committed or abandoned with its secret
+destroyed — which the runtime's reconciler must drive by itself (the spec gives credential
+cleanup no fairness) — and every committed result the winning attempt's staged output.
+
+Failure strings (what the machine raises and ``remora sim-jobs --replay`` prints):
+``ERROR refinement: ...``, ``ERROR exception: ...``, ``ERROR not-quiescent: ...``,
+``ERROR result: ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, cast
+
+import attrs
+
+from remora.context import Context
+from remora.errors import RemoraError, Unavailable, UnknownResult
+from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport
+from remora.jobs.io import JobOperation
+from remora.jobs.model import (
+    AttemptId,
+    CredentialState,
+    JobsConfig,
+    NotEnabled,
+    Outcome,
+    Phase,
+    SecretState,
+)
+from remora.jobs.refinement import RefinementChecker, RefinementViolation
+from remora.jobs.simulation import SimConfig, Simulation
+from remora.jobs.worker import Worker, WorkerDown, write_credential
+from remora.testing.job_trace import JobConfig, JobFault, JobStep, JobTrace
+
+DRAIN_ROUNDS = 40
+
+
+class JobRunFailure(AssertionError):
+    """A run broke refinement, crashed, or did not drain to quiescence."""
+
+    def __init__(self, failure: str, detail: str = "") -> None:
+        super().__init__(f"{failure}{': ' + detail if detail else ''}")
+        self.failure = failure
+        self.detail = detail
+
+
+class ScriptedFaults:
+    """The fault hook of a job run: the armed selectors of the current step."""
+
+    def __init__(self) -> None:
+        self.armed: tuple[JobFault, ...] = ()
+        self.counts: dict[JobOperation, int] = {}
+        self.fired: list[tuple[str, str]] = []
+
+    def arm(self, faults: tuple[JobFault, ...]) -> None:
+        self.armed, self.counts = faults, {}
+
+    def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
+        op = cast(JobOperation, call.operation)
+        n = self.counts[op] = self.counts.get(op, 0) + 1
+        for f in self.armed:
+            if f.operation is op and f.call == n:
+                self.fired.append((op.value, f.outcome.value))
+                return FaultDecision(f.outcome, 0, selected=True)
+        return COMMIT
+
+    def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
+        return None
+
+    def returned(self, call: IOCall, report: IOReport) -> None:
+        return None
+
+
+def staged_bytes(a: AttemptId, amount: int) -> bytes:
+    """What an attempt stages at ``amount`` (so a committed result names its writer)."""
+    return f"{a.job}/{a.token}/{amount}".encode()
+
+
+def classify(result: Any) -> str:
+    """A step's result kind (reach, notes)."""
+    if isinstance(result, NotEnabled | ValueError):
+        return "refused"
+    if isinstance(result, UnknownResult):
+        return "unknown"
+    if isinstance(result, Unavailable):
+        return "unavailable"
+    if isinstance(result, WorkerDown):
+        return "down"
+    if isinstance(result, RemoraError):
+        return f"error:{type(result).__name__}"
+    if isinstance(result, BaseException):
+        return "crash"
+    if result is False:
+        return "refused"
+    if result == 0 and not isinstance(result, bool):
+        return "noop"
+    return "ok"
+
+
+class JobRun:
+    """The runtime in simulation, stepped by :class:`JobStep` (module docstring)."""
+
+    def __init__(self, config: JobConfig, handlers: dict[str, tuple[Outcome, ...]]) -> None:
+        self.config = config
+        self.handlers = handlers
+        self.hook = ScriptedFaults()
+        self.sim = Simulation(
+            SimConfig(
+                jobs=config.jobs,
+                workers=(*config.workers, config.drain_worker),
+                concurrency=config.concurrency,
+                jobs_config=JobsConfig(
+                    max_attempts=config.max_attempts,
+                    max_progress=config.max_progress,
+                    lease_ticks=config.lease_ticks,
+                    reservation_ticks=config.reservation_ticks,
+                    global_limit=config.global_limit,
+                    max_credential_intents=config.max_credential_intents,
+                ),
+                max_coord_losses=config.max_coord_losses,
+                max_partitions=config.max_partitions,
+            ),
+            hook=self.hook,
+        )
+        self.chk = RefinementChecker(self.sim)
+        self.steps: list[JobStep] = []
+        self.results: list[tuple[str, str]] = []  # (op, result kind) per executed step
+        self.submitted: set[str] = set()
+
+    # -- steps ----------------------------------------------------------------------------------
+    def execute(self, step: JobStep) -> str:
+        """Run one step (refinement-checked); returns its result kind."""
+        self.steps.append(step)
+        kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
+        self.results.append((step.op, kind))
+        return kind
+
+    def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
+        self.hook.arm(faults)
+        try:
+            result = self.chk.step(op)
+        except RefinementViolation as exc:
+            raise JobRunFailure(f"ERROR refinement: {exc}", f"at step {label}") from None
+        finally:
+            self.hook.arm(())
+        kind = classify(result)
+        if kind == "crash":
+            raise JobRunFailure(
+                f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
+            )
+        return kind
+
+    def worker(self, w: str | None) -> Worker:
+        return self.sim.workers[str(w)]
+
+    def _attempt(self, step: JobStep) -> AttemptId:
+        return AttemptId(str(step.job), int(step.token or 0))
+
+    def _exists(self, a: AttemptId) -> bool:
+        return any(r.id == a for r in self.sim.stores.durable.snapshot().attempts)
+
+    def _dispatch(self, s: JobStep) -> Any:
+        sim, r = self.sim, self.sim.reconciler
+        op, j = s.op, str(s.job)
+        if op == "submit":
+            if j in self.submitted:
+                raise NotEnabled(f"{j} was submitted")
+            sim.submit(j)
+            self.submitted.add(j)
+            return True
+        if op == "cancel":
+            return sim.cancel(j)
+        if op == "start":
+            return sim.start(str(s.worker))
+        if op == "crash":
+            return sim.crash(str(s.worker))
+        if op == "shutdown":
+            return sim.shutdown(str(s.worker))
+        if op == "drop-link":
+            assert s.service is not None
+            return sim.drop_link(str(s.worker), s.service)
+        if op == "restore-link":
+            assert s.service is not None
+            return sim.restore_link(str(s.worker), s.service)
+        if op == "wipe":
+            return sim.wipe()
+        if op == "tick":
+            return sim.tick()
+        if op == "reconcile":
+            return r.reconcile_once()
+        per_job: dict[str, Callable[[str], Any]] = {
+            "enqueue": r.enqueue,
+            "publish-cancel-notice": r.publish_cancel_notice,
+            "clean-terminal": r.clean_terminal,
+            "clear-stale-progress": r.clear_stale_progress,
+            "reconciler-release-reservation": r.release_reservation,
+            "expire-reservation": r.expire_reservation,
+            "schedule-retry": r.schedule_retry,
+            "finalize-cancel": r.finalize_cancel,
+            "invalidate-checkpoint": r.invalidate_checkpoint,
+        }
+        if op in per_job:
+            if j not in self.submitted:
+                raise NotEnabled(f"{j} is not submitted")
+            return per_job[op](j)
+        a = self._attempt(s)
+        per_attempt: dict[str, Callable[[AttemptId], Any]] = {
+            "expire-lease": r.expire_lease,
+            "reap": r.reap,
+            "cleanup-stage": r.cleanup_stage,
+            "reconciler-process-outcome": r.process_outcome,
+            "reconciler-release-lease": r.release_lease,
+        }
+        if op in per_attempt:
+            # The reconciler only ever addresses attempts it read from the durable store.
+            if not self._exists(a):
+                raise NotEnabled(f"{a} does not exist")
+            return per_attempt[op](a)
+        wk = self.worker(s.worker)
+        if op == "reserve":
+            return wk.reserve(j)
+        if op == "authorize":
+            return wk.authorize(j)
+        if op == "release-reservation":
+            return wk.release_reservation(j)
+        if a not in wk.attempts:
+            raise NotEnabled(f"{wk.id} does not run {a}")
+        if op == "advance":
+            return wk.advance(a, int(s.amount or 0), staged_bytes(a, int(s.amount or 0)))
+        if op == "send-outcome":
+            assert s.outcome is not None
+            return wk.send_outcome(a, s.outcome)
+        if op == "put-secret":
+            wk._executing(a)  # the handler runs: only an executing attempt writes secrets
+            return write_credential(sim.stores, wk.actor, a, f"secret-{a}".encode())
+        simple: dict[str, Callable[[AttemptId], Any]] = {
+            "activate": wk.activate,
+            "renew": wk.renew,
+            "report-progress": wk.report_progress,
+            "checkpoint": wk.checkpoint,
+            "process-outcome": wk.process_outcome,
+            "cooperative-stop": wk.cooperative_stop,
+            "record-stop": wk.record_stop,
+            "release-lease": wk.release_lease,
+        }
+        return simple[op](a)
+
+    # -- the fair drain ---------------------------------------------------------------------
+    def scripted(self, a: AttemptId) -> Outcome:
+        outs = self.handlers.get(a.job) or (Outcome.SUCCESS,)
+        return outs[min(a.token, len(outs)) - 1]
+
+    def _drain_step(self, op: Callable[[], Any], label: str) -> str:
+        return self._checked(op, (), f"drain: {label}")
+
+    def drain(self, rounds: int = DRAIN_ROUNDS) -> None:
+        """The fault-free fair drain (module docstring); every step refinement-checked."""
+        sim = self.sim
+        cfg = self.config
+        for w in sorted(sim.workers):
+            for svc in sorted(sim.workers[w].actor.links.down, key=lambda x: x.value):
+                self._drain_step(partial(sim.restore_link, w, svc), "restore")
+        for j in cfg.jobs:
+            if j not in self.submitted:
+                self._drain_step(partial(sim.submit, j), f"submit {j}")
+                self.submitted.add(j)
+        if cfg.drain_worker not in sim.started:
+            self._drain_step(partial(sim.start, cfg.drain_worker), "start")
+        spare = sim.workers[cfg.drain_worker]
+        patience = max(cfg.lease_ticks, cfg.reservation_ticks) + 2
+        idle, seen = 0, -1
+        for _ in range(rounds):
+            if self.quiet():
+                return
+            # Stop early when nothing but time has happened for longer than any lease or
+            # reservation can take to age out: the run is stuck (judge() says why).
+            moved = sum(n for name, n in self.chk.actions.items() if name != "Tick")
+            idle = idle + 1 if moved == seen else 0
+            seen = moved
+            if idle > patience:
+                return
+            self._drain_step(sim.reconciler.reconcile_once, "reconcile")
+            if spare.up:
+                for j in sorted(sim.stores.coordination.snapshot().queued):
+                    self._drain_step(partial(spare.reserve, j), f"reserve {j}")
+            for w in sorted(sim.workers):
+                self._drain_worker(sim.workers[w])
+            self._drain_step(sim.tick, "tick")
+
+    def _drain_worker(self, wk: Worker) -> None:
+        if not wk.up:
+            return
+        step = self._drain_step
+        for j in sorted(wk.reservations):
+            step(partial(wk.authorize, j), f"authorize {j}")
+        for a in sorted(wk.attempts, key=lambda x: (x.job, x.token)):
+            local = wk.attempts[a]
+            if local.state == "authorized":
+                step(partial(wk.activate, a), f"activate {a}")
+            if local.state == "executing" and local.outcome_sent:
+                # learn what became of the outcome in flight (the reconciler may have
+                # processed it), then process it if it is still pending
+                step(partial(wk.learn_outcome, a), f"learn {a}")
+                if local.outcome_sent:
+                    step(partial(wk.process_outcome, a), f"process {a}")
+                    continue
+            if local.state == "executing":
+                step(partial(wk.cooperative_stop, a), f"stop {a}")
+                if local.state != "executing":
+                    continue
+                mp = local.max_progress
+                if local.progress < mp:
+                    step(partial(wk.advance, a, mp, staged_bytes(a, mp)), f"advance {a}")
+                step(partial(wk.send_outcome, a, self.scripted(a)), f"send {a}")
+                step(partial(wk.process_outcome, a), f"process {a}")
+            if local.state != "executing":
+                step(partial(wk.record_stop, a), f"record stop {a}")
+                step(partial(wk.release_lease, a), f"release lease {a}")
+
+    # -- judgement ------------------------------------------------------------------------------
+    def quiet(self) -> bool:
+        return not self.quiescence() and self.chk.quiescent()
+
+    def quiescence(self) -> list[str]:
+        """What keeps the runtime from being quiescent (empty: quiescent)."""
+        st = self.sim.stores
+        d = st.durable.snapshot()
+        c = st.coordination.snapshot()
+        problems: list[str] = []
+        jobs = {jr.id: jr for jr in d.jobs}
+        for j in self.config.jobs:
+            jr = jobs.get(j)
+            if jr is None or not jr.phase.terminal:
+                problems.append(f"{j} is {'unsubmitted' if jr is None else jr.phase.value}")
+        for j in sorted(c.queued):
+            problems.append(f"{j} is still queued")
+        for j in sorted(c.reservations):
+            problems.append(f"{j} is still reserved by {c.reservations[j].worker}")
+        for a, lease in sorted(c.leases.items()):
+            if lease.live:
+                problems.append(f"the lease of {a} is live")
+        for j in sorted(c.notices):
+            problems.append(f"the cancel notice of {j} remains")
+        for j in sorted(c.progress):
+            problems.append(f"live progress of {j} remains")
+        for w, wk in sorted(self.sim.workers.items()):
+            for a, local in sorted(wk.attempts.items(), key=lambda x: str(x[0])):
+                if wk.up and local.state in ("authorized", "executing"):
+                    problems.append(f"{a} is still {local.state} at {w}")
+        target = st.target.snapshot()
+        for row in d.attempts:
+            if row.pending is not None:
+                problems.append(f"{row.id} has a pending outcome")
+            info = target.get(row.id)
+            if (
+                not row.committed
+                and not row.transferred
+                and info is not None
+                and not info.cleaned
+                and (jobs[row.job].committed != row.token)
+            ):
+                winner = jobs[row.job]
+                chain = self._chain(winner.id, winner.committed)
+                if row.token not in chain:
+                    problems.append(f"the staging of {row.id} is not cleaned")
+        vault = st.vault.snapshot()
+        for cred in d.credentials:
+            secret = vault.get(cred_id(cred.job, cred.sequence), SecretState.ABSENT)
+            if cred.state is CredentialState.COMMITTED:
+                continue
+            if cred.state in (CredentialState.ABANDONING, CredentialState.ABANDONED) and (
+                secret is not SecretState.LIVE
+            ):
+                continue
+            problems.append(
+                f"credential {cred.job}/{cred.sequence} is {cred.state.value} "
+                f"with secret {secret.value}"
+            )
+        return problems
+
+    def _chain(self, job: str, token: int) -> list[int]:
+        rows = {r.token: r for r in self.sim.stores.durable.snapshot().attempts if r.job == job}
+        out = []
+        while token and token not in out:
+            out.append(token)
+            row = rows.get(token)
+            token = row.adopted_from if row is not None else 0
+        return out
+
+    def result_problems(self) -> list[str]:
+        """Each committed result must be the winning attempt's staged output."""
+        st = self.sim.stores
+        problems = []
+        for jr in st.durable.snapshot().jobs:
+            if jr.phase is not Phase.SUCCEEDED:
+                continue
+            data = st.result(jr.id)
+            chain = self._chain(jr.id, jr.committed)
+            allowed = {staged_bytes(AttemptId(jr.id, t), jr.max_progress) for t in chain}
+            if data not in allowed:
+                problems.append(f"{jr.id} committed {data!r}, not the winner's {sorted(allowed)}")
+        return problems
+
+    def judge(self) -> None:
+        """Raise the failure of a drained run that is not quiescent or committed wrong."""
+        problems = self.quiescence()
+        if problems:
+            raise JobRunFailure(f"ERROR not-quiescent: {problems[0]}", "; ".join(problems))
+        if not self.chk.quiescent():
+            raise JobRunFailure("ERROR not-quiescent: alpha is not SystemQuiescent")
+        bad = self.result_problems()
+        if bad:
+            raise JobRunFailure(f"ERROR result: {bad[0]}", "; ".join(bad))
+
+
+def cred_id(job: str, sequence: int) -> Any:
+    from remora.jobs.model import IntentId
+
+    return IntentId(job, sequence)
+
+
+@attrs.frozen
+class Replayed:
+    """What replaying a trace found: the failure string (None: it passed)."""
+
+    failure: str | None
+    detail: str
+    steps: int
+    actions: dict[str, int]
+
+
+def run_trace(trace: JobTrace) -> Replayed:
+    """Replay ``trace`` through :class:`JobRun` (with its planted mutation, if any)."""
+    from remora.testing.job_mutations import applied
+
+    with applied(trace.config.mutation):
+        run = JobRun(trace.config, trace.handlers)
+        try:
+            for step in trace.steps:
+                run.execute(step)
+            if trace.drain:
+                run.drain()
+                run.judge()
+        except JobRunFailure as exc:
+            return Replayed(exc.failure, exc.detail, len(run.steps), dict(run.chk.actions))
+    return Replayed(None, "", len(run.steps), dict(run.chk.actions))
+
+
+__all__ = [
+    "JobRun",
+    "JobRunFailure",
+    "Replayed",
+    "ScriptedFaults",
+    "classify",
+    "run_trace",
+    "staged_bytes",
+]

@@ -1,0 +1,420 @@
+"""The ``job-schedule-v1`` trace: a job-runtime run as strict, versioned JSON.
+
+A job trace is everything needed to replay a run of :class:`~remora.testing.job_machines.
+JobRuntimeMachine` (or of ``remora sim-jobs``) through the same executor
+(:mod:`remora.testing.job_run`): the producing toolchain (provenance only), the complete
+immutable configuration and its digest (jobs, worker incarnations, limits, fault budgets,
+the planted mutation if any), the handlers' scripted behaviour (the outcome each job's
+attempts report when the fair drain runs them), the explicit steps with their fault choices,
+and whether to drain.
+
+It lives in :mod:`remora.testing`, not :mod:`remora.jobs`: production code never imports the
+simulation packages (``tests/test_boundaries.py``), and the strict JSON helpers are the ones
+of :mod:`remora.sim.trace`, imported, so both trace kinds reject the same things the same
+way: unknown fields at any level, duplicate keys, ``NaN``, trailing content, a wrong
+``version``/``implementation``, a config whose digest differs, invalid choices (an unknown
+step, a worker or job the config does not name, a token or amount outside the limits, an
+outcome a read cannot have, ``call`` < 1).  Every rejection is one line naming the JSON path
+(:class:`~remora.sim.trace.TraceError`, exit 2 at the command line).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from remora.faults import Outcome
+from remora.jobs.io import JobOperation
+from remora.jobs.model import Outcome as JobOutcome
+from remora.jobs.model import Service
+from remora.sim.trace import (
+    Toolchain,
+    TraceError,
+    _bool,
+    _choice,
+    _int,
+    _list,
+    _name,
+    _object,
+    _reject_constant,
+    _str,
+    _strict_object,
+    config_digest,
+    current_toolchain,
+)
+
+VERSION = 1
+IMPLEMENTATION = "job-schedule-v1"
+
+#: Every step kind and the parameters it takes (besides the optional ``faults``).
+OPS: dict[str, tuple[str, ...]] = {
+    # client
+    "submit": ("job",),
+    "cancel": ("job",),
+    # environment
+    "start": ("worker",),
+    "crash": ("worker",),
+    "shutdown": ("worker",),
+    "drop-link": ("worker", "service"),
+    "restore-link": ("worker", "service"),
+    "wipe": (),
+    "tick": (),
+    # reconciler: per job
+    "enqueue": ("job",),
+    "publish-cancel-notice": ("job",),
+    "clean-terminal": ("job",),
+    "clear-stale-progress": ("job",),
+    "reconciler-release-reservation": ("job",),
+    "expire-reservation": ("job",),
+    "schedule-retry": ("job",),
+    "finalize-cancel": ("job",),
+    "invalidate-checkpoint": ("job",),
+    # reconciler: per attempt
+    "expire-lease": ("job", "token"),
+    "reap": ("job", "token"),
+    "cleanup-stage": ("job", "token"),
+    "reconciler-process-outcome": ("job", "token"),
+    "reconciler-release-lease": ("job", "token"),
+    # reconciler: one pass of everything enabled (includes credential cleanup)
+    "reconcile": (),
+    # worker: per job
+    "reserve": ("worker", "job"),
+    "authorize": ("worker", "job"),
+    "release-reservation": ("worker", "job"),
+    # worker: per attempt
+    "activate": ("worker", "job", "token"),
+    "renew": ("worker", "job", "token"),
+    "report-progress": ("worker", "job", "token"),
+    "advance": ("worker", "job", "token", "amount"),
+    "checkpoint": ("worker", "job", "token"),
+    "send-outcome": ("worker", "job", "token", "outcome"),
+    "process-outcome": ("worker", "job", "token"),
+    "cooperative-stop": ("worker", "job", "token"),
+    "record-stop": ("worker", "job", "token"),
+    "release-lease": ("worker", "job", "token"),
+    "put-secret": ("worker", "job", "token"),
+}
+PARAMS = ("worker", "job", "token", "amount", "outcome", "service")
+
+READS = frozenset(o for o in JobOperation if o.value.endswith("-read"))
+FAULT_OUTCOMES: dict[JobOperation, frozenset[Outcome]] = {
+    op: frozenset({Outcome.ABORT})
+    if op in READS
+    else frozenset({Outcome.ABORT, Outcome.UNKNOWN_COMMITTED, Outcome.UNKNOWN_ABORTED})
+    for op in JobOperation
+}
+"""What a fault selector may choose per operation: a read can only fail; a write can fail
+or lose its reply after committing or after aborting."""
+MAX_CALL = 64
+
+
+@attrs.frozen
+class JobFault:
+    """The ``call``-th call of ``operation`` within the step gets ``outcome``."""
+
+    operation: JobOperation
+    call: int
+    outcome: Outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operation": self.operation.value, "call": self.call, "outcome": self.outcome.value}
+
+
+@attrs.frozen
+class JobStep:
+    op: str
+    worker: str | None = None
+    job: str | None = None
+    token: int | None = None
+    amount: int | None = None
+    outcome: JobOutcome | None = None
+    service: Service | None = None
+    faults: tuple[JobFault, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op}
+        for p in PARAMS:
+            v = getattr(self, p)
+            if v is not None:
+                out[p] = v.value if isinstance(v, JobOutcome | Service) else v
+        if self.faults:
+            out["faults"] = [f.to_json() for f in self.faults]
+        return out
+
+    def label(self) -> str:
+        parts = [self.op]
+        for p in PARAMS:
+            v = getattr(self, p)
+            if v is not None:
+                parts.append(str(v.value if isinstance(v, JobOutcome | Service) else v))
+        text = " ".join(parts)
+        if self.faults:
+            text += (
+                " ["
+                + ", ".join(f"{f.operation.value}#{f.call}={f.outcome.value}" for f in self.faults)
+                + "]"
+            )
+        return text
+
+
+@attrs.frozen
+class JobConfig:
+    """A run's size and limits (complete and immutable; digested into the trace).
+
+    ``workers`` are the incarnations the steps may use; ``drain_worker`` is a spare
+    incarnation only the fair drain starts (so the drain always has a live worker)."""
+
+    jobs: tuple[str, ...] = ("j1", "j2", "j3")
+    workers: tuple[str, ...] = ("w1", "w2", "w3")
+    drain_worker: str = "wd"
+    concurrency: int = 2
+    max_attempts: int = 3
+    max_progress: int = 2
+    lease_ticks: int = 2
+    reservation_ticks: int = 2
+    global_limit: int = 3
+    max_credential_intents: int = 1
+    max_coord_losses: int = 2
+    max_partitions: int = 3
+    steps: int = 1000
+    mutation: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = attrs.asdict(self)
+        out["jobs"], out["workers"] = list(self.jobs), list(self.workers)
+        if self.mutation is None:
+            del out["mutation"]
+        return out
+
+    def digest(self) -> str:
+        return config_digest(self.to_json())
+
+
+@attrs.frozen
+class JobTrace:
+    toolchain: Toolchain
+    config: JobConfig
+    handlers: dict[str, tuple[JobOutcome, ...]]
+    steps: tuple[JobStep, ...]
+    drain: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "implementation": IMPLEMENTATION,
+            "toolchain": self.toolchain.to_json(),
+            "config_digest": self.config.digest(),
+            "config": self.config.to_json(),
+            "handlers": {j: [o.value for o in outs] for j, outs in sorted(self.handlers.items())},
+            "steps": [s.to_json() for s in self.steps],
+            "drain": self.drain,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def new_trace(
+    config: JobConfig,
+    handlers: dict[str, tuple[JobOutcome, ...]],
+    steps: tuple[JobStep, ...],
+    generator: str | None = None,
+) -> JobTrace:
+    return JobTrace(current_toolchain(generator), config, handlers, steps, True)
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def is_job_trace(text: str) -> bool:
+    """Whether ``text`` claims to be a job trace (for commands that read both kinds)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("implementation") == IMPLEMENTATION
+
+
+def _ids(value: Any, path: str) -> tuple[str, ...]:
+    items = tuple(_name(v, f"{path}[{i}]") for i, v in enumerate(_list(value, path)))
+    if not items:
+        raise TraceError(path, "expected at least one name")
+    if len(set(items)) != len(items):
+        raise TraceError(path, "names repeat")
+    return items
+
+
+def _parse_config(doc: Any, path: str) -> JobConfig:
+    ints = (
+        "concurrency",
+        "max_attempts",
+        "max_progress",
+        "lease_ticks",
+        "reservation_ticks",
+        "global_limit",
+        "max_credential_intents",
+        "steps",
+    )
+    budgets = ("max_coord_losses", "max_partitions")
+    d = _object(doc, path, ["jobs", "workers", "drain_worker", *ints, *budgets], ["mutation"])
+    jobs = _ids(d["jobs"], f"{path}.jobs")
+    workers = _ids(d["workers"], f"{path}.workers")
+    drain = _name(d["drain_worker"], f"{path}.drain_worker")
+    if drain in workers:
+        raise TraceError(f"{path}.drain_worker", f"{drain!r} is also a step worker")
+    values = {k: _int(d[k], f"{path}.{k}", 1, 10_000) for k in ints}
+    values.update({k: _int(d[k], f"{path}.{k}", 0, 100) for k in budgets})
+    mutation = None if "mutation" not in d else _name(d["mutation"], f"{path}.mutation")
+    return JobConfig(jobs, workers, drain, mutation=mutation, **values)
+
+
+def _parse_fault(doc: Any, path: str) -> JobFault:
+    d = _object(doc, path, ["operation", "call", "outcome"])
+    op = _choice(d["operation"], f"{path}.operation", JobOperation, "operation")
+    outcome = _choice(d["outcome"], f"{path}.outcome", Outcome, "outcome")
+    if outcome not in FAULT_OUTCOMES[op]:
+        raise TraceError(f"{path}.outcome", f"{outcome.value!r} is not an outcome of {op.value}")
+    return JobFault(op, _int(d["call"], f"{path}.call", 1, MAX_CALL), outcome)
+
+
+def _parse_step(doc: Any, path: str, c: JobConfig) -> JobStep:
+    if not isinstance(doc, dict) or "op" not in doc:
+        _object(doc, path, ["op"])
+    op = _str(doc["op"], f"{path}.op")
+    if op not in OPS:
+        raise TraceError(f"{path}.op", f"{op!r} is not a step")
+    need = OPS[op]
+    d = _object(doc, path, ["op", *need], ["faults"])
+    kw: dict[str, Any] = {}
+    if "worker" in need:
+        w = _str(d["worker"], f"{path}.worker")
+        if w not in c.workers:
+            raise TraceError(f"{path}.worker", f"{w!r} is not a worker of the config")
+        kw["worker"] = w
+    if "job" in need:
+        j = _str(d["job"], f"{path}.job")
+        if j not in c.jobs:
+            raise TraceError(f"{path}.job", f"{j!r} is not a job of the config")
+        kw["job"] = j
+    if "token" in need:
+        kw["token"] = _int(d["token"], f"{path}.token", 1, c.max_attempts)
+    if "amount" in need:
+        kw["amount"] = _int(d["amount"], f"{path}.amount", 1, c.max_progress)
+    if "outcome" in need:
+        kw["outcome"] = _choice(d["outcome"], f"{path}.outcome", JobOutcome, "job outcome")
+    if "service" in need:
+        kw["service"] = _choice(d["service"], f"{path}.service", Service, "service")
+    faults = tuple(
+        _parse_fault(f, f"{path}.faults[{i}]")
+        for i, f in enumerate(_list(d.get("faults", []), f"{path}.faults"))
+    )
+    if "faults" in d and not faults:
+        raise TraceError(f"{path}.faults", "an empty list is written as no field")
+    return JobStep(op, faults=faults, **kw)
+
+
+def _check_incarnations(steps: tuple[JobStep, ...]) -> None:
+    started: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        if s.op == "start":
+            if s.worker in started:
+                raise TraceError(
+                    f"trace.steps[{i}].worker",
+                    f"incarnation {s.worker!r} was started at step {started[s.worker]}: "
+                    "ids are never reused",
+                )
+            started[str(s.worker)] = i
+
+
+def loads(text: str) -> JobTrace:
+    """Parse and validate a job trace document (see the module docstring)."""
+    decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_reject_constant)
+    try:
+        doc, end = decoder.raw_decode(text.lstrip())
+    except ValueError as exc:
+        raise TraceError("trace", f"not valid JSON ({exc})") from None
+    if text.lstrip()[end:].strip():
+        raise TraceError("trace", "trailing content after the JSON document")
+    return from_json(doc)
+
+
+def from_json(doc: Any) -> JobTrace:
+    keys = [
+        "version",
+        "implementation",
+        "toolchain",
+        "config_digest",
+        "config",
+        "handlers",
+        "steps",
+        "drain",
+    ]
+    d = _object(doc, "trace", keys)
+    if d["version"] != VERSION or isinstance(d["version"], bool):
+        raise TraceError("trace.version", f"{d['version']!r} is not supported (expected {VERSION})")
+    if d["implementation"] != IMPLEMENTATION:
+        raise TraceError(
+            "trace.implementation", f"{d['implementation']!r} is not {IMPLEMENTATION!r}"
+        )
+    t = _object(
+        d["toolchain"], "trace.toolchain", ["python", "remora"], ["hypothesis", "generator"]
+    )
+    toolchain = Toolchain(
+        python=_str(t["python"], "trace.toolchain.python"),
+        remora=_str(t["remora"], "trace.toolchain.remora"),
+        hypothesis=None
+        if "hypothesis" not in t
+        else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
+        generator=None
+        if "generator" not in t
+        else _str(t["generator"], "trace.toolchain.generator"),
+    )
+    config = _parse_config(d["config"], "trace.config")
+    if _str(d["config_digest"], "trace.config_digest") != config_digest(d["config"]):
+        raise TraceError(
+            "trace.config_digest", "does not match the config (the config was changed)"
+        )
+    h = _object(d["handlers"], "trace.handlers", [], list(config.jobs))
+    handlers = {
+        j: tuple(
+            _choice(o, f"trace.handlers.{j}[{i}]", JobOutcome, "job outcome")
+            for i, o in enumerate(_list(v, f"trace.handlers.{j}"))
+        )
+        for j, v in h.items()
+    }
+    for j, outs in handlers.items():
+        if not outs:
+            raise TraceError(f"trace.handlers.{j}", "expected at least one outcome")
+    steps = tuple(
+        _parse_step(s, f"trace.steps[{i}]", config)
+        for i, s in enumerate(_list(d["steps"], "trace.steps"))
+    )
+    if len(steps) > config.steps:
+        raise TraceError("trace.steps", f"{len(steps)} steps exceed the configured {config.steps}")
+    _check_incarnations(steps)
+    return JobTrace(toolchain, config, handlers, steps, _bool(d["drain"], "trace.drain"))
+
+
+def validate(trace: JobTrace) -> JobTrace:
+    """Re-check a trace built in code (e.g. by the reducer) exactly as a file would be."""
+    return from_json(json.loads(trace.dumps()))
+
+
+__all__ = [
+    "FAULT_OUTCOMES",
+    "IMPLEMENTATION",
+    "OPS",
+    "VERSION",
+    "JobConfig",
+    "JobFault",
+    "JobStep",
+    "JobTrace",
+    "TraceError",
+    "from_json",
+    "is_job_trace",
+    "loads",
+    "new_trace",
+    "validate",
+]

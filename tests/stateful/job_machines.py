@@ -1,0 +1,30 @@
+"""The suite's job-runtime state machines (imported by the tests and the job campaign)."""
+
+from __future__ import annotations
+
+from remora.testing.job_machines import JobRuntimeMachine
+
+
+class SpecSizedJobs(JobRuntimeMachine):
+    """Sized like the spec's small named configurations: one job, two incarnations, one
+    slot, two attempts, leases and reservations of one tick, one wipe, two partitions."""
+
+    jobs = ("j1",)
+    workers = ("w1", "w2")
+    concurrency = 1
+    max_attempts = 2
+    max_progress = 2
+    lease_ticks = 1
+    reservation_ticks = 1
+    global_limit = 1
+    max_credential_intents = 1
+    max_coord_losses = 1
+    max_partitions = 2
+
+
+class LargerJobs(JobRuntimeMachine):
+    """Larger than the spec's configurations: three jobs, three workers (plus the drain's
+    spare), three attempts, two slots per worker, a global limit of three, two wipes."""
+
+
+JOB_MACHINES: tuple[type[JobRuntimeMachine], ...] = (SpecSizedJobs, LargerJobs)

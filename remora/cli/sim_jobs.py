@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK
+from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes
 from remora.errors import InvalidInput
-from remora.sim.artifacts import atomic_write, failures_dir
+from remora.outputs import write_new
+from remora.sim.artifacts import failures_dir
 from remora.testing.job_machines import replay_command
 from remora.testing.job_trace import JobTrace, is_job_trace, loads
 
@@ -47,7 +48,12 @@ def register(sub: Any) -> None:
         help="replay a job-runtime schedule (job-schedule-v1) and print its report",
         description="Replay a saved job trace through the real job runtime on memory stores "
         "and logical time, refinement-checking every step against Remora.tla, then the "
-        "fault-free fair drain. Exit 0 when it passes, 1 on a failure, 2 for a rejected trace.",
+        "fault-free fair drain; a failure is explained on stderr.",
+        epilog=exit_codes(
+            "the run passes",
+            "a failure (refinement, invariant or drain)",
+            "bad usage or a rejected trace",
+        ),
     )
     p.add_argument("--replay", metavar="FILE", required=True, help="the job trace to replay")
     p.set_defaults(func=sim_jobs)
@@ -82,9 +88,9 @@ def reduce_jobs(path: str) -> int:
         return EXIT_FAILED
     where = failures_dir()
     stem = Path(path).stem.removesuffix("-reduced")
-    original = atomic_write(where / f"{stem}.json", trace.dumps())
+    original = write_new(where / f"{stem}.json", trace.dumps())
     best = reducer.run()
-    reduced = atomic_write(where / f"{stem}-reduced.json", best.dumps())
+    reduced = write_new(where / f"{stem}-reduced.json", best.dumps())
     print(f"failure: {reducer.failure}")
     print(f"steps: {len(trace.steps)} -> {len(best.steps)} ({reducer.tries} replays)")
     print(f"original: {replay_command(original)}")

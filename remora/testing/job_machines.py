@@ -54,7 +54,8 @@ from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
 from remora.jobs.model import AttemptId, Service
 from remora.jobs.model import Outcome as JobOutcome
-from remora.sim.artifacts import atomic_write, failures_dir
+from remora.outputs import write_output
+from remora.sim.artifacts import failures_dir
 from remora.testing.job_run import JobRun, JobRunFailure
 from remora.testing.job_trace import (
     FAULT_OUTCOMES,
@@ -217,7 +218,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     def export(self) -> str:
         path = failures_dir() / f"hypothesis-{type(self).__name__}.json"
         if _final_run() or not path.exists():
-            atomic_write(path, self.trace().dumps())
+            write_output(path, self.trace().dumps())
         note(f"trace written: {replay_command(path)}")
         return str(path)
 

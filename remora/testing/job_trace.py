@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from remora import strictjson
 from remora.faults import Outcome
 from remora.jobs.io import JobOperation
 from remora.jobs.model import Outcome as JobOutcome
@@ -38,9 +39,7 @@ from remora.sim.trace import (
     _list,
     _name,
     _object,
-    _reject_constant,
     _str,
-    _strict_object,
     config_digest,
     current_toolchain,
 )
@@ -231,9 +230,9 @@ def new_trace(
 def is_job_trace(text: str) -> bool:
     """Whether ``text`` claims to be a job trace (for commands that read both kinds)."""
     try:
-        doc = json.loads(text)
-    except ValueError:
-        return False
+        doc = strictjson.loads(text)
+    except strictjson.JsonRejected:
+        return False  # the worker trace's parser says what is wrong with it
     return isinstance(doc, dict) and doc.get("implementation") == IMPLEMENTATION
 
 
@@ -330,13 +329,12 @@ def _check_incarnations(steps: tuple[JobStep, ...]) -> None:
 
 def loads(text: str) -> JobTrace:
     """Parse and validate a job trace document (see the module docstring)."""
-    decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_reject_constant)
     try:
-        doc, end = decoder.raw_decode(text.lstrip())
-    except ValueError as exc:
+        doc = strictjson.loads(text)
+    except strictjson.JsonRejected as exc:
+        if str(exc).startswith("trailing content"):
+            raise TraceError("trace", str(exc)) from None
         raise TraceError("trace", f"not valid JSON ({exc})") from None
-    if text.lstrip()[end:].strip():
-        raise TraceError("trace", "trailing content after the JSON document")
     return from_json(doc)
 
 

@@ -66,6 +66,7 @@ def run_corpus(
         trace = generate(seed, trace_class, steps)
         text = trace.dumps()
         entry: dict[str, Any] = {"seed": seed, "class": trace_class, "steps": len(trace.steps)}
+        failure: str | None
         try:
             report = run_trace(trace, lifecycle_factory=lifecycle_factory)
         except Exception as exc:  # the run itself broke: a failing entry, never an abort

@@ -37,7 +37,7 @@ Subclass it to change the shape of the runs (see ``docs/stateful.md``)::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import attrs
 from hypothesis import event, note
@@ -232,7 +232,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         note(f"trace written: {replay_command(path)}")
         return str(path)
 
-    def fail(self, failure: str, detail: str) -> None:
+    def fail(self, failure: str, detail: str) -> NoReturn:
         self.failed = True
         path = self.export()
         raise ScheduleFailure(failure, detail, path)
@@ -242,7 +242,10 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         assert self.sim is not None
         self.steps.append(step)
         first = len(self.sim.events)
-        attempt = self.sim.execute(step)
+        try:
+            attempt = self.sim.execute(step)
+        except Exception as exc:  # the harness itself broke: still an exported failure
+            self.fail("ERROR exception", f"step {step.actor} raised {type(exc).__name__}: {exc}")
         self._observe(attempt, first)
         return attempt
 
@@ -412,9 +415,12 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         type(self).kinds_per_run.append((len(self.steps), kinds))
         if self.sim is None or self.failed or self.sim.violations:
             return
-        before = self.sim.summary()["status"]
-        self.sim.drain()
-        report = build_report(self.sim, self.trace())
+        try:
+            before = self.sim.summary()["status"]
+            self.sim.drain()
+            report = build_report(self.sim, self.trace())
+        except Exception as exc:  # the store's reads broke: an exported failure, not a crash
+            self.fail("ERROR exception", f"the drain raised {type(exc).__name__}: {exc}")
         predicted = report.document["predicted"]
         if predicted is None and report.status in ("PASS", "PASS_WITH_EXCLUSIONS", "BLOCKED"):
             predicted = report.status  # no model: any complete status is right

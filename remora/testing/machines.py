@@ -56,13 +56,20 @@ from hypothesis.stateful import (
 )
 
 from remora.domain import AMENDMENTS, Processing, SourceRecord
+from remora.faults import At, Operation, Outcome
 from remora.oracle import AMENDMENT_RULES, Model, ReferenceModel
 from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
 from remora.sim.report import build_report
 from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
 from remora.testing.runs import processing_reference, reference_of
-from remora.testing.strategies import SelectorDraft, selector_drafts, source_histories
+from remora.testing.strategies import (
+    COMBINATIONS,
+    Combination,
+    SelectorDraft,
+    selector_drafts,
+    source_histories,
+)
 from remora.worker import Lifecycle
 
 MAX_PARTITIONS = 8
@@ -136,7 +143,9 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     processing: ClassVar[Processing] = AMENDMENTS
     reference_model: ClassVar[ReferenceModel | None] = None
     mutation: ClassVar[str | None] = None
+    sweep_width: ClassVar[int] = 1  # combinations applied per ``combination`` step
     reach: ClassVar[set[tuple[str, ...]]]  # what the runs of this class reached (see below)
+    applied: ClassVar[dict[str, int]]  # how often each race pattern was applied (not drawn)
     kinds_per_run: ClassVar[list[tuple[int, frozenset[str]]]]  # (steps, step kinds) per run
 
     lifetimes: Bundle[Handle] = Bundle("lifetimes")  # (lifetime, partition) of started lifetimes
@@ -148,6 +157,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.reach = set()
+        cls.applied = {}
         cls.kinds_per_run = []
 
     def __init__(self) -> None:
@@ -241,28 +251,59 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     def _step(self, step: Step) -> Attempt:
         assert self.sim is not None
         self.steps.append(step)
-        first = len(self.sim.events)
+        first = len(self.sim.calls)
+        was_live = (
+            step.worker in self.sim.workers and self.sim.workers[step.worker].state() == "live"
+        )
         try:
             attempt = self.sim.execute(step)
         except Exception as exc:  # the harness itself broke: still an exported failure
             self.fail("ERROR exception", f"step {step.actor} raised {type(exc).__name__}: {exc}")
-        self._observe(attempt, first)
+        self._observe(attempt, first, was_live)
         return attempt
 
-    def _observe(self, attempt: Attempt, first_event: int) -> None:
+    def _observe(self, attempt: Attempt, first_call: int, was_live: bool) -> None:
+        """Record what the attempt *applied* (not what was drawn) in the class's reach."""
         assert self.sim is not None
-        reach = type(self).reach
-        actor = attempt.step.actor
+        cls = type(self)
+        reach = cls.reach
+        step = attempt.step
+        actor = step.actor
         reach.add(("actor", actor))
         reach.add(("result", actor, attempt.result))
         event(f"{actor}: {attempt.result}")
-        for e in self.sim.events[first_event:]:
-            if e.selected_fault:
-                reach.add(("fault", e.operation, e.outcome))
-                event(f"fault {e.operation} {e.outcome} -> {e.observation}")
+        for c in self.sim.calls[first_call:]:
+            if not c.selected or c.lifetime != step.worker:
+                continue
+            reach.add(("fault", c.operation, c.outcome))
+            kind = "-"
+            if c.at is not None:
+                kind = (
+                    "stop+replacement"
+                    if c.stop and c.replacement is not None
+                    else ("stop" if c.stop else "replacement")
+                )
+            reach.add(("combo", c.operation, c.outcome, c.at or "-", kind))
+            if (c.operation, c.outcome, c.at, c.replacement_started) == (
+                "process",
+                "unknown-committed",
+                "after",
+                True,
+            ):
+                cls.applied["epoch-race"] = cls.applied.get("epoch-race", 0) + 1
         for at, kind in attempt.interleave_kinds:
             reach.add(("interleave", at, kind))
             event(f"interleave {at} {kind}")
+        patterns = []
+        if attempt.result in ("exhausted", "unresolved"):
+            patterns.append(attempt.result)
+        if attempt.result == "canceled" and attempt.waits_ms:
+            patterns.append("cancel-after-wakeup")
+        if step.worker in self.sim.workers and not was_live and actor != "start":
+            patterns.append(f"late-{actor}")
+        for name in patterns:
+            reach.add(("pattern", name))
+            cls.applied[name] = cls.applied.get(name, 0) + 1
 
     def _faulted(
         self, actor: Actor, handle: Handle, drafts: Iterable[SelectorDraft]
@@ -400,6 +441,47 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     ) -> MultipleResults[Handle]:
         _attempt, started = self._faulted("process", handle, faults)
         return multiple(*started)
+
+    # -- the combination sweep and the races --------------------------------------------
+    def _ready(self, actor: Actor, partition: int) -> Handle | None:
+        """A fresh lifetime made ready for ``actor`` on ``partition`` (started, and assigned
+        and seeked as the actor needs), or None if a preparing step failed."""
+        assert self.sim is not None
+        lifetime = self.sim.next_lifetime()
+        self._step(Step("start", lifetime))
+        handle = Handle(lifetime, partition % self.partitions, self.sim)
+        chain: list[Actor] = ["assign", "seek"]
+        needs = chain[: {"assign": 0, "seek": 1}.get(actor, 2)]
+        for before in needs:
+            if self._plain(before, handle).result != "ok":
+                return None
+        return handle
+
+    def _apply(self, combination: Combination, partition: int) -> MultipleResults[Handle]:
+        handle = self._ready(combination.actor, partition)
+        if handle is None:
+            return multiple()
+        attempt, started = self._faulted(combination.actor, handle, combination.drafts)
+        return self._if_ok(attempt, handle, started)
+
+    @rule(target=readers, pick=st.integers(0, len(COMBINATIONS) - 1), partition=partition_indexes)
+    def combination(self, pick: int, partition: int) -> MultipleResults[Handle]:
+        """One (operation, outcome, boundary, stop/replacement) combination or race pattern
+        (:data:`~remora.testing.strategies.COMBINATIONS`), applied on a fresh lifetime made
+        ready for it — one cheap integer draw instead of a filtered bundle draw."""
+        results: list[Handle] = []
+        for i in range(self.sweep_width):
+            results += self._apply(COMBINATIONS[(pick + i) % len(COMBINATIONS)], partition).values
+        return multiple(*results)
+
+    @rule(target=readers, partition=partition_indexes)
+    def epoch_race(self, partition: int) -> MultipleResults[Handle]:
+        """The seed's headline schedule: a process whose commit reply is lost
+        (``unknown-committed``) with a replacement lifetime interleaved after the effect."""
+        race = SelectorDraft(
+            Operation.PROCESS, 1, Outcome.UNKNOWN_COMMITTED, 0, At.AFTER, False, True
+        )
+        return self._apply(Combination("process", (race,), ("race",)), partition)
 
     # -- checks -----------------------------------------------------------------------------
     @invariant()

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from remora.domain import SourceRecord
 from remora.faults import OUTCOMES_FOR, At, Operation, Outcome
-from remora.sim.trace import OPERATIONS_OF, FaultSelector, Interleave
+from remora.sim.trace import OPERATIONS_OF, Actor, FaultSelector, Interleave
 
 OUTCOME_ORDER = (
     Outcome.COMMIT,
@@ -155,3 +155,67 @@ def selector_drafts(
         max_size=max_size,
         unique_by=lambda d: (d.operation, d.call),
     )
+
+
+# -- the combination sweep ----------------------------------------------------------------
+
+ACTOR_OF: dict[Operation, Actor] = {
+    Operation.VALIDATE: "assign",
+    Operation.CLAIM: "assign",
+    Operation.OBSERVE: "seek",
+    Operation.PROCESS: "process",
+}
+"""The actor whose first call of an operation a combination's selector strikes."""
+
+KIND_NAMES = {(True, False): "stop", (False, True): "replacement", (True, True): "stop+replacement"}
+
+
+@attrs.frozen
+class Combination:
+    """One (operation, outcome, interleave boundary, stop/replacement) class the seed allows,
+    or a named race pattern (``pattern``) built from several selectors."""
+
+    actor: Actor
+    drafts: tuple[SelectorDraft, ...]
+    key: tuple[str, ...]  # what the reach test lists
+
+
+def _combinations() -> tuple[Combination, ...]:
+    out = []
+    for operation in (Operation.VALIDATE, Operation.CLAIM, Operation.OBSERVE, Operation.PROCESS):
+        for outcome in (o for o in OUTCOME_ORDER if o in OUTCOMES_FOR[operation]):
+            for at in (None, At.BEFORE, At.AFTER):
+                for stop, replace in [(False, False)] if at is None else INTERLEAVE_KINDS:
+                    draft = SelectorDraft(operation, 1, outcome, 0, at, stop, replace)
+                    kind = "-" if at is None else KIND_NAMES[(stop, replace)]
+                    key = (operation.value, outcome.value, "-" if at is None else at.value, kind)
+                    out.append(Combination(ACTOR_OF[operation], (draft,), key))
+    abort, unknown = Outcome.ABORT, Outcome.UNKNOWN_COMMITTED
+    process, observe, claim = Operation.PROCESS, Operation.OBSERVE, Operation.CLAIM
+    no: At | None = None
+    patterns: dict[str, tuple[Actor, list[tuple[Operation, int, Outcome, At | None, bool]]]] = {
+        # every call of one retry loop unavailable
+        "exhausted": ("process", [(process, n, abort, no, False) for n in (1, 2, 3)]),
+        # an unknown commit whose recovery read never completes
+        "unresolved": (
+            "process",
+            [(process, 1, unknown, no, False)]
+            + [(observe, n, abort, no, False) for n in (1, 2, 3)],
+        ),
+        # a stop lands while the caller waits to retry: the wakeup must see it
+        "cancel-after-wakeup": ("process", [(process, 1, abort, At.AFTER, True)]),
+        # an unknown claim, its recovery read, then a fresh claim
+        "unknown-claim-then-claim": ("assign", [(claim, 1, unknown, no, False)]),
+    }
+    for name, (actor, specs) in patterns.items():
+        drafts = tuple(
+            SelectorDraft(op, call, outcome, 0, at, stop, False)
+            for op, call, outcome, at, stop in specs
+        )
+        out.append(Combination(actor, drafts, ("pattern", name)))
+    return tuple(out)
+
+
+COMBINATIONS = _combinations()
+"""Every single-selector combination the seed allows (first call, no delay), then the race
+patterns; a state machine rule draws one by index — a single cheap integer draw."""

@@ -45,7 +45,21 @@ class ManyPartitionsAndLifetimes(WorkerScheduleMachine):
     partitions = 3
 
 
+class CombinationSweep(WorkerScheduleMachine):
+    """Every (operation, outcome, boundary, stop/replacement) combination and race pattern,
+    four per ``combination`` step, between plain processing, stops and late callbacks: the
+    dedicated rules do the assigning and seeking, so the bundle-drawing rules that would
+    dilute them are left out."""
+
+    partitions = 2
+    min_records = 10
+    sweep_width = 4
+    assign = seek = None  # type: ignore[assignment]
+    assign_with_faults = seek_with_faults = process_with_faults = None  # type: ignore[assignment]
+
+
 MACHINES: tuple[type[WorkerScheduleMachine], ...] = (
     SinglePartitionHeavyFaults,
     ManyPartitionsAndLifetimes,
+    CombinationSweep,
 )

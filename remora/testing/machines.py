@@ -60,7 +60,7 @@ from remora.faults import At, Operation, Outcome
 from remora.oracle import AMENDMENT_RULES, Model, ReferenceModel
 from remora.sim.artifacts import atomic_write, failures_dir, replay_command, show_command
 from remora.sim.report import build_report
-from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
+from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation, StoreFactory
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
 from remora.testing.runs import processing_reference, reference_of
 from remora.testing.strategies import (
@@ -120,9 +120,10 @@ class ScheduleFailure(AssertionError):
     ``failure`` is the same string ``remora sim-worker --replay`` reports for the exported
     trace; ``trace_path`` is where that trace was written."""
 
-    def __init__(self, failure: str, detail: str, trace_path: str) -> None:
+    def __init__(self, failure: str, detail: str, trace_path: str, store: str = "memory") -> None:
+        on = "" if store == "memory" else f" --store {store}"
         super().__init__(
-            f"{failure}: {detail}\nreplay: {replay_command(trace_path)}\n"
+            f"{failure}: {detail}\nreplay: {replay_command(trace_path)}{on}\n"
             f"see it: {show_command(trace_path)}"
         )
         self.failure = failure
@@ -144,6 +145,11 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     reference_model: ClassVar[ReferenceModel | None] = None
     mutation: ClassVar[str | None] = None
     sweep_width: ClassVar[int] = 1  # combinations applied per ``combination`` step
+    # The store each run uses: None = a fresh MemoryStore; otherwise a StoreFactory (called
+    # with the run's SimConfig, returns a fresh, empty StateStore), e.g. SQLite or
+    # PostgreSQL; ``store_kind`` is what the replay command passes as ``--store``.
+    store_factory: ClassVar[StoreFactory | None] = None
+    store_kind: ClassVar[str] = "memory"
     reach: ClassVar[set[tuple[str, ...]]]  # what the runs of this class reached (see below)
     applied: ClassVar[dict[str, int]]  # how often each race pattern was applied (not drawn)
     kinds_per_run: ClassVar[list[tuple[int, frozenset[str]]]]  # (steps, step kinds) per run
@@ -190,6 +196,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self.sim = Simulation(
             config,
             source,
+            store_factory=type(self).store_factory,
             lifecycle_factory=type(self).lifecycle_factory,
             processing=type(self).processing,
             model=type(self).model(),
@@ -245,7 +252,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     def fail(self, failure: str, detail: str) -> NoReturn:
         self.failed = True
         path = self.export()
-        raise ScheduleFailure(failure, detail, path)
+        raise ScheduleFailure(failure, detail, path, type(self).store_kind)
 
     # -- steps ----------------------------------------------------------------------------
     def _step(self, step: Step) -> Attempt:
@@ -493,6 +500,13 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Fair drain; the final status must be the one the oracle predicts."""
+        try:
+            self._judge()
+        finally:
+            if self.sim is not None and type(self).store_factory is not None:
+                self.sim.store.close()
+
+    def _judge(self) -> None:
         kinds = frozenset(s.actor + (" with faults" if s.faults else "") for s in self.steps)
         type(self).kinds_per_run.append((len(self.steps), kinds))
         if self.sim is None or self.failed or self.sim.violations:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from hypothesis.stateful import MultipleResults, precondition, rule
 
+from remora.sim.trace import SimConfig
+from remora.store import StateStore
+from remora.store.sqlite import SqliteStore
 from remora.testing.machines import Handle, WorkerScheduleMachine
 from remora.testing.strategies import SelectorDraft, selector_drafts
 
@@ -45,6 +48,19 @@ class ManyPartitionsAndLifetimes(WorkerScheduleMachine):
     partitions = 3
 
 
+def sqlite_store(config: SimConfig) -> StateStore:
+    """A fresh in-memory SQLite database per run: real transactions, rollbacks and SQL."""
+    return SqliteStore(":memory:")
+
+
+class ManyPartitionsOnSqlite(ManyPartitionsAndLifetimes):
+    """The many-partitions machine over SQLite (``store_factory``), so SQL-only bugs are in
+    the machines' reach."""
+
+    store_factory = sqlite_store
+    store_kind = "sqlite"
+
+
 class CombinationSweep(WorkerScheduleMachine):
     """Every (operation, outcome, boundary, stop/replacement) combination and race pattern,
     four per ``combination`` step, between plain processing, stops and late callbacks: the
@@ -62,4 +78,5 @@ MACHINES: tuple[type[WorkerScheduleMachine], ...] = (
     SinglePartitionHeavyFaults,
     ManyPartitionsAndLifetimes,
     CombinationSweep,
+    ManyPartitionsOnSqlite,
 )

@@ -53,13 +53,24 @@ def missing_reach(machine: type[WorkerScheduleMachine]) -> dict[str, set[object]
         - {r[2] for r in reach if r[0] == "status" and r[1] == "final"},
         "before-drain statuses": {"INCOMPLETE"}
         - {r[2] for r in reach if r[0] == "status" and r[1] == "before-drain"},
-        "patterns": PATTERNS - {r[1] for r in reach if r[0] == "pattern"},
     }
     if machine.applied.get("epoch-race", 0) < EPOCH_RACES:
         gaps["epoch races applied"] = {machine.applied.get("epoch-race", 0)}
-    if machine is CombinationSweep:
+    if machine is CombinationSweep:  # the sweep answers for every combination and pattern
         gaps["combinations"] = COMBOS - {r[1:] for r in reach if r[0] == "combo"}
+        gaps["patterns"] = PATTERNS - {r[1] for r in reach if r[0] == "pattern"}
     return {k: v for k, v in gaps.items() if v}
+
+
+def test_missing_reach_names_what_was_not_applied() -> None:
+    """Planted: a sweep that reached nothing is reported, combination by combination."""
+    CombinationSweep.reach.clear()
+    CombinationSweep.applied.clear()
+    gaps = missing_reach(CombinationSweep)
+    assert gaps["combinations"] == COMBOS and gaps["patterns"] == PATTERNS
+    assert gaps["epoch races applied"] == {0}
+    assert ("process", "unknown-committed", "after", "replacement") in COMBOS
+    assert len(COMBOS) == 84
 
 
 def swarm_shortfalls(machine: type[WorkerScheduleMachine]) -> list[str]:

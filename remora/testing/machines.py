@@ -354,6 +354,16 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
             cached = self._precondition_cache[key] = any(test(h) for h in self._handles(bundle))
         return cached
 
+    def pick(self, handle: Handle, bundle: str, test: Callable[[Handle], bool]) -> Handle:
+        """``handle`` if it passes ``test``, else another handle of ``bundle`` that does
+        (chosen by ``handle``'s lifetime, so the draw still decides).  Drawing from the plain
+        bundle and picking here is much cheaper than a filtered bundle draw, which retries
+        until Hypothesis finds a passing element; the rule's precondition guarantees one."""
+        if test(handle):
+            return handle
+        passing = [h for h in self._handles(bundle) if test(h)]
+        return passing[handle.lifetime % len(passing)] if passing else handle
+
     def has_current_reader(self) -> bool:
         return self._any("readers", Handle.current_reader)
 
@@ -372,21 +382,24 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         return Handle(lifetime, partition % self.partitions, self.sim)
 
     @precondition(has_live_lifetime)
-    @rule(target=owners, handle=lifetimes.filter(Handle.live), other=st.none() | partition_indexes)
+    @rule(target=owners, handle=lifetimes, other=st.none() | partition_indexes)
     def assign(self, handle: Handle, other: int | None) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         if other is not None:
             handle = Handle(handle.lifetime, other % self.partitions, handle.sim)
         return self._if_ok(self._plain("assign", handle), handle)
 
     @precondition(has_live_owner)
-    @rule(target=readers, handle=owners.filter(Handle.live))
+    @rule(target=readers, handle=owners)
     def seek(self, handle: Handle) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "owners", Handle.live)
         return self._if_ok(self._plain("seek", handle), handle)
 
     @precondition(has_current_reader)
-    @rule(handle=readers.filter(Handle.current_reader), records=st.integers(1, 2))
+    @rule(handle=readers, records=st.integers(1, 2))
     def process(self, handle: Handle, records: int) -> None:
         """Process up to ``records`` records, one step each (stopping when not ``ok``)."""
+        handle = self.pick(handle, "readers", Handle.current_reader)
         for _ in range(records):
             if self._plain("process", handle).result != "ok":
                 break
@@ -404,48 +417,53 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self._plain("process", handle)
 
     @precondition(has_live_lifetime)
-    @rule(handle=lifetimes.filter(Handle.live))
+    @rule(handle=lifetimes)
     def revoke(self, handle: Handle) -> None:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         self._plain("revoke", handle)
 
     @precondition(has_live_lifetime)
-    @rule(handle=lifetimes.filter(Handle.live))
+    @rule(handle=lifetimes)
     def stop(self, handle: Handle) -> None:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         self._plain("stop", handle)
 
     @precondition(has_live_lifetime)
     @rule(
         target=owners,
-        handle=lifetimes.filter(Handle.live),
+        handle=lifetimes,
         faults=selector_drafts("assign", min_size=1),
     )
     def assign_with_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         attempt, started = self._faulted("assign", handle, faults)
         return self._if_ok(attempt, handle, started)
 
     @precondition(has_live_owner)
     @rule(
         target=readers,
-        handle=owners.filter(Handle.live),
+        handle=owners,
         faults=selector_drafts("seek", min_size=1),
     )
     def seek_with_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "owners", Handle.live)
         attempt, started = self._faulted("seek", handle, faults)
         return self._if_ok(attempt, handle, started)
 
     @precondition(has_current_reader)
     @rule(
         target=readers,
-        handle=readers.filter(Handle.current_reader),
+        handle=readers,
         faults=selector_drafts("process", min_size=1),
     )
     def process_with_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "readers", Handle.current_reader)
         _attempt, started = self._faulted("process", handle, faults)
         return multiple(*started)
 

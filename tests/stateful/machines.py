@@ -20,24 +20,26 @@ class SinglePartitionHeavyFaults(WorkerScheduleMachine):
     @precondition(WorkerScheduleMachine.has_current_reader)
     @rule(
         target=WorkerScheduleMachine.readers,
-        handle=WorkerScheduleMachine.readers.filter(Handle.current_reader),
+        handle=WorkerScheduleMachine.readers,
         faults=selector_drafts("process", min_size=2, max_size=3),
     )
     def process_with_heavy_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "readers", Handle.current_reader)
         _, started = self._faulted("process", handle, faults)
         return self._if_ok(_, handle, started)
 
     @precondition(WorkerScheduleMachine.has_live_lifetime)
     @rule(
         target=WorkerScheduleMachine.owners,
-        handle=WorkerScheduleMachine.lifetimes.filter(Handle.live),
+        handle=WorkerScheduleMachine.lifetimes,
         faults=selector_drafts("assign", min_size=2, max_size=3),
     )
     def assign_with_heavy_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         attempt, started = self._faulted("assign", handle, faults)
         return self._if_ok(attempt, handle, started)
 

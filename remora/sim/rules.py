@@ -33,7 +33,8 @@ Fault-boundary table (:func:`check_call`), per call of the step's own lifetime:
   way the attempt fails and the lifetime holds nothing and is stopped;
 * interleave ``before`` with a replacement that started (outcome not ``abort``), on
   ``process`` — fenced, no effect;
-  on ``observe`` — the seek fails;
+  on a seek's ``observe`` — the seek fails (an assign's recovery read may be followed by a
+  fresh claim that succeeds);
 * interleave ``after`` with a replacement on an unknown ``process`` (the seed's epoch race) —
   the attempt fails, the lifetime holds nothing, and it made exactly the write the fault
   reported (one for unknown-committed, none for unknown-aborted), never a second.
@@ -106,8 +107,11 @@ def _v(row: str, partition: int | None, message: str) -> Violation:
     return Violation(f"postcondition-{row}", partition, message)
 
 
-def check_call(call: Call, attempt_result: str, after: After) -> list[Violation]:
-    """One call of the step's own lifetime against the fault-boundary table."""
+def check_call(
+    call: Call, attempt_result: str, after: After, actor: str = "process"
+) -> list[Violation]:
+    """One call of the step's own lifetime (in an attempt of ``actor``) against the
+    fault-boundary table."""
     found: list[Violation] = []
     p, op, obs = call.partition, call.operation, call.observation
     where = f"{op} ({call.outcome}, observed {obs})"
@@ -157,7 +161,7 @@ def check_call(call: Call, attempt_result: str, after: After) -> list[Violation]
         return found  # an abort never reaches the effect or its fence
     if call.at == "before" and op == "process" and (obs != "fenced" or call.applied):
         found.append(_v(boundary, p, f"{where} after a replacement claimed the partition"))
-    if call.at == "before" and op == "observe" and attempt_result == "ok":
+    if call.at == "before" and op == "observe" and actor == "seek" and attempt_result == "ok":
         found.append(_v(boundary, p, "a seek succeeded after a replacement claimed the partition"))
     race = call.at == "after" and op == "process" and call.outcome.startswith("unknown")
     if race and (attempt_result == "ok" or p in after.owned):

@@ -532,7 +532,7 @@ class Simulation:
             [round(w * 1000) for w in self.retry.waits],
         )
         for call in own:
-            found += check_call(call, attempt.result, after)
+            found += check_call(call, attempt.result, after, step.actor)
         self.record(found, "attempt-end")
 
     # -- drain and boundary -------------------------------------------------------------

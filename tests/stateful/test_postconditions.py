@@ -270,3 +270,24 @@ def test_memory_store_write_log_records_what_it_wrote() -> None:
     store.backend.claim(0, ctx, False)  # rolled back: not logged
     assert [w.operation for w in store.backend.write_log] == ["claim", "process"]
     assert store.backend.write_log[1] == Write(0, "process", 1, 1, 0)
+
+
+def test_an_assigns_recovery_read_after_a_replacement_is_not_a_seek() -> None:
+    """Regression (a false positive found by the machines): in an assign, an observe with a
+    replacement interleaved before it is the recovery read of an unknown claim, and the
+    fresh claim that follows may succeed."""
+    steps = (
+        Step("start", 0),
+        Step(
+            "assign",
+            0,
+            0,
+            (
+                sel("claim", "unknown-committed"),
+                sel("observe", "commit", at="before", replacement=1),
+            ),
+        ),
+    )
+    sim = replay(trace(*steps))
+    assert sim.attempts[1].result == "ok"
+    assert not [v for v in sim.violations if v.kind.startswith("postcondition-")]

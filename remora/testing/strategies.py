@@ -94,9 +94,16 @@ def build_partition(partition: int, drafts: Sequence[tuple[int, int, int]]) -> l
 
 def record_drafts(trace_class: str) -> st.SearchStrategy[tuple[int, int, int]]:
     """(subject index, kind, flags): all shrink to 0 — subject 0, the natural next op, a
-    visible record with no gap before it."""
+    visible record with no gap before it.  Drawn as one integer (mixed radix: subject,
+    kind, flags), a third of the draws of three integers."""
     kinds = VALID_KINDS if trace_class == "valid" else CONFLICT_KINDS
-    return st.tuples(st.integers(0, 2), st.integers(0, kinds - 1), st.integers(0, 7))
+
+    def decode(code: int) -> tuple[int, int, int]:
+        code, subject = divmod(code, 3)
+        flags, kind = divmod(code, kinds)
+        return subject, kind, flags
+
+    return st.integers(0, 3 * kinds * 8 - 1).map(decode)
 
 
 def source_histories(

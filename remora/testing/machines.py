@@ -171,6 +171,8 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self.sim: Simulation | None = None
         self.trace_class = "custom"
         self.steps: list[Step] = []
+        self.kinds: list[str] = []  # per step: actor (+ " with faults"), or "combination"
+        self._sweeping = ""
         self.failed = False
         self._precondition_cache: dict[tuple[str, str, int], bool] = {}
 
@@ -258,6 +260,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     def _step(self, step: Step) -> Attempt:
         assert self.sim is not None
         self.steps.append(step)
+        self.kinds.append(self._sweeping or step.actor + (" with faults" if step.faults else ""))
         first = len(self.sim.calls)
         was_live = (
             step.worker in self.sim.workers and self.sim.workers[step.worker].state() == "live"
@@ -483,11 +486,15 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         return handle
 
     def _apply(self, combination: Combination, partition: int) -> MultipleResults[Handle]:
-        handle = self._ready(combination.actor, partition)
-        if handle is None:
-            return multiple()
-        attempt, started = self._faulted(combination.actor, handle, combination.drafts)
-        return self._if_ok(attempt, handle, started)
+        self._sweeping = "combination"  # the swarm check counts these steps apart
+        try:
+            handle = self._ready(combination.actor, partition)
+            if handle is None:
+                return multiple()
+            attempt, started = self._faulted(combination.actor, handle, combination.drafts)
+            return self._if_ok(attempt, handle, started)
+        finally:
+            self._sweeping = ""
 
     @rule(target=readers, pick=st.integers(0, len(COMBINATIONS) - 1), partition=partition_indexes)
     def combination(self, pick: int, partition: int) -> MultipleResults[Handle]:
@@ -525,8 +532,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
                 self.sim.store.close()
 
     def _judge(self) -> None:
-        kinds = frozenset(s.actor + (" with faults" if s.faults else "") for s in self.steps)
-        type(self).kinds_per_run.append((len(self.steps), kinds))
+        type(self).kinds_per_run.append((len(self.steps), frozenset(self.kinds)))
         if self.sim is None or self.failed or self.sim.violations:
             return
         try:

@@ -472,9 +472,16 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
 
     # -- the combination sweep and the races --------------------------------------------
     def _ready(self, actor: Actor, partition: int) -> Handle | None:
-        """A fresh lifetime made ready for ``actor`` on ``partition`` (started, and assigned
-        and seeked as the actor needs), or None if a preparing step failed."""
+        """The latest handle ready for ``actor`` on ``partition`` (a live lifetime, a live
+        owner or a current reader), else a fresh lifetime made ready (started, and assigned
+        and seeked as the actor needs); None if a preparing step failed."""
         assert self.sim is not None
+        ready = {"assign": ("lifetimes", Handle.live), "seek": ("owners", Handle.live)}
+        bundle, test = ready.get(actor, ("readers", Handle.current_reader))
+        p = partition % self.partitions
+        existing = [h for h in self._handles(bundle) if test(h) and h.partition == p]
+        if existing:  # one step instead of three or four
+            return existing[-1]
         lifetime = self.sim.next_lifetime()
         self._step(Step("start", lifetime))
         handle = Handle(lifetime, partition % self.partitions, self.sim)

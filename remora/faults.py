@@ -9,7 +9,10 @@ through :func:`controlled_call`, which consults an :class:`IOHook`:
 3. the effect runs — unless the outcome is ``abort`` — and is committed, or rolled back for
    ``unknown-aborted``;
 4. :meth:`IOHook.boundary` runs *after* the atomic effect;
-5. :meth:`IOHook.returned` learns what actually happened.
+5. :meth:`IOHook.returned` learns what actually happened — also when the effect (or the
+   hook) raised an exception that is no :class:`RemoraError`: that is reported as
+   observation ``error`` with the exception in ``foreign`` (never as ``ok``), and its effect
+   as unknown (``None``), since the call died somewhere inside it.
 
 A storage fence or cancellation always wins over the requested outcome: a requested commit
 may end fenced or canceled with no effect.  The hook therefore learns the *actual* effect and
@@ -94,6 +97,7 @@ class IOReport:
     effect_applied: bool | None  # None: a real backend could not tell (lost reply)
     observation: Observation
     error: RemoraError | None
+    foreign: Exception | None = None  # an exception that is not a RemoraError (a bug)
 
 
 class IOHook(Protocol):
@@ -149,6 +153,7 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
     applied: bool | None = False
     observation = Observation.OK
     error: RemoraError | None = None
+    foreign: Exception | None = None
     try:
         ctx.check()
         hook.boundary(call, At.BEFORE, ctx)
@@ -171,5 +176,10 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
     except RemoraError as exc:
         observation, error = _observation_of(exc), exc
         raise
+    except Exception as exc:
+        observation, foreign = Observation.ERROR, exc
+        if applied is False and outcome is not Outcome.ABORT:
+            applied = None  # died inside the call: whether the effect landed is not known
+        raise
     finally:
-        hook.returned(call, IOReport(decision, applied, observation, error))
+        hook.returned(call, IOReport(decision, applied, observation, error, foreign))

@@ -56,7 +56,8 @@ def run_corpus(
 
     A run passes when it ends with no violation in exactly the status the oracle predicts
     from its source alone.  A failing run's trace is saved (original before reduction) and
-    the replay commands are reported through ``on_failure``."""
+    the replay commands are reported through ``on_failure``.  A run that raises instead of
+    reporting is a failing entry (``ERROR exception``), so the manifest is always complete."""
     seeds, classes = tuple(seeds), tuple(classes)
     runs = []
     combos = [(s, c) for c in classes for s in seeds]
@@ -65,30 +66,44 @@ def run_corpus(
             progress(f"corpus {i}/{len(combos)}: seed {seed} {trace_class}")
         trace = generate(seed, trace_class, steps)
         text = trace.dumps()
-        report = run_trace(trace, lifecycle_factory=lifecycle_factory)
-        ok = report.status == report.document["predicted"] and report.status != "ERROR"
-        entry: dict[str, Any] = {
-            "seed": seed,
-            "class": trace_class,
-            "steps": len(trace.steps),
-            "status": report.status,
-            "predicted": report.document["predicted"],
-            "ok": ok,
-            "failure": report.failure if not ok else None,
-            "selected_faults": report.document["counts"]["selected_faults"],
-            "interleaves": report.document["counts"]["interleaves"],
-            "attempts": len(report.document["attempts"]),
-            "trace_sha256": _sha(text),
-            "report_sha256": _sha(report.dumps()),
-        }
-        if not ok:
-            original, reduced = save_failure(
-                trace, f"corpus-seed-{seed}-{trace_class}", lifecycle_factory=lifecycle_factory
+        entry: dict[str, Any] = {"seed": seed, "class": trace_class, "steps": len(trace.steps)}
+        failure: str | None
+        try:
+            report = run_trace(trace, lifecycle_factory=lifecycle_factory)
+        except Exception as exc:  # the run itself broke: a failing entry, never an abort
+            entry.update(
+                status="ERROR",
+                predicted=None,
+                ok=False,
+                failure="ERROR exception",
+                error=f"{type(exc).__name__}: {exc}",
+                trace_sha256=_sha(text),
             )
+            status, failure = "ERROR", "ERROR exception"
+        else:
+            ok = report.status == report.document["predicted"] and report.status != "ERROR"
+            entry.update(
+                status=report.status,
+                predicted=report.document["predicted"],
+                ok=ok,
+                failure=report.failure if not ok else None,
+                selected_faults=report.document["counts"]["selected_faults"],
+                interleaves=report.document["counts"]["interleaves"],
+                attempts=len(report.document["attempts"]),
+                trace_sha256=_sha(text),
+                report_sha256=_sha(report.dumps()),
+            )
+            status, failure = report.status, report.failure
+        if not entry["ok"]:
+            name = f"corpus-seed-{seed}-{trace_class}"
+            try:
+                original, reduced = save_failure(trace, name, lifecycle_factory=lifecycle_factory)
+            except Exception:  # reduction needs replays that work: keep the original only
+                original = reduced = write_new(failures_dir() / f"{name}.json", text)
             entry["saved"] = {"original": str(original), "reduced": str(reduced)}
             if on_failure is not None:
                 on_failure(
-                    f"seed {seed} {trace_class}: {report.status} ({report.failure}); replay:\n"
+                    f"seed {seed} {trace_class}: {status} ({failure}); replay:\n"
                     f"  {replay_command(original)}\n  {replay_command(reduced)}\nsee it:\n"
                     f"  {show_command(reduced)}"
                 )

@@ -50,9 +50,11 @@ from remora.errors import (
 from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport, Operation
 from remora.oracle import AMENDMENT_RULES, Model, Violation
 from remora.sim.checker import Checker, Holding, failure
+from remora.sim.rules import After, Before, Call, check_call, check_method
 from remora.sim.trace import FaultSelector, SimConfig, Step
 from remora.source import FetchCursors, MemorySourceLog
 from remora.store import MemoryStore, StateStore, Token
+from remora.store.memory import Write
 from remora.worker import Lifecycle, RetryPolicy
 
 StoreFactory = Callable[[SimConfig], StateStore]
@@ -134,6 +136,9 @@ class _Frame:
     replacement: bool
     interleaved: bool = False
     at_effect: Token | None = None
+    started_ms: int = 0
+    log_before: int | None = None  # the write log's length just before the effect ...
+    log_after: int | None = None  # ... and just after it (interleaves excluded)
 
 
 class SimClock(LogicalClock):
@@ -179,7 +184,9 @@ class SimHook:
                 lifetime, call.partition, held, record.offset, installed
             )
             sim.record(found, "decide")
-        self.frames.append(_Frame(call, lifetime, number, selector, held, replacement))
+        self.frames.append(
+            _Frame(call, lifetime, number, selector, held, replacement, started_ms=sim.clock.ms)
+        )
         if selector is None:
             return COMMIT
         sim.attempt.used_selectors += 1
@@ -191,11 +198,16 @@ class SimHook:
         frame = self.frames[-1]
         sel = frame.selector
         il = None if sel is None else sel.interleave
+        log = self.sim.write_log
+        if at is At.AFTER and log is not None:
+            frame.log_after = len(log)
         if sel is not None and il is not None and il.at is at and not frame.interleaved:
             frame.interleaved = True
             self.sim.interleave(frame, sel)
         if at is At.BEFORE:
             frame.at_effect = self.sim.installed(call.partition)
+            if log is not None:
+                frame.log_before = len(log)
 
     def returned(self, call: IOCall, report: IOReport) -> None:
         frame = self.frames.pop()
@@ -217,8 +229,10 @@ class Simulation:
         lifecycle_factory: LifecycleFactory = Lifecycle,
         processing: Processing = AMENDMENTS,
         model: Model = AMENDMENT_RULES,
+        rules: bool = True,
     ) -> None:
         self.config = config
+        self.rules = rules  # check each attempt's postconditions (remora.sim.rules)
         self.source = tuple(source)
         self.partitions = tuple(range(config.partitions))
         self.clock = SimClock(self.waited)
@@ -238,6 +252,8 @@ class Simulation:
         self.reserved: set[int] = set(reserved)
         self.attempts: list[Attempt] = []
         self.events: list[Event] = []
+        self.calls: list[Call] = []  # beside ``events``: what the postconditions read
+        self.write_log: list[Write] | None = getattr(self.store.backend, "write_log", None)
         self.violations: list[RecordedViolation] = []
         self.call_counts: dict[Operation, int] = {}
         self.replacement_counts: dict[Operation, int] = {}
@@ -332,7 +348,34 @@ class Simulation:
                 replacement=frame.replacement,
             )
         )
+        self.calls.append(self._call_of(frame, report))
         self.check_partition(p, "io-return")
+
+    def _call_of(self, frame: _Frame, report: IOReport) -> Call:
+        writes: tuple[Write, ...] | None = None
+        if self.write_log is not None:
+            start, end = frame.log_before, frame.log_after
+            writes = () if start is None or end is None else tuple(self.write_log[start:end])
+        sel, il = frame.selector, None if frame.selector is None else frame.selector.interleave
+        rid = None if il is None else il.replacement
+        return Call(
+            lifetime=frame.lifetime,
+            partition=frame.call.partition,
+            operation=frame.call.operation.value,
+            outcome=report.decision.outcome.value,
+            selected=report.decision.selected,
+            applied=report.effect_applied,
+            observation=report.observation.value,
+            writes=writes,
+            elapsed_ms=self.clock.ms - frame.started_ms,
+            delay_ms=0 if sel is None else sel.delay_ms,
+            at=None if il is None or not frame.interleaved else il.at.value,
+            stop=il is not None and il.stop,
+            replacement=rid,
+            replacement_started=rid is not None
+            and rid in self.workers
+            and not self.workers[rid].retired,
+        )
 
     # -- safety: recorded here, judged by the checker -----------------------------------
     def violation(self, kind: str, partition: int | None, message: str, where: str) -> None:
@@ -394,6 +437,11 @@ class Simulation:
         self._callers.append(step.worker)
         before = self.workers.get(step.worker)
         was_live = before is not None and before.state() == "live"
+        held = None
+        if before is not None and step.partition is not None:
+            held = before.lifecycle.owned().get(step.partition)
+        first_call = len(self.calls)
+        record_offset = None
         try:
             attempt.result = self._act(step)
         except RemoraError as exc:
@@ -411,15 +459,22 @@ class Simulation:
             self._callers.pop()
             self.hook.frames.clear()
             attempt.last_event = len(self.events)
-            self.records.pop(step.worker, None)
-        if before is not None and not was_live:
-            found = self.checker.check_rejected(
-                step.worker, step.actor, step.partition, attempt.result
-            )
-            self.record(found, "attempt-end")
-        self.check_all("attempt-end")
-        self.check_model()
-        self._attempt = None
+            record = self.records.pop(step.worker, None)
+            record_offset = None if record is None else record.offset
+        try:
+            if before is not None and not was_live:
+                found = self.checker.check_rejected(
+                    step.worker, step.actor, step.partition, attempt.result
+                )
+                self.record(found, "attempt-end")
+            self.check_all("attempt-end")
+            self.check_model()
+            if self.rules and before is not None:
+                self.check_rules(attempt, Before(was_live, held, record_offset), first_call)
+        except Exception as exc:  # the store's reads broke: a finding, not a crash
+            self.violation("exception", step.partition, _describe(exc), "attempt-end")
+        finally:
+            self._attempt = None
         return attempt
 
     def _act(self, step: Step) -> str:
@@ -463,12 +518,51 @@ class Simulation:
         lifecycle.process(p, record)
         return "ok"
 
+    def check_rules(self, attempt: Attempt, before: Before, first_call: int) -> None:
+        """The attempt against the method and fault-boundary tables (:mod:`remora.sim.rules`)."""
+        step = attempt.step
+        worker = self.workers[step.worker]
+        p = step.partition
+        after = After(
+            worker.lifecycle.owned(),
+            worker.lifecycle.stopped,
+            None if p is None else worker.cursors.position(p),
+        )
+        own = [c for c in self.calls[first_call:] if c.lifetime == step.worker]
+        found = check_method(
+            step.actor,
+            p,
+            attempt.result,
+            own,
+            before,
+            after,
+            attempt.waits_ms,
+            [round(w * 1000) for w in self.retry.waits],
+        )
+        for call in own:
+            found += check_call(call, attempt.result, after, step.actor)
+        self.record(found, "attempt-end")
+
     # -- drain and boundary -------------------------------------------------------------
     def drain(self) -> None:
         """Fair recovery: stop old lifetimes, start a fresh one, assign and seek every
-        partition, process to the end without faults, then drain delivery."""
-        self.before_drain = self.summary()
+        partition, process to the end without faults, then drain delivery.
+
+        An exception the system under test raises here (a store read, the relay's
+        ``DeliveryGap``, ...) is recorded as an ``exception`` violation — the run ends
+        ``ERROR exception`` with a report and a replayable trace — never propagated."""
         self.draining = True
+        try:
+            self.before_drain = self.summary()
+            self._drain()
+        except Exception as exc:
+            self._attempt = None
+            self.violation("exception", None, f"during the drain: {_describe(exc)}", "drain")
+        finally:
+            self.draining = False
+            self.drained = True
+
+    def _drain(self) -> None:
         for lifetime in sorted(self.workers):
             if not self.workers[lifetime].stopped:
                 self.execute(Step("stop", lifetime))
@@ -510,8 +604,6 @@ class Simulation:
         self.record(self.checker.check_view(self.view, frontiers), "drain")
         if not self.violations:
             self.verify("drain")
-        self.draining = False
-        self.drained = True
 
     def summary(self) -> dict[str, Any]:
         """Status, per-partition boundary and diagnostics of the current state."""

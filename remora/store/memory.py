@@ -49,14 +49,30 @@ class _Partition:
     intents: list[Intent] = attrs.field(factory=list)
 
 
+@attrs.frozen
+class Write:
+    """One committed write, as the memory store made it (its write log)."""
+
+    partition: int
+    operation: str  # "claim" | "process"
+    epoch: int  # the epoch installed (claim) or written under (process)
+    frontier: int  # the frontier after the write
+    offset: int | None = None  # the record a process write decided
+
+
 class MemoryBackend(Backend):
-    """Partitions held in dicts and lists (see the module docstring)."""
+    """Partitions held in dicts and lists (see the module docstring).
+
+    ``write_log`` lists every committed write in order — the store's own record of what it
+    actually wrote, which the simulation's per-attempt postconditions
+    (:mod:`remora.sim.rules`) compare with what each fault *reported* as applied."""
 
     def __init__(self, processing: Processing = AMENDMENTS) -> None:
         self.processing = processing
         self._lock = threading.Lock()
         self._partitions: dict[int, _Partition] = {}
         self._sources: dict[int, SourceIdentity] = {}
+        self.write_log: list[Write] = []
 
     def _get(self, partition: int) -> _Partition:
         part = self._partitions.get(partition)
@@ -71,6 +87,7 @@ class MemoryBackend(Backend):
             if commit:
                 part.epoch = token.epoch
                 part.writes += 1
+                self.write_log.append(Write(partition, "claim", token.epoch, token.frontier))
             return token
 
     def observe(self, partition: int, ctx: Context) -> Token:
@@ -102,6 +119,9 @@ class MemoryBackend(Backend):
                     part.subjects[decision.subject.subject] = decision.subject
             part.frontier = result.frontier
             part.writes += 1
+            self.write_log.append(
+                Write(partition, "process", result.epoch, result.frontier, record.offset)
+            )
             return result
 
     # -- observer reads (not modeled I/O): cheap overrides of the Backend defaults ----------

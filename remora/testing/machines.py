@@ -37,7 +37,7 @@ Subclass it to change the shape of the runs (see ``docs/stateful.md``)::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import attrs
 from hypothesis import event, note
@@ -56,14 +56,21 @@ from hypothesis.stateful import (
 )
 
 from remora.domain import AMENDMENTS, Processing, SourceRecord
+from remora.faults import At, Operation, Outcome
 from remora.oracle import AMENDMENT_RULES, Model, ReferenceModel
 from remora.outputs import write_output
 from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.report import build_report
-from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation
+from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation, StoreFactory
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
 from remora.testing.runs import processing_reference, reference_of
-from remora.testing.strategies import SelectorDraft, selector_drafts, source_histories
+from remora.testing.strategies import (
+    COMBINATIONS,
+    Combination,
+    SelectorDraft,
+    selector_drafts,
+    source_histories,
+)
 from remora.worker import Lifecycle
 
 MAX_PARTITIONS = 8
@@ -114,9 +121,10 @@ class ScheduleFailure(AssertionError):
     ``failure`` is the same string ``remora sim-worker --replay`` reports for the exported
     trace; ``trace_path`` is where that trace was written."""
 
-    def __init__(self, failure: str, detail: str, trace_path: str) -> None:
+    def __init__(self, failure: str, detail: str, trace_path: str, store: str = "memory") -> None:
+        on = "" if store == "memory" else f" --store {store}"
         super().__init__(
-            f"{failure}: {detail}\nreplay: {replay_command(trace_path)}\n"
+            f"{failure}: {detail}\nreplay: {replay_command(trace_path)}{on}\n"
             f"see it: {show_command(trace_path)}"
         )
         self.failure = failure
@@ -137,7 +145,14 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     processing: ClassVar[Processing] = AMENDMENTS
     reference_model: ClassVar[ReferenceModel | None] = None
     mutation: ClassVar[str | None] = None
+    sweep_width: ClassVar[int] = 1  # combinations applied per ``combination`` step
+    # The store each run uses: None = a fresh MemoryStore; otherwise a StoreFactory (called
+    # with the run's SimConfig, returns a fresh, empty StateStore), e.g. SQLite or
+    # PostgreSQL; ``store_kind`` is what the replay command passes as ``--store``.
+    store_factory: ClassVar[StoreFactory | None] = None
+    store_kind: ClassVar[str] = "memory"
     reach: ClassVar[set[tuple[str, ...]]]  # what the runs of this class reached (see below)
+    applied: ClassVar[dict[str, int]]  # how often each race pattern was applied (not drawn)
     kinds_per_run: ClassVar[list[tuple[int, frozenset[str]]]]  # (steps, step kinds) per run
 
     lifetimes: Bundle[Handle] = Bundle("lifetimes")  # (lifetime, partition) of started lifetimes
@@ -149,6 +164,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.reach = set()
+        cls.applied = {}
         cls.kinds_per_run = []
 
     def __init__(self) -> None:
@@ -156,6 +172,8 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self.sim: Simulation | None = None
         self.trace_class = "custom"
         self.steps: list[Step] = []
+        self.kinds: list[str] = []  # per step: actor (+ " with faults"), or "combination"
+        self._sweeping = ""
         self.failed = False
         self._precondition_cache: dict[tuple[str, str, int], bool] = {}
 
@@ -181,6 +199,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self.sim = Simulation(
             config,
             source,
+            store_factory=type(self).store_factory,
             lifecycle_factory=type(self).lifecycle_factory,
             processing=type(self).processing,
             model=type(self).model(),
@@ -233,34 +252,69 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         note(f"trace written: {replay_command(path)}")
         return str(path)
 
-    def fail(self, failure: str, detail: str) -> None:
+    def fail(self, failure: str, detail: str) -> NoReturn:
         self.failed = True
         path = self.export()
-        raise ScheduleFailure(failure, detail, path)
+        raise ScheduleFailure(failure, detail, path, type(self).store_kind)
 
     # -- steps ----------------------------------------------------------------------------
     def _step(self, step: Step) -> Attempt:
         assert self.sim is not None
         self.steps.append(step)
-        first = len(self.sim.events)
-        attempt = self.sim.execute(step)
-        self._observe(attempt, first)
+        self.kinds.append(self._sweeping or step.actor + (" with faults" if step.faults else ""))
+        first = len(self.sim.calls)
+        was_live = (
+            step.worker in self.sim.workers and self.sim.workers[step.worker].state() == "live"
+        )
+        try:
+            attempt = self.sim.execute(step)
+        except Exception as exc:  # the harness itself broke: still an exported failure
+            self.fail("ERROR exception", f"step {step.actor} raised {type(exc).__name__}: {exc}")
+        self._observe(attempt, first, was_live)
         return attempt
 
-    def _observe(self, attempt: Attempt, first_event: int) -> None:
+    def _observe(self, attempt: Attempt, first_call: int, was_live: bool) -> None:
+        """Record what the attempt *applied* (not what was drawn) in the class's reach."""
         assert self.sim is not None
-        reach = type(self).reach
-        actor = attempt.step.actor
+        cls = type(self)
+        reach = cls.reach
+        step = attempt.step
+        actor = step.actor
         reach.add(("actor", actor))
         reach.add(("result", actor, attempt.result))
         event(f"{actor}: {attempt.result}")
-        for e in self.sim.events[first_event:]:
-            if e.selected_fault:
-                reach.add(("fault", e.operation, e.outcome))
-                event(f"fault {e.operation} {e.outcome} -> {e.observation}")
+        for c in self.sim.calls[first_call:]:
+            if not c.selected or c.lifetime != step.worker:
+                continue
+            reach.add(("fault", c.operation, c.outcome))
+            kind = "-"
+            if c.at is not None:
+                kind = (
+                    "stop+replacement"
+                    if c.stop and c.replacement is not None
+                    else ("stop" if c.stop else "replacement")
+                )
+            reach.add(("combo", c.operation, c.outcome, c.at or "-", kind))
+            if (c.operation, c.outcome, c.at, c.replacement_started) == (
+                "process",
+                "unknown-committed",
+                "after",
+                True,
+            ):
+                cls.applied["epoch-race"] = cls.applied.get("epoch-race", 0) + 1
         for at, kind in attempt.interleave_kinds:
             reach.add(("interleave", at, kind))
             event(f"interleave {at} {kind}")
+        patterns = []
+        if attempt.result in ("exhausted", "unresolved"):
+            patterns.append(attempt.result)
+        if attempt.result == "canceled" and attempt.waits_ms:
+            patterns.append("cancel-after-wakeup")
+        if step.worker in self.sim.workers and not was_live and actor != "start":
+            patterns.append(f"late-{actor}")
+        for name in patterns:
+            reach.add(("pattern", name))
+            cls.applied[name] = cls.applied.get(name, 0) + 1
 
     def _faulted(
         self, actor: Actor, handle: Handle, drafts: Iterable[SelectorDraft]
@@ -304,6 +358,16 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
             cached = self._precondition_cache[key] = any(test(h) for h in self._handles(bundle))
         return cached
 
+    def pick(self, handle: Handle, bundle: str, test: Callable[[Handle], bool]) -> Handle:
+        """``handle`` if it passes ``test``, else another handle of ``bundle`` that does
+        (chosen by ``handle``'s lifetime, so the draw still decides).  Drawing from the plain
+        bundle and picking here is much cheaper than a filtered bundle draw, which retries
+        until Hypothesis finds a passing element; the rule's precondition guarantees one."""
+        if test(handle):
+            return handle
+        passing = [h for h in self._handles(bundle) if test(h)]
+        return passing[handle.lifetime % len(passing)] if passing else handle
+
     def has_current_reader(self) -> bool:
         return self._any("readers", Handle.current_reader)
 
@@ -322,21 +386,24 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         return Handle(lifetime, partition % self.partitions, self.sim)
 
     @precondition(has_live_lifetime)
-    @rule(target=owners, handle=lifetimes.filter(Handle.live), other=st.none() | partition_indexes)
+    @rule(target=owners, handle=lifetimes, other=st.none() | partition_indexes)
     def assign(self, handle: Handle, other: int | None) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         if other is not None:
             handle = Handle(handle.lifetime, other % self.partitions, handle.sim)
         return self._if_ok(self._plain("assign", handle), handle)
 
     @precondition(has_live_owner)
-    @rule(target=readers, handle=owners.filter(Handle.live))
+    @rule(target=readers, handle=owners)
     def seek(self, handle: Handle) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "owners", Handle.live)
         return self._if_ok(self._plain("seek", handle), handle)
 
     @precondition(has_current_reader)
-    @rule(handle=readers.filter(Handle.current_reader), records=st.integers(1, 2))
+    @rule(handle=readers, records=st.integers(1, 2))
     def process(self, handle: Handle, records: int) -> None:
         """Process up to ``records`` records, one step each (stopping when not ``ok``)."""
+        handle = self.pick(handle, "readers", Handle.current_reader)
         for _ in range(records):
             if self._plain("process", handle).result != "ok":
                 break
@@ -354,50 +421,107 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self._plain("process", handle)
 
     @precondition(has_live_lifetime)
-    @rule(handle=lifetimes.filter(Handle.live))
+    @rule(handle=lifetimes)
     def revoke(self, handle: Handle) -> None:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         self._plain("revoke", handle)
 
     @precondition(has_live_lifetime)
-    @rule(handle=lifetimes.filter(Handle.live))
+    @rule(handle=lifetimes)
     def stop(self, handle: Handle) -> None:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         self._plain("stop", handle)
 
     @precondition(has_live_lifetime)
     @rule(
         target=owners,
-        handle=lifetimes.filter(Handle.live),
+        handle=lifetimes,
         faults=selector_drafts("assign", min_size=1),
     )
     def assign_with_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "lifetimes", Handle.live)
         attempt, started = self._faulted("assign", handle, faults)
         return self._if_ok(attempt, handle, started)
 
     @precondition(has_live_owner)
     @rule(
         target=readers,
-        handle=owners.filter(Handle.live),
+        handle=owners,
         faults=selector_drafts("seek", min_size=1),
     )
     def seek_with_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "owners", Handle.live)
         attempt, started = self._faulted("seek", handle, faults)
         return self._if_ok(attempt, handle, started)
 
     @precondition(has_current_reader)
     @rule(
         target=readers,
-        handle=readers.filter(Handle.current_reader),
+        handle=readers,
         faults=selector_drafts("process", min_size=1),
     )
     def process_with_faults(
         self, handle: Handle, faults: list[SelectorDraft]
     ) -> MultipleResults[Handle]:
+        handle = self.pick(handle, "readers", Handle.current_reader)
         _attempt, started = self._faulted("process", handle, faults)
         return multiple(*started)
+
+    # -- the combination sweep and the races --------------------------------------------
+    def _ready(self, actor: Actor, partition: int) -> Handle | None:
+        """The latest handle ready for ``actor`` on ``partition`` (a live lifetime, a live
+        owner or a current reader), else a fresh lifetime made ready (started, and assigned
+        and seeked as the actor needs); None if a preparing step failed."""
+        assert self.sim is not None
+        ready = {"assign": ("lifetimes", Handle.live), "seek": ("owners", Handle.live)}
+        bundle, test = ready.get(actor, ("readers", Handle.current_reader))
+        p = partition % self.partitions
+        existing = [h for h in self._handles(bundle) if test(h) and h.partition == p]
+        if existing:  # one step instead of three or four
+            return existing[-1]
+        lifetime = self.sim.next_lifetime()
+        self._step(Step("start", lifetime))
+        handle = Handle(lifetime, partition % self.partitions, self.sim)
+        chain: list[Actor] = ["assign", "seek"]
+        needs = chain[: {"assign": 0, "seek": 1}.get(actor, 2)]
+        for before in needs:
+            if self._plain(before, handle).result != "ok":
+                return None
+        return handle
+
+    def _apply(self, combination: Combination, partition: int) -> MultipleResults[Handle]:
+        self._sweeping = "combination"  # the swarm check counts these steps apart
+        try:
+            handle = self._ready(combination.actor, partition)
+            if handle is None:
+                return multiple()
+            attempt, started = self._faulted(combination.actor, handle, combination.drafts)
+            return self._if_ok(attempt, handle, started)
+        finally:
+            self._sweeping = ""
+
+    @rule(target=readers, pick=st.integers(0, len(COMBINATIONS) - 1), partition=partition_indexes)
+    def combination(self, pick: int, partition: int) -> MultipleResults[Handle]:
+        """One (operation, outcome, boundary, stop/replacement) combination or race pattern
+        (:data:`~remora.testing.strategies.COMBINATIONS`), applied on a fresh lifetime made
+        ready for it — one cheap integer draw instead of a filtered bundle draw."""
+        results: list[Handle] = []
+        for i in range(self.sweep_width):
+            results += self._apply(COMBINATIONS[(pick + i) % len(COMBINATIONS)], partition).values
+        return multiple(*results)
+
+    @rule(target=readers, partition=partition_indexes)
+    def epoch_race(self, partition: int) -> MultipleResults[Handle]:
+        """The seed's headline schedule: a process whose commit reply is lost
+        (``unknown-committed``) with a replacement lifetime interleaved after the effect."""
+        race = SelectorDraft(
+            Operation.PROCESS, 1, Outcome.UNKNOWN_COMMITTED, 0, At.AFTER, False, True
+        )
+        return self._apply(Combination("process", (race,), ("race",)), partition)
 
     # -- checks -----------------------------------------------------------------------------
     @invariant()
@@ -409,13 +533,22 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Fair drain; the final status must be the one the oracle predicts."""
-        kinds = frozenset(s.actor + (" with faults" if s.faults else "") for s in self.steps)
-        type(self).kinds_per_run.append((len(self.steps), kinds))
+        try:
+            self._judge()
+        finally:
+            if self.sim is not None and type(self).store_factory is not None:
+                self.sim.store.close()
+
+    def _judge(self) -> None:
+        type(self).kinds_per_run.append((len(self.steps), frozenset(self.kinds)))
         if self.sim is None or self.failed or self.sim.violations:
             return
-        before = self.sim.summary()["status"]
-        self.sim.drain()
-        report = build_report(self.sim, self.trace())
+        try:
+            before = self.sim.summary()["status"]
+            self.sim.drain()
+            report = build_report(self.sim, self.trace())
+        except Exception as exc:  # the store's reads broke: an exported failure, not a crash
+            self.fail("ERROR exception", f"the drain raised {type(exc).__name__}: {exc}")
         predicted = report.document["predicted"]
         if predicted is None and report.status in ("PASS", "PASS_WITH_EXCLUSIONS", "BLOCKED"):
             predicted = report.status  # no model: any complete status is right

@@ -8,7 +8,9 @@ delay and no interleave.
   that apply, plus invisible records and offset gaps) or the ``conflict`` class (also
   conflicts, rejections and malformed values).
 * :func:`selector_drafts` — fault selectors for one actor (operation x call x allowed outcome,
-  ``delay_ms``, interleaves before/after with stop and/or a replacement).  A replacement is a
+  ``delay_ms``, interleaves before/after with stop and/or a replacement), one integer each.
+* :data:`COMBINATIONS` — every single-selector combination the seed allows and the race
+  patterns, for the machines' ``combination`` rule.  A replacement is a
   *draft*: the state machine allocates the fresh lifetime id when it runs the step.
 """
 
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 
 from remora.domain import SourceRecord
 from remora.faults import OUTCOMES_FOR, At, Operation, Outcome
-from remora.sim.trace import OPERATIONS_OF, FaultSelector, Interleave
+from remora.sim.trace import OPERATIONS_OF, Actor, FaultSelector, Interleave
 
 OUTCOME_ORDER = (
     Outcome.COMMIT,
@@ -92,9 +94,16 @@ def build_partition(partition: int, drafts: Sequence[tuple[int, int, int]]) -> l
 
 def record_drafts(trace_class: str) -> st.SearchStrategy[tuple[int, int, int]]:
     """(subject index, kind, flags): all shrink to 0 — subject 0, the natural next op, a
-    visible record with no gap before it."""
+    visible record with no gap before it.  Drawn as one integer (mixed radix: subject,
+    kind, flags), a third of the draws of three integers."""
     kinds = VALID_KINDS if trace_class == "valid" else CONFLICT_KINDS
-    return st.tuples(st.integers(0, 2), st.integers(0, kinds - 1), st.integers(0, 7))
+
+    def decode(code: int) -> tuple[int, int, int]:
+        code, subject = divmod(code, 3)
+        flags, kind = divmod(code, kinds)
+        return subject, kind, flags
+
+    return st.integers(0, 3 * kinds * 8 - 1).map(decode)
 
 
 def source_histories(
@@ -128,19 +137,51 @@ class SelectorDraft:
 
 INTERLEAVE_KINDS = ((True, False), (False, True), (True, True))  # (stop, replace)
 
+_CALLS = (1, 1, 1, 2, 3)  # weighted toward the first call, which every attempt makes
+_DELAYS = (0, 5, 20)
+_INTERLEAVES: tuple[tuple[At | None, bool, bool], ...] = (
+    (None, False, False),
+    (None, False, False),
+    (None, False, False),
+    *((at, stop, replace) for at in (At.BEFORE, At.AFTER) for stop, replace in INTERLEAVE_KINDS),
+)
 
-@st.composite
-def _selector(draw: st.DrawFn, actor: str, max_call: int) -> SelectorDraft:
+
+def _operations(actor: str) -> tuple[Operation, ...]:
     primary = PRIMARY_OPERATION[actor]
     others = sorted(OPERATIONS_OF[actor] - {primary}, key=lambda o: o.value)
-    # Weighted toward the actor's primary operation and its first call, which every
-    # attempt that reaches the store makes (sampled_from shrinks to the first entry).
-    operation = draw(st.sampled_from([primary, primary, *others]))
-    outcome = draw(st.sampled_from([o for o in OUTCOME_ORDER if o in OUTCOMES_FOR[operation]]))
-    call = draw(st.sampled_from([1, 1, 1, *range(2, max_call + 1)]))
-    delay = draw(st.sampled_from([0, 5, 20]))
-    at = draw(st.sampled_from([None, None, None, At.BEFORE, At.AFTER]))
-    stop, replace = (False, False) if at is None else draw(st.sampled_from(INTERLEAVE_KINDS))
+    return (primary, primary, *others)  # weighted toward the actor's primary operation
+
+
+def _codes(actor: str, max_call: int) -> int:
+    """How many selector codes an actor has (see :func:`decode_selector`)."""
+    return len(_operations(actor)) * 4 * len(_calls(max_call)) * len(_DELAYS) * len(_INTERLEAVES)
+
+
+def _calls(max_call: int) -> tuple[int, ...]:
+    return tuple(c for c in _CALLS if c <= max_call) or (1,)
+
+
+def decode_selector(actor: str, code: int, max_call: int = 3) -> SelectorDraft:
+    """The selector a code stands for: mixed-radix digits, least significant first, for the
+    operation, the outcome, the call, the delay and the interleave.  Code 0 is the simplest
+    selector (primary operation, commit, first call, no delay, no interleave), and smaller
+    digits are simpler, so Hypothesis's integer shrinking simplifies the selector.
+
+    One integer per selector is far cheaper to generate than a composite strategy of six
+    draws (generation dominates the machines' time)."""
+    operations = _operations(actor)
+    code, i = divmod(code, len(operations))
+    operation = operations[i]
+    code, i = divmod(code, 4)
+    outcomes = [o for o in OUTCOME_ORDER if o in OUTCOMES_FOR[operation]]
+    outcome = outcomes[i % len(outcomes)]
+    calls = _calls(max_call)
+    code, i = divmod(code, len(calls))
+    call = calls[i]
+    code, i = divmod(code, len(_DELAYS))
+    delay = _DELAYS[i]
+    at, stop, replace = _INTERLEAVES[code % len(_INTERLEAVES)]
     return SelectorDraft(operation, call, outcome, delay, at, stop, replace)
 
 
@@ -148,10 +189,79 @@ def selector_drafts(
     actor: str, min_size: int = 0, max_size: int = 2, max_call: int = 3
 ) -> st.SearchStrategy[list[SelectorDraft]]:
     """Fault selectors for one ``assign``/``seek``/``process`` step, at most one per
-    (operation, call)."""
+    (operation, call), each drawn as one integer (:func:`decode_selector`)."""
+
+    def key(code: int) -> tuple[Operation, int]:
+        draft = decode_selector(actor, code, max_call)
+        return (draft.operation, draft.call)
+
     return st.lists(
-        _selector(actor, max_call),
+        st.integers(0, _codes(actor, max_call) - 1),
         min_size=min_size,
         max_size=max_size,
-        unique_by=lambda d: (d.operation, d.call),
-    )
+        unique_by=key,
+    ).map(lambda codes: [decode_selector(actor, c, max_call) for c in codes])
+
+
+# -- the combination sweep ----------------------------------------------------------------
+
+ACTOR_OF: dict[Operation, Actor] = {
+    Operation.VALIDATE: "assign",
+    Operation.CLAIM: "assign",
+    Operation.OBSERVE: "seek",
+    Operation.PROCESS: "process",
+}
+"""The actor whose first call of an operation a combination's selector strikes."""
+
+KIND_NAMES = {(True, False): "stop", (False, True): "replacement", (True, True): "stop+replacement"}
+
+
+@attrs.frozen
+class Combination:
+    """One (operation, outcome, interleave boundary, stop/replacement) class the seed allows,
+    or a named race pattern (``pattern``) built from several selectors."""
+
+    actor: Actor
+    drafts: tuple[SelectorDraft, ...]
+    key: tuple[str, ...]  # what the reach test lists
+
+
+def _combinations() -> tuple[Combination, ...]:
+    out = []
+    for operation in (Operation.VALIDATE, Operation.CLAIM, Operation.OBSERVE, Operation.PROCESS):
+        for outcome in (o for o in OUTCOME_ORDER if o in OUTCOMES_FOR[operation]):
+            for at in (None, At.BEFORE, At.AFTER):
+                for stop, replace in [(False, False)] if at is None else INTERLEAVE_KINDS:
+                    draft = SelectorDraft(operation, 1, outcome, 0, at, stop, replace)
+                    kind = "-" if at is None else KIND_NAMES[(stop, replace)]
+                    key = (operation.value, outcome.value, "-" if at is None else at.value, kind)
+                    out.append(Combination(ACTOR_OF[operation], (draft,), key))
+    abort, unknown = Outcome.ABORT, Outcome.UNKNOWN_COMMITTED
+    process, observe, claim = Operation.PROCESS, Operation.OBSERVE, Operation.CLAIM
+    no: At | None = None
+    patterns: dict[str, tuple[Actor, list[tuple[Operation, int, Outcome, At | None, bool]]]] = {
+        # every call of one retry loop unavailable
+        "exhausted": ("process", [(process, n, abort, no, False) for n in (1, 2, 3)]),
+        # an unknown commit whose recovery read never completes
+        "unresolved": (
+            "process",
+            [(process, 1, unknown, no, False)]
+            + [(observe, n, abort, no, False) for n in (1, 2, 3)],
+        ),
+        # a stop lands while the caller waits to retry: the wakeup must see it
+        "cancel-after-wakeup": ("process", [(process, 1, abort, At.AFTER, True)]),
+        # an unknown claim, its recovery read, then a fresh claim
+        "unknown-claim-then-claim": ("assign", [(claim, 1, unknown, no, False)]),
+    }
+    for name, (actor, specs) in patterns.items():
+        drafts = tuple(
+            SelectorDraft(op, call, outcome, 0, at, stop, False)
+            for op, call, outcome, at, stop in specs
+        )
+        out.append(Combination(actor, drafts, ("pattern", name)))
+    return tuple(out)
+
+
+COMBINATIONS = _combinations()
+"""Every single-selector combination the seed allows (first call, no delay), then the race
+patterns; a state machine rule draws one by index — a single cheap integer draw."""

@@ -94,9 +94,7 @@ def test_planted_a_page_whose_script_fails_or_skips_the_violation(tmp_path: Path
     data = data_of(text)
     broken = tmp_path / "broken.html"
     broken.write_text(text.replace('"use strict";', '"use strict"; throw new Error("planted");'))
-    assert drawing_problems(dump_dom(broken), data) == [
-        "the page's script did not finish drawing"
-    ]
+    assert drawing_problems(dump_dom(broken), data) == ["the page's script did not finish drawing"]
     blind = tmp_path / "blind.html"
     blind.write_text(text.replace("if (data.violation) {", "if (false) {"))
     assert drawing_problems(dump_dom(blind), data) == ["no violation mark"]

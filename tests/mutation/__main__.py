@@ -4,8 +4,9 @@
 
 Plants every single-site mutant (``tests/mutation/operators.py``) in the production modules
 listed in :data:`TARGETS`, one at a time, and runs the *state machines alone* (the
-``tests/stateful`` machine tests, ``ci`` profile: derandomized, so a run is reproducible) as
-the test command.  A mutant is *killed* when that command fails (or times out), *survived*
+``tests/stateful`` machine tests — :data:`MACHINE_TESTS`, ``ci`` profile: derandomized, so a
+run is reproducible) as the test command; each mutant runs the machines whose coverage
+reaches its lines.  A mutant is *killed* when that command fails (or times out), *survived*
 when it passes, *not reached* when the machines never execute its line (found once with
 coverage, before any mutant runs; such a mutant survives without being run), and
 *equivalent* when :mod:`tests.mutation.equivalent` explains why no test can tell it apart.
@@ -51,10 +52,20 @@ TARGETS = (
 """What the mutants are planted in (files or packages).  ``remora/store/postgres.py`` is
 left out: the machines run it only under the nightly profile."""
 
+MACHINE_TESTS = (
+    "tests/stateful/test_worker_machines.py::test_machine[SinglePartitionHeavyFaults]",
+    "tests/stateful/test_worker_machines.py::test_machine[ManyPartitionsAndLifetimes]",
+    "tests/stateful/test_worker_machines.py::test_machine[CombinationSweep]",
+    "tests/stateful/test_worker_machines.py::test_machine[ManyPartitionsOnSqlite]",
+    "tests/stateful/test_group_machine.py::test_group_machine_on_memory",
+    "tests/stateful/test_group_machine.py::test_group_machine_on_sqlite",
+)
+"""The state machines, one pytest node each (the coverage pre-filter learns which nodes
+reach each line; a mutant runs only those, in this order, stopping at the first failure)."""
+
 TEST_COMMAND = (
     "-m",
     "pytest",
-    "tests/stateful/test_worker_machines.py",
     "-x",
     "-q",
     "-p",
@@ -72,7 +83,7 @@ COPIED = ("remora", "tests", "conftest.py", "pyproject.toml")
 @attrs.frozen
 class Result:
     site: Site
-    status: str  # killed | timeout | survived | not-reached | equivalent
+    status: str  # killed | timeout | survived | not-reached | equivalent | unsampled
     seconds: float = 0.0
     detail: str = ""
 
@@ -110,11 +121,13 @@ def env_for_tests() -> dict[str, str]:
     return env
 
 
-def run_tests(slot: Path, timeout: float) -> tuple[str, float, str]:
+def run_tests(
+    slot: Path, timeout: float, nodes: tuple[str, ...] = MACHINE_TESTS
+) -> tuple[str, float, str]:
     start = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, *TEST_COMMAND],
+            [sys.executable, *TEST_COMMAND, *nodes],
             cwd=slot,
             env=env_for_tests(),
             capture_output=True,
@@ -130,33 +143,60 @@ def run_tests(slot: Path, timeout: float) -> tuple[str, float, str]:
     return "killed", seconds, (lines[0] if lines else proc.stdout.strip()[-200:])[:200]
 
 
-def covered_lines(slot: Path, files: list[Path]) -> dict[str, set[int]]:
-    """Lines the machines execute on the unmutated code (one coverage run)."""
-    data = slot / ".coverage-mutants"
+NODE_SECONDS: dict[str, float] = {}
+"""How long each machine node took under coverage (the base of a mutant's timeout)."""
+
+
+def covered_lines(slot: Path, files: list[Path]) -> dict[str, dict[int, set[str]]]:
+    """Per line, the machine nodes that execute it on the unmutated code (one coverage run
+    per node, each recorded under the node's id as its context)."""
     env = env_for_tests()
+    data = slot / ".coverage-mutants"
     env["COVERAGE_FILE"] = str(data)
-    subprocess.run(
-        [sys.executable, "-m", "coverage", "run", "--branch", "--source=remora", *TEST_COMMAND],
-        cwd=slot,
-        env=env,
-        capture_output=True,
-        check=True,
-    )
-    report = slot / "coverage.json"
-    subprocess.run(
-        [sys.executable, "-m", "coverage", "json", "-o", str(report)],
-        cwd=slot,
-        env=env,
-        capture_output=True,
-        check=True,
-    )
-    measured = json.loads(report.read_text())["files"]
-    return {
-        str(f.relative_to(ROOT)): set(
-            measured.get(str(f.relative_to(ROOT)), {}).get("executed_lines", [])
+    for node in MACHINE_TESTS:
+        began = time.perf_counter()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coverage",
+                "run",
+                "--parallel-mode",
+                f"--context={node}",
+                "--source=remora",
+                *TEST_COMMAND,
+                node,
+            ],
+            cwd=slot,
+            env=env,
+            capture_output=True,
+            check=True,
         )
-        for f in files
-    }
+        NODE_SECONDS[node] = time.perf_counter() - began
+    report = slot / "coverage.json"
+    for command in (["combine"], ["json", "--show-contexts", "-o", str(report)]):
+        subprocess.run(
+            [sys.executable, "-m", "coverage", *command],
+            cwd=slot,
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+    measured = json.loads(report.read_text())["files"]
+    out: dict[str, dict[int, set[str]]] = {}
+    for f in files:
+        contexts = measured.get(str(f.relative_to(ROOT)), {}).get("contexts", {})
+        out[str(f.relative_to(ROOT))] = {
+            int(line): {c for c in names if c} for line, names in contexts.items()
+        }
+    return out
+
+
+def nodes_for(m: Site, reached: dict[str, dict[int, set[str]]]) -> tuple[str, ...]:
+    """The machine nodes that execute any line of ``m`` (in :data:`MACHINE_TESTS` order)."""
+    lines = reached.get(m.path, {})
+    names = set().union(*(lines.get(n, set()) for n in range(m.line, m.end_line + 1)))
+    return tuple(n for n in MACHINE_TESTS if n in names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
     parser.add_argument("--min-score", type=float, default=0.0)
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="run only every K-th reached mutant (a systematic sample: not-reached stays "
+        "exact, the score is estimated from the sample)",
+    )
     args = parser.parse_args(argv)
 
     files = target_files(TARGETS)
@@ -197,22 +244,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the unmutated code fails the machines: {detail}", file=sys.stderr)
             return 2
         reached = covered_lines(slots[0], files)
-        timeout = max(60.0, 4 * baseline)
         print(
-            f"baseline {baseline:.1f} s; per-mutant timeout {timeout:.0f} s; "
+            f"baseline {baseline:.1f} s; per-mutant timeout twice its machines' time under "
+            f"coverage (at least 60 s); "
             f"{len(mutants)} mutants over {len(files)} files, {len(slots)} jobs",
             file=sys.stderr,
         )
 
         results: list[Result] = []
+        sampled = 0
         pending: queue.Queue[Site] = queue.Queue()
         for m in mutants:
             if m.key in EQUIVALENT:
                 results.append(Result(m, "equivalent", detail=EQUIVALENT[m.key]))
-            elif not reached[m.path] & set(range(m.line, m.end_line + 1)):
+            elif not nodes_for(m, reached):
                 results.append(Result(m, "not-reached"))
             else:
-                pending.put(m)
+                sampled += 1
+                if (sampled - 1) % args.every == 0:
+                    pending.put(m)
+                else:
+                    results.append(Result(m, "unsampled"))
         total = pending.qsize()
         done = Counter[str]()
         lock = threading.Lock()
@@ -228,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
                 original = target.read_text()
                 target.write_text(apply(original, m))
                 try:
-                    status, seconds, detail = run_tests(slot, timeout)
+                    nodes = nodes_for(m, reached)
+                    timeout = max(60.0, 2 * sum(NODE_SECONDS[n] for n in nodes))
+                    status, seconds, detail = run_tests(slot, timeout, nodes)
                 finally:
                     target.write_text(original)
                 with lock:
@@ -261,6 +315,14 @@ def report(results: list[Result], json_path: Path | None, min_score: float) -> i
     killed = counts["killed"] + counts["timeout"]
     scored = generated - equivalent
     score = killed / scored if scored else 1.0
+    if counts["unsampled"]:  # a sample: scale the sampled kill rate to every reached mutant
+        ran = killed + counts["survived"]
+        reached = ran + counts["unsampled"]
+        score = (killed / ran if ran else 0.0) * reached / scored if scored else 1.0
+        print(
+            f"\nSAMPLE: {ran} of {reached} reached mutants ran; the score below is estimated "
+            f"as (killed/ran) x reached / (generated - equivalent)"
+        )
     print()
     print(
         "| generated | killed by the machines | (of which timeouts) | equivalent | "
@@ -270,18 +332,18 @@ def report(results: list[Result], json_path: Path | None, min_score: float) -> i
     print(
         f"| {generated} | {killed} | {counts['timeout']} | {equivalent} | "
         f"{counts['survived'] + counts['not-reached']} | {counts['not-reached']} | "
-        f"{score:.1%} |"
+        f"{score:.1%}{' (estimated)' if counts['unsampled'] else ''} |"
     )
     by_file: dict[str, Counter[str]] = {}
     for r in results:
         by_file.setdefault(r.site.path, Counter())[r.status] += 1
     print()
-    print("| file | generated | killed | equivalent | survived | not reached |")
-    print("|---|---|---|---|---|---|")
+    print("| file | generated | killed | equivalent | survived | not reached | unsampled |")
+    print("|---|---|---|---|---|---|---|")
     for path, c in by_file.items():
         print(
             f"| {path} | {sum(c.values())} | {c['killed'] + c['timeout']} | "
-            f"{c['equivalent']} | {c['survived']} | {c['not-reached']} |"
+            f"{c['equivalent']} | {c['survived']} | {c['not-reached']} | {c['unsampled']} |"
         )
     survivors = [r for r in results if r.status in {"survived", "not-reached"}]
     if survivors:

@@ -57,7 +57,7 @@ def test_corpus_failure_saves_original_before_reducing(
     manifest = run_corpus(
         [3], ["valid"], lifecycle_factory=ProcessesNothing, on_failure=messages.append
     )
-    assert not manifest["ok"] and manifest["runs"][0]["failure"] == "ERROR drain-no-progress"
+    assert not manifest["ok"] and manifest["runs"][0]["failure"] == "ERROR postcondition-process"
     original = tmp_path / "corpus-seed-3-valid.json"
     reduced = tmp_path / "corpus-seed-3-valid-reduced.json"
     assert loads(original.read_text()) == generate(3, "valid")
@@ -70,6 +70,25 @@ def test_corpus_failure_saves_original_before_reducing(
 
     monkeypatch.setattr(corpus_mod, "reduce_trace", boom)
     original.unlink()
-    with pytest.raises(RuntimeError):
-        run_corpus([3], ["valid"], lifecycle_factory=ProcessesNothing)
+    # a crashing reducer neither aborts the corpus nor loses the original trace
+    manifest = run_corpus([3], ["valid"], lifecycle_factory=ProcessesNothing)
+    assert not manifest["ok"] and manifest["runs"][0]["saved"]["original"] == str(original)
     assert original.exists()  # saved before the reducer ran
+
+
+def test_a_run_that_raises_is_a_failing_entry_not_an_abort(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planted: the replay itself raises (as a DeliveryGap escaping the drain once did)."""
+    import remora.sim.corpus as corpus_mod
+
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("planted: the run blew up")
+
+    monkeypatch.setattr(corpus_mod, "run_trace", broken)
+    manifest = run_corpus([1, 2], ["valid"])
+    assert [r["failure"] for r in manifest["runs"]] == ["ERROR exception"] * 2
+    assert "planted" in manifest["runs"][0]["error"]
+    assert (tmp_path / "corpus-seed-1-valid.json").exists()

@@ -18,6 +18,7 @@ from remora.domain import (
     SubjectState,
 )
 from remora.sim.report import run_trace
+from remora.sim.scheduler import Simulation
 from remora.sim.trace import Step, Trace
 from remora.worker import Lifecycle
 from tests.common import planted as bug
@@ -52,7 +53,9 @@ CASES: list[tuple[str, Trace, type[Lifecycle]]] = [
         trace(*OWN, Step("process", 0, 0, (sel("process", "unknown-aborted"),))),
         bug.FrontierBeforeResolution,
     ),
-    ("drain-no-progress", trace(*OWN), bug.ProcessesNothing),
+    # the process postcondition sees it at the first process attempt (the drain's); with the
+    # rules off the drain's own check still does: test_drain_check_without_the_rules
+    ("postcondition-process", trace(*OWN), bug.ProcessesNothing),
     ("drain-failed", trace(*OWN), bug.NeverAssignsTwice),
     (
         "repeated-decision",
@@ -82,6 +85,17 @@ def test_planted_lifecycle_bug_is_caught(
     report = run_trace(schedule, lifecycle_factory=broken)
     assert report.status == "ERROR"
     assert report.failure == f"ERROR {kind}"
+
+
+def test_drain_check_without_the_rules() -> None:
+    schedule = trace(*OWN)
+    sim = Simulation(
+        schedule.config, schedule.source, lifecycle_factory=bug.ProcessesNothing, rules=False
+    )
+    for step in schedule.steps:
+        sim.execute(step)
+    sim.drain()
+    assert [v.kind for v in sim.violations][:1] == ["drain-no-progress"]
 
 
 STALE = trace(*OWN, Step("process", 0, 0, (sel("process", "commit", at="before", replacement=1),)))

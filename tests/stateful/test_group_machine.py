@@ -1,0 +1,37 @@
+"""The runner / group / file-source machine, on memory and on SQLite."""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from remora.sim.trace import SimConfig
+from remora.store import StateStore
+from remora.store.sqlite import SqliteStore
+from remora.testing.group_machine import GroupRunMachine
+
+
+def sqlite_store(config: SimConfig) -> StateStore:
+    return SqliteStore(":memory:")
+
+
+class GroupRunOnSqlite(GroupRunMachine):
+    store_factory = sqlite_store
+
+
+def budget() -> settings:
+    """A quarter of the loaded profile's examples, 15 steps each: every example runs real
+    threads and rewrites files, so it costs ten schedule steps."""
+    current = settings.default
+    assert current is not None
+    return settings(
+        current, max_examples=max(10, current.max_examples // 4), stateful_step_count=15
+    )
+
+
+def test_group_machine_on_memory() -> None:
+    run_state_machine_as_test(GroupRunMachine, settings=budget())
+
+
+def test_group_machine_on_sqlite() -> None:
+    run_state_machine_as_test(GroupRunOnSqlite, settings=budget())

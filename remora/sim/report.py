@@ -12,7 +12,6 @@ subject) > ``INCOMPLETE`` (visible records unprocessed or outbox undelivered) >
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -20,6 +19,7 @@ import attrs
 
 from remora.domain import AMENDMENTS, Processing
 from remora.oracle import AMENDMENT_RULES, Model
+from remora.sim.jsontext import dumps_indented
 from remora.sim.scheduler import LifecycleFactory, OnProgress, Simulation, StoreFactory
 from remora.sim.trace import IMPLEMENTATION, Trace, _selector_json
 from remora.worker import Lifecycle
@@ -35,7 +35,7 @@ class Report:
     document: dict[str, Any]
 
     def dumps(self) -> str:
-        return json.dumps(self.document, indent=2, ensure_ascii=False) + "\n"
+        return dumps_indented(self.document) + "\n"
 
 
 def replay(

@@ -80,7 +80,23 @@ class Event:
     replacement: bool
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        # Every field is a scalar: the same dict as ``attrs.asdict`` (field order kept),
+        # without its generic per-field recursion — one event per I/O call of a replay.
+        return {
+            "attempt": self.attempt,
+            "lifetime": self.lifetime,
+            "partition": self.partition,
+            "operation": self.operation,
+            "call": self.call,
+            "outcome": self.outcome,
+            "selected_fault": self.selected_fault,
+            "effect_applied": self.effect_applied,
+            "observation": self.observation,
+            "time_ms": self.time_ms,
+            "epoch": self.epoch,
+            "frontier": self.frontier,
+            "replacement": self.replacement,
+        }
 
 
 @attrs.define
@@ -361,7 +377,17 @@ class Simulation:
             for lifetime, w in sorted(self.workers.items())
             if (owned := w.lifecycle.owned())  # holding nothing is always allowed
         ]
-        self.record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
+        # One read per partition per look (the store does not change during it): the
+        # ownership check asks for every held partition of every lifetime.
+        installed: dict[int, Token] = {}
+
+        def installed_now(partition: int) -> Token:
+            token = installed.get(partition)
+            if token is None:
+                token = installed[partition] = self.installed(partition)
+            return token
+
+        self.record(self.checker.check_ownership(holdings, installed_now), "attempt-end")
 
     # -- steps ------------------------------------------------------------------------
     def reserve(self, lifetime: int) -> None:

@@ -377,17 +377,7 @@ class Simulation:
             for lifetime, w in sorted(self.workers.items())
             if (owned := w.lifecycle.owned())  # holding nothing is always allowed
         ]
-        # One read per partition per look (the store does not change during it): the
-        # ownership check asks for every held partition of every lifetime.
-        installed: dict[int, Token] = {}
-
-        def installed_now(partition: int) -> Token:
-            token = installed.get(partition)
-            if token is None:
-                token = installed[partition] = self.installed(partition)
-            return token
-
-        self.record(self.checker.check_ownership(holdings, installed_now), "attempt-end")
+        self.record(self.checker.check_ownership(holdings, self.installed), "attempt-end")
 
     # -- steps ------------------------------------------------------------------------
     def reserve(self, lifetime: int) -> None:

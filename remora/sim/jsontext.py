@@ -80,6 +80,10 @@ _SCALARS: dict[type, Any] = {
 """Exact types written directly; subclasses and the rest go through :func:`_scalar`."""
 
 
+_EMPTY = {dict: "{}", list: "[]", tuple: "[]"}
+"""An empty container of these exact types, written without a call (most of an attempt's
+lists are empty)."""
+
 _FLAT = frozenset(_SCALARS)
 """A container whose members all have one of these exact types holds no container."""
 
@@ -133,6 +137,8 @@ def _text(o: Any, level: int, keys: dict[str, str]) -> str:
             write = _SCALARS.get(type(v))
             if write is not None:
                 parts.append(prefix + write(v))
+            elif not v and type(v) in _EMPTY:
+                parts.append(prefix + _EMPTY[type(v)])
             elif isinstance(v, (dict, list, tuple)):
                 parts.append(prefix + _text(v, level + 1, keys))
             else:

@@ -80,7 +80,7 @@ _SCALARS: dict[type, Any] = {
 """Exact types written directly; subclasses and the rest go through :func:`_scalar`."""
 
 
-_EMPTY = {dict: "{}", list: "[]", tuple: "[]"}
+_EMPTY: dict[type, str] = {dict: "{}", list: "[]", tuple: "[]"}
 """An empty container of these exact types, written without a call (most of an attempt's
 lists are empty)."""
 

@@ -142,13 +142,16 @@ def _observation_of(exc: RemoraError) -> Observation:
     return next((o for kind, o in _OBSERVED_AS if isinstance(exc, kind)), Observation.ERROR)
 
 
+_EVERY = frozenset(Outcome)
+"""What an operation not in :data:`OUTCOMES_FOR` accepts (built once, not per call)."""
+
+
 def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T]) -> T:
     """Run ``effect`` as one modeled I/O call under ``hook`` (see the module docstring)."""
     decision = hook.decide(call, ctx)
     outcome = decision.outcome
     # Operations of other packages (e.g. remora.jobs) are not listed: they accept every outcome.
-    allowed = OUTCOMES_FOR.get(call.operation, frozenset(Outcome))
-    if outcome in UNKNOWN_OUTCOMES and outcome not in allowed:
+    if outcome in UNKNOWN_OUTCOMES and outcome not in OUTCOMES_FOR.get(call.operation, _EVERY):
         raise InvalidInput(f"{call.operation.value} does not accept outcome {outcome.value}")
     applied: bool | None = False
     observation = Observation.OK

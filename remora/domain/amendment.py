@@ -46,9 +46,22 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+"""What ``json.loads(text, parse_constant=...)`` builds on every call, built once."""
+
+
+def _may_hold_unstorable(text: str) -> bool:
+    """Whether a string parsed from the JSON ``text`` can hold NUL or a lone surrogate.  A
+    decoded ``str`` has no surrogates and the parser refuses raw control characters in
+    strings, so such text can only come from a ``\\u`` escape: without one (and without a
+    raw NUL) the walk of :func:`unstorable_in` cannot find anything."""
+    return "\\u" in text or "\x00" in text
+
+
 def parse_amendment(value: bytes) -> Amendment | Malformed:
     try:
-        doc = json.loads(value.decode("utf-8"), parse_constant=_reject_constant)
+        text = value.decode("utf-8")
+        doc = _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return Malformed(None, f"value is not JSON: {type(exc).__name__}")
     if not isinstance(doc, dict):
@@ -59,7 +72,7 @@ def parse_amendment(value: bytes) -> Amendment | Malformed:
         return Malformed(None, f"subject holds {UNSTORABLE}")
     if subject is None:
         return Malformed(None, "subject is missing or not a non-empty string")
-    if unstorable_in(doc):
+    if _may_hold_unstorable(text) and unstorable_in(doc):
         return Malformed(subject, f"value holds {UNSTORABLE}")
     extra = sorted(set(doc) - _FIELDS)
     if extra:

@@ -76,6 +76,9 @@ def _no_constants(name: str) -> Any:
     raise ValueError(name)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+"""What ``json.loads(text, parse_constant=...)`` would build on every call, built once."""
+
 _NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
 """Text no store can hold: NUL (PostgreSQL ``text``) or a lone surrogate (not UTF-8)."""
 
@@ -106,7 +109,8 @@ def read_value(value: bytes) -> tuple[str | None, dict[str, Any] | None]:
     counts only when it is storable text itself): the spec of the fold quarantines it as
     malformed so that every store gives the same result."""
     try:
-        doc = json.loads(value.decode("utf-8"), parse_constant=_no_constants)
+        text = value.decode("utf-8")
+        doc = _DECODER.decode(text)
     except (ValueError, RecursionError):  # includes UnicodeDecodeError and JSONDecodeError
         return None, None
     if type(doc) is not dict:
@@ -114,7 +118,9 @@ def read_value(value: bytes) -> tuple[str | None, dict[str, Any] | None]:
     subject = doc.get("subject")
     if type(subject) is not str or subject == "" or _NOT_STORABLE.search(subject):
         return None, None
-    if _holds_unstorable_text(doc):
+    # A parsed string can hold NUL or a lone surrogate only through a \u escape (decoded
+    # text has no surrogates; the parser refuses raw control characters in strings).
+    if ("\\u" in text or "\x00" in text) and _holds_unstorable_text(doc):
         return subject, None
     if set(doc) != _KEYS:
         return subject, None

@@ -12,7 +12,6 @@ subject) > ``INCOMPLETE`` (visible records unprocessed or outbox undelivered) >
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -20,6 +19,8 @@ import attrs
 
 from remora.domain import AMENDMENTS, Processing
 from remora.oracle import AMENDMENT_RULES, Model
+from remora.sim.gcpause import collector_paused
+from remora.sim.jsontext import dumps_indented
 from remora.sim.scheduler import LifecycleFactory, OnProgress, Simulation, StoreFactory
 from remora.sim.trace import IMPLEMENTATION, Trace, _selector_json
 from remora.worker import Lifecycle
@@ -35,7 +36,7 @@ class Report:
     document: dict[str, Any]
 
     def dumps(self) -> str:
-        return json.dumps(self.document, indent=2, ensure_ascii=False) + "\n"
+        return dumps_indented(self.document) + "\n"
 
 
 def replay(
@@ -49,7 +50,20 @@ def replay(
 ) -> Simulation:
     """Execute ``trace`` step by step, stopping at the first safety violation, then drain
     if the trace asks for it; returns the finished simulation.  ``progress(phase, done,
-    total)`` hears of every step and every drained record (for a progress line)."""
+    total)`` hears of every step and every drained record (for a progress line).  Runs with
+    the cyclic garbage collector paused (:mod:`remora.sim.gcpause`)."""
+    with collector_paused():
+        return _replay(trace, store_factory, lifecycle_factory, processing, model, progress)
+
+
+def _replay(
+    trace: Trace,
+    store_factory: StoreFactory | None,
+    lifecycle_factory: LifecycleFactory,
+    processing: Processing,
+    model: Model,
+    progress: OnProgress | None,
+) -> Simulation:
     sim = Simulation(
         trace.config,
         trace.source,
@@ -96,6 +110,13 @@ def run_trace(
 
 
 def build_report(sim: Simulation, trace: Trace) -> Report:
+    """The report of a finished simulation (built with the cyclic collector paused, as the
+    replay was: :mod:`remora.sim.gcpause`)."""
+    with collector_paused():
+        return _build_report(sim, trace)
+
+
+def _build_report(sim: Simulation, trace: Trace) -> Report:
     final = sim.summary()
     status = final["status"]
     before = sim.before_drain if sim.before_drain is not None else final

@@ -82,7 +82,23 @@ class Event:
     replacement: bool
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        # Every field is a scalar: the same dict as ``attrs.asdict`` (field order kept),
+        # without its generic per-field recursion — one event per I/O call of a replay.
+        return {
+            "attempt": self.attempt,
+            "lifetime": self.lifetime,
+            "partition": self.partition,
+            "operation": self.operation,
+            "call": self.call,
+            "outcome": self.outcome,
+            "selected_fault": self.selected_fault,
+            "effect_applied": self.effect_applied,
+            "observation": self.observation,
+            "time_ms": self.time_ms,
+            "epoch": self.epoch,
+            "frontier": self.frontier,
+            "replacement": self.replacement,
+        }
 
 
 @attrs.define

@@ -42,6 +42,7 @@ from remora.limits import (
     MAX_TRACE_PARTITIONS,
     MAX_WAIT_MS,
 )
+from remora.sim.gcpause import collector_paused
 
 VERSION = 1
 IMPLEMENTATION = "worker-schedule-v1"
@@ -449,14 +450,16 @@ def _check_lifetimes(steps: Sequence[Step]) -> None:
 
 
 def loads(text: str) -> Trace:
-    """Parse and validate a trace document (see the module docstring)."""
-    try:
-        doc = strictjson.loads(text)
-    except strictjson.JsonRejected as exc:
-        if str(exc).startswith("trailing content"):
-            raise TraceError("trace", str(exc)) from None
-        raise TraceError("trace", f"not valid JSON ({exc})") from None
-    return from_json(doc)
+    """Parse and validate a trace document (see the module docstring), with the cyclic
+    garbage collector paused (:mod:`remora.sim.gcpause`: a large source is many objects)."""
+    with collector_paused():
+        try:
+            doc = strictjson.loads(text)
+        except strictjson.JsonRejected as exc:
+            if str(exc).startswith("trailing content"):
+                raise TraceError("trace", str(exc)) from None
+            raise TraceError("trace", f"not valid JSON ({exc})") from None
+        return from_json(doc)
 
 
 def from_json(doc: Any) -> Trace:

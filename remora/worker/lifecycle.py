@@ -185,11 +185,12 @@ class Lifecycle:
             raise LifetimeRetired(f"{self.name} is {self._why_not_live()}; {operation} rejected")
 
     def _guarded(self, operation: str, run: Callable[[Context], T]) -> T:
-        ctx = self._ctx.child(budget=self.budget)  # the budget includes the mutex wait
-        expired = DeadlineExceeded(f"{self.name}: {operation} exceeded its {self.budget} s budget")
+        budget = self.budget
+        ctx = self._ctx.child(budget=budget)  # the budget includes the mutex wait
         # When the budget runs out the operation's context is canceled, which interrupts
         # I/O that is blocked (a lock wait, an unanswered server) through its callbacks.
-        disarm = self.clock.call_later(self.budget, lambda: ctx.cancel(expired))
+        # The error is built only then: almost every call finishes within its budget.
+        disarm = self.clock.call_later(budget, lambda: ctx.cancel(self._expired(operation, budget)))
         try:
             remaining = ctx.remaining()
             timeout = -1.0 if remaining is None else max(0.0, remaining)
@@ -210,6 +211,9 @@ class Lifecycle:
         finally:
             disarm()
             ctx.close()
+
+    def _expired(self, operation: str, budget: float) -> DeadlineExceeded:
+        return DeadlineExceeded(f"{self.name}: {operation} exceeded its {budget} s budget")
 
     def _why_not_live(self) -> str:
         if self._retired is not None:

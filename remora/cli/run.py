@@ -179,12 +179,17 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     started = time.monotonic()
     ends = {p: _end(log, p) for p in mine}
     failures: list[PartitionFailure] = []
+    said = threading.Lock()
 
     def failed(failure: PartitionFailure) -> None:
-        failures.append(failure)
-        progress.done()
+        # Called from the worker threads: one whole line at a time (print() writes the text
+        # and the newline separately, so two threads' lines could interleave).
         note = "" if failure.lost else "; the other partitions go on"
-        print(f"remora run: {failure.describe()}{note}", file=sys.stderr)
+        with said:
+            failures.append(failure)
+            progress.done()
+            sys.stderr.write(f"remora run: {failure.describe()}{note}\n")
+            sys.stderr.flush()
 
     try:
         check_source(

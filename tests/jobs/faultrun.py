@@ -329,9 +329,14 @@ class Batch:
             target.close()
         records: list[StepRecord] = []
         for path in sorted(self.record.glob("*.jsonl")):
-            for line in path.read_text().splitlines():
-                if line.strip():
+            lines = path.read_text().splitlines()
+            for i, line in enumerate(lines):
+                try:
                     records.append(StepRecord(**json.loads(line)))
+                except json.JSONDecodeError:
+                    # A SIGKILLed process's last line may be torn: its step, if it took
+                    # effect, is in the stores' logs (merge_records).
+                    assert i == len(lines) - 1, f"{path}: a torn record before the end"
         config = durable.config() or JobsConfig()
         stream = RedisCoordination(self.redis_url, config, namespace=self.ns)
         merged = merge_records(records, log, stream.log())

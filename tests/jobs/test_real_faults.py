@@ -88,3 +88,52 @@ def test_coordination_store_wiped_mid_run(pg_dsn: str, redis_url: str, tmp_path:
     finally:
         coord.close()
         batch.close()
+
+
+def test_worker_sigkilled_and_a_new_incarnation_starts(
+    pg_dsn: str, redis_url: str, tmp_path: Path
+) -> None:
+    """(c) A worker process holding running attempts is SIGKILLed; a new incarnation (a new
+    process, a new id) starts.  The killed incarnation's leases expire, its attempts are
+    reaped and retried; it never comes back."""
+    import signal
+
+    started = time.monotonic()
+    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=10, nap=0.5)
+    try:
+        victim = batch.worker()
+        killed: list[str] = []
+
+        def victim_running() -> bool:
+            snap = batch.durable.snapshot()
+            ids = [w.id for w in snap.workers if f"-{victim.pid}-" in w.id]
+            running = {j.id for j in snap.jobs if j.phase is Phase.RUNNING}
+            mine = [a for a in snap.attempts if a.worker in ids and a.job in running]
+            if mine:
+                killed[:] = ids
+            return bool(mine)
+
+        batch.wait_until("the victim to run a job", victim_running)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        assert victim.returncode == -signal.SIGKILL
+        batch.worker()  # the new incarnation
+        batch.finish()
+        report, merged = batch.verify()
+        snap = batch.durable.snapshot()
+        (victim_id,) = killed
+        lost = {str(a.id) for a in snap.attempts if a.worker == victim_id and not a.committed}
+        reaped = {r.params["a"] for r in merged if r.action == "ReapLostAttempt"}
+        assert lost, "the victim held no attempt when killed"
+        assert lost <= reaped, (lost, reaped)
+        workers = {w.id for w in snap.workers}
+        assert len(workers) == 2 and victim_id in workers
+        print(
+            f"\nsigkill: pid {victim.pid} ({victim_id}) killed holding {len(lost)} attempt(s), "
+            f"all reaped ({report.actions.get('ExpireLease', 0)} leases expired, "
+            f"{report.actions['ReapLostAttempt']} reaps), "
+            f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
+            f"wall {time.monotonic() - started:.1f}s"
+        )
+    finally:
+        batch.close()

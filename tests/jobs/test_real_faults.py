@@ -21,7 +21,7 @@ from remora.context import Context
 from remora.jobs.coordination import order_key
 from remora.jobs.io import Actor, FileRecorder
 from remora.jobs.model import JobsConfig, Phase
-from tests.jobs.faultrun import Batch, private_redis
+from tests.jobs.faultrun import Batch, TcpProxy, pg_upstream, private_redis, via
 
 pytestmark = pytest.mark.services
 
@@ -136,4 +136,41 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
             f"wall {time.monotonic() - started:.1f}s"
         )
     finally:
+        batch.close()
+
+
+def test_links_cut_and_restored(pg_dsn: str, redis_url: str, tmp_path: Path) -> None:
+    """(b) Each worker reaches Redis and PostgreSQL through proxies of its own; mid-run each
+    of the four links is cut (every open connection severed, new ones refused) and restored
+    0.6 s later.  The workers ride it out: they reconnect and finish the batch."""
+    started = time.monotonic()
+    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=12, nap=0.4)
+    proxies: list[tuple[str, TcpProxy]] = []
+    try:
+        for w in ("w1", "w2"):
+            rp = TcpProxy(("127.0.0.1", int(redis_url.rsplit(":", 1)[1].split("/")[0])))
+            pp = TcpProxy(pg_upstream(pg_dsn))
+            proxies += [(f"{w}-redis", rp), (f"{w}-postgres", pp)]
+            batch.worker(dsn=via(pg_dsn, pp.port), redis_url=f"redis://127.0.0.1:{rp.port}/0")
+        for k, (_, proxy) in enumerate(proxies):
+            batch.wait_until(
+                f"{k + 1} jobs done", lambda k=k: batch.count(Phase.SUCCEEDED) >= k + 1
+            )
+            proxy.cut()
+            time.sleep(0.6)
+            proxy.restore()
+        batch.finish()
+        report, _ = batch.verify()
+        counts = {name: (p.cuts, p.severed, p.refused) for name, p in proxies}
+        for name, (cuts, severed, _) in counts.items():
+            assert cuts == 1 and severed >= 1, (name, counts)  # the cut hit live connections
+        print(
+            f"\nlinks: (cuts, connections severed, connections refused) {counts}, "
+            f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
+            f"reaped {report.actions.get('ReapLostAttempt', 0)}, "
+            f"wall {time.monotonic() - started:.1f}s"
+        )
+    finally:
+        for _, proxy in proxies:
+            proxy.close()
         batch.close()

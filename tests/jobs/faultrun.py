@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -355,3 +356,147 @@ class Batch:
                 w.kill()
                 w.communicate()
         self.durable.close()
+
+
+# -- losing COMMIT replies -------------------------------------------------------------------
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise OSError("closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _message(sock: socket.socket) -> tuple[bytes, bytes]:
+    head = _recv_exact(sock, 5)
+    (length,) = struct.unpack("!I", head[1:])
+    return head[:1], head + _recv_exact(sock, length - 4)
+
+
+def _text(raw: bytes) -> bytes:
+    return raw.split(b"\0", 1)[0].strip().rstrip(b";").strip().upper()
+
+
+class _PgLink(_Pipe):
+    """One connection, read message by message (PostgreSQL protocol v3: a startup packet,
+    then ``type + int32 length + body``).  A transaction whose messages mention the marker
+    is *marked*; its COMMIT — a simple query, a ``Parse`` of ``COMMIT``, or a ``Bind`` of a
+    statement psycopg prepared from ``COMMIT`` (it prepares a query run five times) — is cut
+    when the proxy has a cut armed: ``after`` forwards it and drops the server's reply
+    (it commits; the client never hears), ``before`` drops it (it does not commit)."""
+
+    proxy: CommitCutter
+
+    def __init__(self, proxy: CommitCutter, client: socket.socket) -> None:
+        super().__init__(proxy, client)
+        self.commit_names: set[bytes] = set()
+        self.swallow = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._up, daemon=True).start()
+        threading.Thread(target=self._down, daemon=True).start()
+
+    def _up(self) -> None:
+        marked: list[bytes] = []
+        pending = ""
+        try:
+            (length,) = struct.unpack("!I", _recv_exact(self.client, 4))
+            self.server.sendall(struct.pack("!I", length) + _recv_exact(self.client, length - 4))
+            while True:
+                kind, raw = _message(self.client)
+                body = raw[5:]
+                commit = False
+                if kind == b"Q":
+                    commit = _text(body) in (b"COMMIT", b"END")
+                    if _text(body) == b"ROLLBACK":
+                        marked.clear()
+                elif kind == b"P":
+                    name, _, rest = body.partition(b"\0")
+                    if _text(rest) == b"COMMIT":
+                        commit = True
+                        self.commit_names.add(name)
+                    elif _text(rest) == b"ROLLBACK":
+                        marked.clear()
+                elif kind == b"B":
+                    _, _, rest = body.partition(b"\0")
+                    stmt = rest.split(b"\0", 1)[0]
+                    commit = bool(stmt) and stmt in self.commit_names
+                if self.proxy.marker in raw:
+                    marked.append(raw)
+                if commit and not pending and marked:
+                    pending = self.proxy.take(b"".join(marked))
+                    marked.clear()
+                    if pending == "before":
+                        self.close()
+                        return
+                elif commit:
+                    marked.clear()
+                if pending == "after" and kind in (b"Q", b"S"):
+                    self.swallow = True  # no reply to this COMMIT may reach the client
+                    pending = ""
+                self.server.sendall(raw)
+        except OSError:
+            self.close()
+
+    def _down(self) -> None:
+        try:
+            while True:
+                kind, raw = _message(self.server)
+                if self.swallow:
+                    if kind == b"Z":  # the COMMIT's reply is complete: lose it, cut
+                        self.close()
+                        return
+                    continue
+                self.client.sendall(raw)
+        except OSError:
+            self.close()
+
+
+class CommitCutter(TcpProxy):
+    """A PostgreSQL proxy that loses the COMMIT (reply) of transactions mentioning
+    ``marker``: :meth:`arm` queues cuts (``"after"``: the reply is lost, the transaction
+    committed; ``"before"``: the COMMIT is lost, it did not); :attr:`cut_jobs` records each
+    cut and the job ids (``id_pattern``) its transaction mentioned."""
+
+    def __init__(self, upstream: tuple[str, int], marker: bytes, id_pattern: bytes) -> None:
+        import re
+
+        self.marker = marker
+        self._ids = re.compile(id_pattern)
+        self._armed: list[str] = []
+        self.cut_jobs: list[tuple[str, set[str]]] = []
+        super().__init__(upstream)
+
+    def arm(self, *cuts: str) -> None:
+        with self._lock:
+            self._armed.extend(cuts)
+
+    def take(self, transaction: bytes) -> str:
+        with self._lock:
+            if not self._armed:
+                return ""
+            cut = self._armed.pop(0)
+            jobs = {m.decode() for m in self._ids.findall(transaction)}
+            self.cut_jobs.append((cut, jobs))
+            return cut
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                link = _PgLink(self, client)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self.accepted += 1
+                self._pipes.add(link)
+            link.start()

@@ -21,7 +21,14 @@ from remora.context import Context
 from remora.jobs.coordination import order_key
 from remora.jobs.io import Actor, FileRecorder
 from remora.jobs.model import JobsConfig, Phase
-from tests.jobs.faultrun import Batch, TcpProxy, pg_upstream, private_redis, via
+from tests.jobs.faultrun import (
+    Batch,
+    CommitCutter,
+    TcpProxy,
+    pg_upstream,
+    private_redis,
+    via,
+)
 
 pytestmark = pytest.mark.services
 
@@ -173,4 +180,44 @@ def test_links_cut_and_restored(pg_dsn: str, redis_url: str, tmp_path: Path) -> 
     finally:
         for _, proxy in proxies:
             proxy.close()
+        batch.close()
+
+
+def test_accept_success_commit_replies_lost(pg_dsn: str, redis_url: str, tmp_path: Path) -> None:
+    """(d) The workers reach PostgreSQL through a proxy that loses the COMMIT of
+    ``AcceptSuccess`` transactions: three replies lost after the server committed, two
+    COMMITs lost before it.  Each is resolved by re-reading the durable log for the call —
+    committed: recorded as taken; not committed: the outcome stays pending and is processed
+    again — never by a blind retry: every job is accepted exactly once."""
+    import json
+
+    from remora.jobs.io import StepRecord
+
+    started = time.monotonic()
+    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=10, nap=0.3)
+    proxy = CommitCutter(pg_upstream(pg_dsn), b"AcceptSuccess", rb"\bb-\d+\b")
+    proxy.arm("after", "before", "after", "before", "after")
+    try:
+        batch.worker(dsn=via(pg_dsn, proxy.port))
+        batch.worker(dsn=via(pg_dsn, proxy.port))
+        batch.finish()
+        report, _ = batch.verify()
+        assert len(proxy.cut_jobs) == 5, proxy.cut_jobs
+        own: list[StepRecord] = []  # what the processes themselves recorded
+        for path in batch.record.glob("*.jsonl"):
+            own += [StepRecord(**json.loads(line)) for line in path.read_text().splitlines()]
+        accepted = {r.key for r in own if r.action == "AcceptSuccess"}
+        for cut, jobs in proxy.cut_jobs:
+            (job,) = jobs
+            # lost after the commit: the caller learned it committed by re-reading (it could
+            # not have recorded the step otherwise); lost before: accepted later, once.
+            assert job in accepted, (cut, job)
+        print(
+            f"\nlost commits: {[(c, sorted(j)) for c, j in proxy.cut_jobs]} all resolved, "
+            f"AcceptSuccess {report.actions['AcceptSuccess']} for {len(batch.jobs)} jobs, "
+            f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
+            f"wall {time.monotonic() - started:.1f}s"
+        )
+    finally:
+        proxy.close()
         batch.close()

@@ -222,3 +222,51 @@ def test_accept_success_commit_replies_lost(pg_dsn: str, redis_url: str, tmp_pat
     finally:
         proxy.close()
         batch.close()
+
+
+# -- the fault injectors do what they claim (a proxy that forwarded everything would let the
+# evidence tests above pass without any fault; these fail on it) ----------------------------
+
+
+def test_tcp_proxy_cut_severs_and_refuses(redis_url: str) -> None:
+    import redis
+
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = TcpProxy(("127.0.0.1", port))
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=2, retry=None)
+    try:
+        assert client.ping()
+        assert proxy.cut() == 1
+        with pytest.raises(redis.ConnectionError):
+            client.ping()  # the live connection is gone, and a new one is refused
+        proxy.restore()
+        assert client.ping()
+        assert (proxy.cuts, proxy.severed) == (1, 1) and proxy.refused >= 1
+    finally:
+        client.close()
+        proxy.close()
+
+
+@pytest.mark.parametrize(("cut", "committed"), [("after", True), ("before", False)])
+def test_commit_cutter_loses_a_marked_commit(pg_dsn: str, cut: str, committed: bool) -> None:
+    import psycopg
+
+    proxy = CommitCutter(pg_upstream(pg_dsn), b"AcceptSuccess", rb"\bb-\d+\b")
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (job text, action text)")
+        with psycopg.connect(via(pg_dsn, proxy.port)) as conn:  # an unmarked COMMIT passes
+            conn.execute("INSERT INTO t VALUES (%s, %s)", ("b-1", "Submit"))
+            conn.commit()
+        proxy.arm(cut)
+        conn = psycopg.connect(via(pg_dsn, proxy.port))
+        conn.execute("INSERT INTO t VALUES (%s, %s)", ("b-2", "AcceptSuccess"))
+        with pytest.raises(psycopg.OperationalError):
+            conn.commit()  # the client never hears the COMMIT's outcome
+        conn.close()
+        assert proxy.cut_jobs == [(cut, {"b-2"})]
+        with psycopg.connect(pg_dsn) as conn:
+            rows = conn.execute("SELECT job FROM t ORDER BY job").fetchall()
+        assert rows == ([("b-1",), ("b-2",)] if committed else [("b-1",)])
+    finally:
+        proxy.close()

@@ -65,7 +65,8 @@ def test_coordination_store_wiped_mid_run(pg_dsn: str, redis_url: str, tmp_path:
             batch.wait_until(
                 f"{at_least} jobs done", lambda n=at_least: batch.count(Phase.SUCCEEDED) >= n
             )
-            assert batch.count(Phase.QUEUED, Phase.RUNNING) > 0, "nothing left to disturb"
+            # queued jobs whose queue entries (and reservations) the wipe loses
+            assert batch.count(Phase.QUEUED) > 0, "nothing left to disturb"
             coord.wipe(wiper)
         batch.finish()
         report, merged = batch.verify()

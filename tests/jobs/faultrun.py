@@ -17,9 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -223,7 +222,7 @@ class Batch:
         self.jobs = [f"b-{i + 1}" for i in range(n)]
         self.workers: list[subprocess.Popen[str]] = []
         self.started = time.monotonic()
-        self.remora(
+        submit = self.remora(
             self.dsn,
             self.redis_url,
             "submit",
@@ -236,7 +235,9 @@ class Batch:
             json.dumps({"seconds": nap}),
             "--config",
             json.dumps(config),
-        ).wait(timeout=BOUND)
+        )
+        out, err = submit.communicate(timeout=BOUND)
+        assert submit.returncode == 0, f"submit failed: {out}{err}"
         self.durable: DurableStore = open_postgres(dsn)
 
     def remora(self, dsn: str, redis_url: str, *args: str) -> subprocess.Popen[str]:
@@ -278,7 +279,7 @@ class Batch:
         self.workers.append(proc)
         return proc
 
-    def wait_until(self, what: str, cond: Any) -> None:
+    def wait_until(self, what: str, cond: Callable[[], bool]) -> None:
         give_up = time.monotonic() + BOUND
         while not cond():
             assert time.monotonic() < give_up, f"timed out waiting for {what}"

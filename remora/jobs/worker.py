@@ -472,7 +472,10 @@ class Worker:
                     if started:
                         continue
                 if on_idle is not None:
-                    on_idle()
+                    # The idle check reads the durable store: a link down is a pause, not
+                    # the worker's end (it exited on a PostgreSQL cut: tests/jobs/
+                    # test_real_faults.py).
+                    _quietly(on_idle)
                 self.ctx.sleep(poll)
         finally:
             for actx in contexts.values():

@@ -145,3 +145,35 @@ def test_a_step_missing_from_the_records_is_taken_from_the_store_logs(
     merged = merge_records(lost, stores.durable.log(), stores.coordination.log())
     assert len(merged) == len(run["records"])
     validate_run(merged, run["constants"], run["config"])
+
+
+def test_an_unreachable_store_in_the_idle_check_does_not_end_the_worker() -> None:
+    """Regression (found by ``test_real_faults.py::test_links_cut_and_restored``): the
+    idle callback of ``remora jobs worker --until-idle`` reads the durable store; with the
+    PostgreSQL link cut it raised ``Unavailable`` out of ``Worker.run`` and the worker
+    process exited 1.  A link down is a pause: the loop keeps going and asks again."""
+    from remora.errors import Unavailable
+
+    clock = MonotonicClock()
+    cfg = JobsConfig(tick_ms=50)
+    stores = Stores(
+        open_sqlite(":memory:"),
+        MemoryCoordination(clock, cfg),
+        MemoryTarget(),
+        MemoryVault(),
+        clock,
+        cfg,
+    )
+    worker = Worker(stores, "w1", registry=REGISTRY)
+    worker.start()
+    stop = threading.Event()
+    calls = []
+
+    def idle() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise Unavailable("postgres: connection refused (link cut)")
+        stop.set()
+
+    worker.run(stop=stop, poll=0.001, reconcile_every=10.0, on_idle=idle)
+    assert len(calls) == 3

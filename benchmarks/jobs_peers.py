@@ -9,7 +9,8 @@ Systems (every worker process executes one job at a time):
 * ``remora``: ``remora jobs worker`` on PostgreSQL (durable, target) + Redis (coordination),
   fencing on (it cannot be turned off: every publication is a durable compare-and-swap);
 * ``procrastinate``: ``procrastinate worker --concurrency 1`` on the same PostgreSQL;
-* ``rq``: ``rq worker`` (the default forking worker) on a Redis server of the same binary.
+* ``rq``: ``rq worker --worker-class rq.worker.SimpleWorker`` (no fork per job; the default
+  forking ``rq.Worker`` with ``--rq-worker-class rq.Worker``) on a private Redis server.
 
 Each system gets a fresh scratch PostgreSQL database per measurement
 (``remora.testing.scratch``; default server postgres@127.0.0.1:5432, ``--pg``) and one
@@ -64,6 +65,7 @@ PEERS_VENV = BENCH / ".venv-peers"
 PEER_PY = PEERS_VENV / "bin" / "python"
 REMORA_CONFIG = {"tick_ms": 100, "lease_ticks": 30, "reservation_ticks": 30, "max_attempts": 3}
 RECONCILE_EVERY = 0.5
+RQ_WORKER_CLASS = "rq.worker.SimpleWorker"  # --rq-worker-class
 LEASE_S = REMORA_CONFIG["tick_ms"] * REMORA_CONFIG["lease_ticks"] / 1000
 
 TRIGGER = """
@@ -86,7 +88,14 @@ def ensure_peers_venv() -> None:
     print(f"creating {PEERS_VENV} (procrastinate, rq) ...", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
     subprocess.run(
-        [str(PEERS_VENV / "bin" / "pip"), "install", "-q", "procrastinate", "psycopg[binary]", "rq"],
+        [
+            str(PEERS_VENV / "bin" / "pip"),
+            "install",
+            "-q",
+            "procrastinate",
+            "psycopg[binary]",
+            "rq",
+        ],
         check=True,
     )
 
@@ -101,7 +110,17 @@ def free_port() -> int:
 def private_redis() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{port}/0"
@@ -269,7 +288,9 @@ class Remora(System):
 
     def running(self) -> bool:
         with psycopg.connect(self.dsn, autocommit=True) as c:
-            row = c.execute("SELECT count(*) FROM remora_jobs_job WHERE phase = 'Running'").fetchone()
+            row = c.execute(
+                "SELECT count(*) FROM remora_jobs_job WHERE phase = 'Running'"
+            ).fetchone()
         return bool(row and row[0])
 
 
@@ -310,7 +331,9 @@ class Procrastinate(System):
 
     def running(self) -> bool:
         with psycopg.connect(self.dsn, autocommit=True) as c:
-            row = c.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'").fetchone()
+            row = c.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
+            ).fetchone()
         return bool(row and row[0])
 
 
@@ -321,7 +344,8 @@ class RQ(System):
         redis.Redis.from_url(self.redis_url).flushall()  # the private server, not 6379
 
     def worker_argv(self, i: int) -> list[str]:
-        return [str(PEERS_VENV / "bin" / "rq"), "worker", "--url", self.redis_url, "bench"]
+        argv = [str(PEERS_VENV / "bin" / "rq"), "worker", "--url", self.redis_url]
+        return argv + ["--worker-class", RQ_WORKER_CLASS, "bench"]
 
     def submit(self, count: int, rate: float = 0.0, task: str = "noop") -> None:
         subprocess.run(
@@ -383,7 +407,9 @@ def system(kind: str, pg: str, redis_url: str) -> Iterator[System]:
             s.stop_all()
 
 
-def throughput(kind: str, k: int, n: int, pg: str, redis_url: str, timeout: float) -> dict[str, Any]:
+def throughput(
+    kind: str, k: int, n: int, pg: str, redis_url: str, timeout: float
+) -> dict[str, Any]:
     with system(kind, pg, redis_url) as s:
         s.submit(n)
         for i in range(k):
@@ -396,7 +422,9 @@ def throughput(kind: str, k: int, n: int, pg: str, redis_url: str, timeout: floa
         return {"done": len(ends), "jobs_per_s": (hi - lo) / (ends[hi] - ends[lo])}
 
 
-def latency(kind: str, n: int, rate: float, pg: str, redis_url: str, timeout: float) -> dict[str, Any]:
+def latency(
+    kind: str, n: int, rate: float, pg: str, redis_url: str, timeout: float
+) -> dict[str, Any]:
     with system(kind, pg, redis_url) as s:
         s.start_worker(0)
         s.wait_ready(1)
@@ -447,8 +475,15 @@ def main() -> None:
     p.add_argument("--systems", default="remora,procrastinate,rq")
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--no-recovery", action="store_true")
+    p.add_argument(
+        "--rq-worker-class",
+        default=RQ_WORKER_CLASS,
+        help="rq.worker.SimpleWorker (default: no fork per job) or rq.Worker (forks per job)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = p.parse_args()
+    global RQ_WORKER_CLASS
+    RQ_WORKER_CLASS = args.rq_worker_class
     kinds = [x for x in args.systems.split(",") if x]
     for kind in kinds:
         if kind not in SYSTEMS:
@@ -459,7 +494,11 @@ def main() -> None:
     results: dict[str, Any] = {
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "loadavg_before": os.getloadavg(),
-        "config": {"remora": REMORA_CONFIG, "reconcile_every_s": RECONCILE_EVERY},
+        "config": {
+            "remora": REMORA_CONFIG,
+            "reconcile_every_s": RECONCILE_EVERY,
+            "rq_worker_class": RQ_WORKER_CLASS,
+        },
         "systems": {},
     }
     with private_redis() as url:
@@ -471,7 +510,9 @@ def main() -> None:
             r["latency"] = latency(kind, args.latency_jobs, args.rate, args.pg, url, timeout)
             print(f"{kind} latency: {r['latency']}", file=sys.stderr)
             if not args.no_recovery:
-                r["recovery"] = recovery(kind, args.pg, url, wait=3 * (LEASE_S + RECONCILE_EVERY) + 5)
+                r["recovery"] = recovery(
+                    kind, args.pg, url, wait=3 * (LEASE_S + RECONCILE_EVERY) + 5
+                )
                 print(f"{kind} recovery: {r['recovery']}", file=sys.stderr)
             results["systems"][kind] = r
     results["loadavg_after"] = os.getloadavg()

@@ -32,7 +32,7 @@ in its job hashes.
   ``--rate`` per second (below every system's capacity), terminal minus submit;
 * **recovery**: worker A takes a job that stalls on its first run, worker B is started and
   ready, A is SIGKILLed; recovery is the time from the kill until the job is terminal
-  (Remora: lease ``lease_ticks × tick_ms`` plus the reconcile interval is the aim).
+  (Remora: lease ``lease_ticks * tick_ms`` plus the reconcile interval is the aim).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -75,7 +75,8 @@ CREATE FUNCTION bench_ins() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   RETURN NEW; END $$;
 CREATE FUNCTION bench_upd() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   IF NEW.{col}::text IN ({terminal}) THEN
-    UPDATE bench_times SET terminal = clock_timestamp() WHERE id = NEW.id::text AND terminal IS NULL;
+    UPDATE bench_times SET terminal = clock_timestamp()
+      WHERE id = NEW.id::text AND terminal IS NULL;
   END IF; RETURN NEW; END $$;
 CREATE TRIGGER bench_ins AFTER INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION bench_ins();
 CREATE TRIGGER bench_upd AFTER UPDATE ON {table} FOR EACH ROW EXECUTE FUNCTION bench_upd();
@@ -174,7 +175,8 @@ class System:
         """(submitted, terminal or None) per job, epoch seconds."""
         with psycopg.connect(self.dsn, autocommit=True) as c:
             rows = c.execute(
-                "SELECT extract(epoch FROM submitted), extract(epoch FROM terminal) FROM bench_times"
+                "SELECT extract(epoch FROM submitted), extract(epoch FROM terminal)"
+                " FROM bench_times"
             ).fetchall()
         return [(float(s), float(t) if t is not None else None) for s, t in rows]
 
@@ -268,7 +270,8 @@ class Remora(System):
             "from remora.clock import MonotonicClock\n"
             "a=argparse.Namespace(dsn=sys.argv[1],redis=sys.argv[2],namespace='bench',"
             "config=None,db=None)\n"
-            "clock=MonotonicClock(); st=open_stores(a, clock); act=Actor('client', Context(clock))\n"
+            "clock=MonotonicClock(); st=open_stores(a, clock)\n"
+            "act=Actor('client', Context(clock))\n"
             "n=int(sys.argv[3]); gap=1/float(sys.argv[4]); t0=time.monotonic()\n"
             "for i in range(n):\n"
             "    time.sleep(max(0.0, t0+i*gap-time.monotonic()))\n"
@@ -318,8 +321,18 @@ class Procrastinate(System):
 
     def submit(self, count: int, rate: float = 0.0, task: str = "noop") -> None:
         subprocess.run(
-            [str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "submit", "procrastinate"]
-            + ["--count", str(count), "--rate", str(rate), "--task", task],
+            [
+                str(PEER_PY),
+                str(BENCH / "jobs_peers_peer_app.py"),
+                "submit",
+                "procrastinate",
+                "--count",
+                str(count),
+                "--rate",
+                str(rate),
+                "--task",
+                task,
+            ],
             check=True,
             env=self.env(),
         )
@@ -345,13 +358,24 @@ class RQ(System):
 
     def worker_argv(self, i: int) -> list[str]:
         argv = [str(PEERS_VENV / "bin" / "rq"), "worker", "--url", self.redis_url]
-        return argv + ["--worker-class", RQ_WORKER_CLASS, "bench"]
+        return [*argv, "--worker-class", RQ_WORKER_CLASS, "bench"]
 
     def submit(self, count: int, rate: float = 0.0, task: str = "noop") -> None:
         subprocess.run(
-            [str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "submit", "rq"]
-            + ["--count", str(count), "--rate", str(rate), "--task", task]
-            + ["--redis", self.redis_url],
+            [
+                str(PEER_PY),
+                str(BENCH / "jobs_peers_peer_app.py"),
+                "submit",
+                "rq",
+                "--count",
+                str(count),
+                "--rate",
+                str(rate),
+                "--task",
+                task,
+                "--redis",
+                self.redis_url,
+            ],
             check=True,
             env=self.env(),
         )

@@ -501,7 +501,7 @@ def main() -> None:
     p.add_argument("--no-recovery", action="store_true")
     p.add_argument(
         "--rq-worker-class",
-        default=RQ_WORKER_CLASS,
+        default="rq.worker.SimpleWorker",
         help="rq.worker.SimpleWorker (default: no fork per job) or rq.Worker (forks per job)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")

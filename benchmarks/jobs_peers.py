@@ -29,7 +29,8 @@ in its job hashes.
   processes start; jobs/s is measured between the 10th and the 90th percentile of the
   terminal times (worker start-up and the tail are excluded);
 * **latency**: one worker process, ``--latency-jobs`` no-op jobs submitted one by one at
-  ``--rate`` per second (below every system's capacity), terminal minus submit;
+  ``--rate`` per second (default 5, below every system's capacity here), terminal minus
+  submit;
 * **recovery**: worker A takes a job that stalls on its first run, worker B is started and
   ready, A is SIGKILLed; recovery is the time from the kill until the job is terminal
   (Remora: lease ``lease_ticks * tick_ms`` plus the reconcile interval is the aim).
@@ -495,7 +496,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=500, help="no-op jobs per throughput run (500)")
     p.add_argument("--workers", default="1,2,4", help="worker process counts (1,2,4)")
     p.add_argument("--latency-jobs", type=int, default=100, help="jobs in the latency run (100)")
-    p.add_argument("--rate", type=float, default=10.0, help="latency run's submit rate (10/s)")
+    p.add_argument("--rate", type=float, default=5.0, help="latency run's submit rate (5/s)")
     p.add_argument("--systems", default="remora,procrastinate,rq")
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--no-recovery", action="store_true")
@@ -513,7 +514,7 @@ def main() -> None:
         if kind not in SYSTEMS:
             sys.exit(f"jobs_peers: unknown system {kind!r} (remora, procrastinate, rq)")
     ensure_peers_venv()
-    counts = [int(x) for x in args.workers.split(",")]
+    counts = [int(x) for x in args.workers.split(",") if x]
     timeout = max(120.0, args.jobs / 2)
     results: dict[str, Any] = {
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),

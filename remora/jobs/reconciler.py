@@ -323,7 +323,14 @@ class Reconciler:
                 steps += _ok(partial(self.release_reservation, j))
                 steps += _ok(partial(self.finalize_cancel, j))
             elif jr.phase is Phase.RUNNING and jr.authority:
-                steps += _ok(partial(self.reap, AttemptId(j, jr.authority)))
+                reaped = _ok(partial(self.reap, AttemptId(j, jr.authority)))
+                steps += reaped
+                if reaped and not jr.checkpoint_valid:
+                    # Follow a lost attempt's recovery through in this pass (each step
+                    # re-checks its own guard under the job's lock): waiting a pass per
+                    # step added two reconcile intervals to recovery (jobs_peers.py).
+                    steps += _ok(partial(self.schedule_retry, j))
+                    steps += _ok(partial(self.enqueue, j))
             elif jr.phase is Phase.RETRY_WAIT:
                 steps += _ok(partial(self.schedule_retry, j))
             elif jr.phase is Phase.QUEUED:

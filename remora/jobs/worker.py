@@ -19,7 +19,7 @@ import functools
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -476,7 +476,13 @@ class Worker:
                     # the worker's end (it exited on a PostgreSQL cut: tests/jobs/
                     # test_real_faults.py).
                     _quietly(on_idle)
-                self.ctx.sleep(poll)
+                if running:
+                    # Wake as soon as a handler finishes (its slot is free again) rather
+                    # than after a whole ``poll``: with one slot, a fixed pause per job
+                    # capped a worker at 1/poll jobs per second (benchmarks/jobs_peers.py).
+                    wait(list(running.values()), timeout=poll, return_when=FIRST_COMPLETED)
+                else:
+                    self.ctx.sleep(poll)
         finally:
             for actx in contexts.values():
                 actx.stop_requested = True

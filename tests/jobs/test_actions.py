@@ -366,3 +366,18 @@ def test_reconciler_releases_the_lease_of_a_shut_down_worker() -> None:
     assert run.ok(lambda: run.r.release_lease(a))
     assert run.ok(lambda: run.r.reap(a))  # at once: no need to wait for the lease to expire
     run.saw("ReleaseLease", "ReapLostAttempt")
+
+
+def test_one_reconcile_pass_takes_a_lost_attempt_back_to_the_queue() -> None:
+    """A crashed worker's job is expired, reaped, scheduled for retry and enqueued in one
+    reconcile pass (benchmarks/jobs_peers.py: recovery within a lease plus one interval);
+    taking one step per pass added two reconcile intervals to recovery."""
+    run = Run()
+    run.running()
+    run.ok(lambda: run.sim.crash("w1"))
+    for _ in range(run.sim.stores.config.lease_ticks + 1):
+        run.ok(run.sim.tick)
+    run.ok(lambda: run.r.reconcile_once())
+    run.saw("ExpireLease", "ReapLostAttempt", "ScheduleRetry", "Enqueue")
+    assert run.phase("j1") is Phase.QUEUED
+    assert "j1" in run.sim.stores.coordination.snapshot(run.r.actor).queued

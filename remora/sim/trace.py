@@ -462,6 +462,30 @@ def loads(text: str) -> Trace:
         return from_json(doc)
 
 
+def parse_header(d: dict[str, Any], version: int, implementation: str) -> Toolchain:
+    """Check a trace document's ``version`` and ``implementation`` and read its
+    ``toolchain`` (the header every trace format shares: worker and job traces)."""
+    if d["version"] != version or isinstance(d["version"], bool):
+        raise TraceError("trace.version", f"{d['version']!r} is not supported (expected {version})")
+    if d["implementation"] != implementation:
+        raise TraceError(
+            "trace.implementation", f"{d['implementation']!r} is not {implementation!r}"
+        )
+    t = _object(
+        d["toolchain"], "trace.toolchain", ["python", "remora"], ["hypothesis", "generator"]
+    )
+    return Toolchain(
+        python=_str(t["python"], "trace.toolchain.python"),
+        remora=_str(t["remora"], "trace.toolchain.remora"),
+        hypothesis=None
+        if "hypothesis" not in t
+        else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
+        generator=None
+        if "generator" not in t
+        else _str(t["generator"], "trace.toolchain.generator"),
+    )
+
+
 def from_json(doc: Any) -> Trace:
     keys = [
         "version",
@@ -475,25 +499,7 @@ def from_json(doc: Any) -> Trace:
         "drain",
     ]
     d = _object(doc, "trace", keys)
-    if d["version"] != VERSION or isinstance(d["version"], bool):
-        raise TraceError("trace.version", f"{d['version']!r} is not supported (expected {VERSION})")
-    if d["implementation"] != IMPLEMENTATION:
-        raise TraceError(
-            "trace.implementation", f"{d['implementation']!r} is not {IMPLEMENTATION!r}"
-        )
-    t = _object(
-        d["toolchain"], "trace.toolchain", ["python", "remora"], ["hypothesis", "generator"]
-    )
-    toolchain = Toolchain(
-        python=_str(t["python"], "trace.toolchain.python"),
-        remora=_str(t["remora"], "trace.toolchain.remora"),
-        hypothesis=None
-        if "hypothesis" not in t
-        else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
-        generator=None
-        if "generator" not in t
-        else _str(t["generator"], "trace.toolchain.generator"),
-    )
+    toolchain = parse_header(d, VERSION, IMPLEMENTATION)
     seed = None if d["seed"] is None else _int(d["seed"], "trace.seed")
     config = _parse_config(d["config"], "trace.config")
     digest = _str(d["config_digest"], "trace.config_digest")

@@ -42,6 +42,7 @@ from remora.sim.trace import (
     _str,
     config_digest,
     current_toolchain,
+    parse_header,
 )
 
 VERSION = 1
@@ -350,25 +351,7 @@ def from_json(doc: Any) -> JobTrace:
         "drain",
     ]
     d = _object(doc, "trace", keys)
-    if d["version"] != VERSION or isinstance(d["version"], bool):
-        raise TraceError("trace.version", f"{d['version']!r} is not supported (expected {VERSION})")
-    if d["implementation"] != IMPLEMENTATION:
-        raise TraceError(
-            "trace.implementation", f"{d['implementation']!r} is not {IMPLEMENTATION!r}"
-        )
-    t = _object(
-        d["toolchain"], "trace.toolchain", ["python", "remora"], ["hypothesis", "generator"]
-    )
-    toolchain = Toolchain(
-        python=_str(t["python"], "trace.toolchain.python"),
-        remora=_str(t["remora"], "trace.toolchain.remora"),
-        hypothesis=None
-        if "hypothesis" not in t
-        else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
-        generator=None
-        if "generator" not in t
-        else _str(t["generator"], "trace.toolchain.generator"),
-    )
+    toolchain = parse_header(d, VERSION, IMPLEMENTATION)
     config = _parse_config(d["config"], "trace.config")
     if _str(d["config_digest"], "trace.config_digest") != config_digest(d["config"]):
         raise TraceError(

@@ -8,11 +8,14 @@ byte-for-byte what it was.  ``--quiet`` turns it off on a terminal too.
 
 With a known total the line carries the share done, the rate and an estimate of the time
 left (``ETA``), from the average rate since the start.  Updates are throttled (two a second
-by default), so reporting from a hot loop costs a clock read.
+by default; ``REMORA_PROGRESS_INTERVAL`` sets the seconds between redraws, 0 draws every
+update — what the pty tests use, so what they see does not depend on the machine's speed),
+so reporting from a hot loop costs a clock read.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +27,16 @@ CLEAR = "\r\033[K"
 
 def _clock() -> float:
     return time.monotonic()
+
+
+def default_interval() -> float:
+    """Seconds between redraws: ``REMORA_PROGRESS_INTERVAL`` when it is a number >= 0,
+    else 0.5."""
+    try:
+        value = float(os.environ.get("REMORA_PROGRESS_INTERVAL", "0.5"))
+    except ValueError:
+        return 0.5
+    return value if 0 <= value < float("inf") else 0.5
 
 
 def duration(seconds: float) -> str:
@@ -48,14 +61,14 @@ class Progress:
         *,
         quiet: bool = False,
         enabled: bool | None = None,
-        interval: float = 0.5,
+        interval: float | None = None,
         clock: Callable[[], float] = _clock,
     ) -> None:
         self.stream = stream or sys.stderr
         if enabled is None:
             enabled = _is_terminal(self.stream)
         self.enabled = enabled and not quiet
-        self.interval = interval
+        self.interval = default_interval() if interval is None else interval
         self.clock = clock
         self.started = clock()
         self._last: float | None = None

@@ -74,7 +74,9 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
             cwd=cwd,
             stdout=sink,
             stderr=slave,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            # every update drawn: what the terminal receives does not depend on how fast
+            # this machine replays (the default throttle is two redraws a second)
+            env={**os.environ, "PYTHONPATH": str(REPO), "REMORA_PROGRESS_INTERVAL": "0"},
         )
         os.close(slave)
         chunks = []

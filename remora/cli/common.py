@@ -7,10 +7,13 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from remora.errors import InvalidInput
 from remora.outputs import write_output
 from remora.progress import Progress
+
+T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -80,7 +83,21 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def read_input(path: str, parse: Callable[[str], T]) -> T:
+    """Read ``path`` as UTF-8 text and ``parse`` it; either failure is one
+    ``InvalidInput`` line naming the file (exit 2) — for every file a command reads."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path}: cannot read ({exc})") from None
+    try:
+        return parse(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc}") from None
+
+
 __all__ = [
+    "read_input",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",

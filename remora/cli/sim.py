@@ -17,6 +17,7 @@ from remora.cli.common import (
     add_quiet,
     exit_codes,
     int_in,
+    read_input,
 )
 from remora.errors import InvalidInput
 from remora.limits import MAX_ID, MAX_STEPS, MAX_TRACE_PARTITIONS
@@ -40,14 +41,7 @@ MUTATION_SEEDS = 100
 
 
 def read_trace(path: str) -> Trace:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: cannot read ({exc})") from None
-    try:
-        return loads(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc}") from None
+    return read_input(path, loads)
 
 
 _seed = int_in(0, MAX_ID)

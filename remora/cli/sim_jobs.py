@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes
+from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, read_input
 from remora.errors import InvalidInput
 from remora.outputs import write_new
 from remora.sim.artifacts import failures_dir
@@ -24,14 +24,7 @@ from remora.testing.job_trace import JobTrace, is_job_trace, loads
 
 
 def read_job_trace(path: str) -> JobTrace:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: cannot read ({exc})") from None
-    try:
-        return loads(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc}") from None
+    return read_input(path, loads)
 
 
 def is_job_trace_file(path: str) -> bool:

@@ -54,9 +54,10 @@ _real = {
 }
 
 
-def _unguarded(name: str, *skip: str) -> Callable[..., Any]:
-    """``guards.<name>`` with ``need`` ignoring the conditions whose reason mentions ``skip``."""
-    fn = _real[name]
+def unguarded(fn: Callable[..., Any], *skip: str) -> Callable[..., Any]:
+    """``fn`` (a guard) with ``guards.need`` ignoring the conditions whose reason mentions
+    one of ``skip`` — the one way a guard is planted with a hole (here and in
+    ``tests/jobs/test_planted.py``)."""
 
     def mutant(*args: Any, **kwargs: Any) -> Any:
         real_need = guards.need
@@ -72,6 +73,11 @@ def _unguarded(name: str, *skip: str) -> Callable[..., Any]:
             guards.need = real_need
 
     return mutant
+
+
+def _unguarded(name: str, *skip: str) -> Callable[..., Any]:
+    """``guards.<name>`` with the conditions mentioning ``skip`` ignored (:func:`unguarded`)."""
+    return unguarded(_real[name], *skip)
 
 
 def _activate_without_authority(c: Any, a: Any, worker: str, rid: str) -> bool:
@@ -271,4 +277,12 @@ def applied(name: str | None) -> Iterator[None]:
         setattr(m.target, m.attribute, saved)
 
 
-__all__ = ["BY_NAME", "MUTATIONS", "JobMutation", "UnknownMutation", "applied", "mutation"]
+__all__ = [
+    "BY_NAME",
+    "MUTATIONS",
+    "JobMutation",
+    "UnknownMutation",
+    "applied",
+    "mutation",
+    "unguarded",
+]

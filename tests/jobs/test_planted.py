@@ -11,6 +11,7 @@ import pytest
 from remora.jobs import guards
 from remora.jobs.model import Outcome
 from remora.jobs.refinement import RefinementViolation
+from remora.testing.job_mutations import unguarded
 from tests.jobs.test_actions import Run
 
 
@@ -238,23 +239,7 @@ def commit_unwritten_credential(run: Run) -> None:
     run(lambda: W.commit_credential_version(st, act, c))
 
 
-def _unguarded(fn: Callable[..., Any], *skip: str) -> Callable[..., Any]:
-    """``fn`` with ``need`` ignoring the failures whose message contains one of ``skip``."""
-
-    def mutant(*args: Any, **kwargs: Any) -> Any:
-        real = guards.need
-
-        def lenient(cond: bool, why: str) -> None:
-            if not any(s in why for s in skip):
-                real(cond, why)
-
-        guards.need = lenient
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            guards.need = real
-
-    return mutant
+_unguarded = unguarded  # the campaign's own planting helper
 
 
 def release_running_lease(run: Run) -> None:

@@ -221,3 +221,23 @@ def test_a_poisoned_trace_is_not_a_false_error(
 ) -> None:
     reports = replay_everywhere(poisoned_trace(tmp_path), capsys)
     assert all(json.loads(r)["status"] != "ERROR" for r in reports.values()), reports
+
+
+def test_the_oracle_catches_a_fold_that_stores_unstorable_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planted bug: the fold forgets the storable-text rule (the memory store can hold a
+    NUL, so the run itself does not fail) — the oracle's own statement of the rule must
+    report the applied value as a mismatch."""
+    from remora.cli import main
+    from remora.domain import amendment, processing
+
+    monkeypatch.setattr(amendment, "storable_text", lambda text: True)
+    monkeypatch.setattr(processing, "storable_text", lambda text: True)
+    monkeypatch.setattr(amendment, "_may_hold_unstorable", lambda text: False)
+    processing._parsed.cache_clear()  # values parsed by earlier tests, with the rule
+    main(["sim-worker", "--replay", str(poisoned_trace(tmp_path)), "--store", "memory"])
+    processing._parsed.cache_clear()  # nothing parsed with the planted bug stays behind
+    report = json.loads(capsys.readouterr().out)
+    assert report["status"] == "ERROR", report["status"]
+    assert "mismatch" in report["failure"], report["failure"]

@@ -291,3 +291,41 @@ def test_an_assigns_recovery_read_after_a_replacement_is_not_a_seek() -> None:
     sim = replay(trace(*steps))
     assert sim.attempts[1].result == "ok"
     assert not [v for v in sim.violations if v.kind.startswith("postcondition-")]
+
+
+def test_a_fenced_effect_with_a_stop_after_it_is_observed_fenced() -> None:
+    """Regression (a false positive found by the machines once their generation got
+    cheaper): a process whose first call aborts with a replacement interleaved before it
+    retries into the replacement's fence; a stop interleaved after that refused effect is
+    seen after the fence, so the caller observes ``fenced``, not ``canceled``."""
+    steps = (
+        Step("start", 0),
+        Step("assign", 0, 0),
+        Step("seek", 0, 0),
+        Step(
+            "process",
+            0,
+            0,
+            (
+                sel("process", "abort", at="before", replacement=1),
+                sel("process", "unknown-committed", call=2, at="after", stop=True, replacement=2),
+            ),
+        ),
+    )
+    sim = replay(trace(*steps))
+    assert sim.attempts[3].result == "fenced"
+    assert not [v for v in sim.violations if v.kind.startswith("postcondition-")]
+
+
+def test_a_stop_after_an_applied_effect_may_not_be_observed_fenced() -> None:
+    """The planted bug for the row above: ``fenced`` is allowed at ``after`` only when
+    nothing applied (a call that wrote and then reported the fence is still caught)."""
+    from remora.sim.rules import After
+
+    stopped = After({}, True, None)
+    refused = call(at="after", stop=True, observation="fenced", applied=False, writes=())
+    assert check_call(refused, "fenced", stopped) == []
+    wrote = call(at="after", stop=True, observation="fenced")
+    assert "postcondition-interleave-after" in [
+        v.kind for v in check_call(wrote, "fenced", stopped)
+    ]

@@ -144,7 +144,9 @@ def check_call(
     if call.stop:
         # an abort at ``after`` raises its unavailability, and an effect the fence refused
         # raises the fence, before the cancellation is seen (nothing applied either way)
-        seen = ("canceled", "unavailable") if call.outcome == "abort" else ("canceled",)
+        seen: tuple[str, ...] = (
+            ("canceled", "unavailable") if call.outcome == "abort" else ("canceled",)
+        )
         if call.at == "after" and not call.applied:
             seen += ("fenced",)
         if obs not in seen or (call.at == "before" and call.applied):

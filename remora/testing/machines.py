@@ -43,11 +43,14 @@ import attrs
 from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
-from hypothesis.errors import InvalidArgument
+from hypothesis.errors import InvalidArgument, InvalidDefinition
+from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.stateful import (
     Bundle,
     MultipleResults,
+    Rule,
     RuleBasedStateMachine,
+    RuleStrategy,
     initialize,
     invariant,
     multiple,
@@ -75,6 +78,9 @@ from remora.worker import Lifecycle
 
 MAX_PARTITIONS = 8
 partition_indexes = st.integers(0, MAX_PARTITIONS - 1)
+maybe_partition = st.integers(0, MAX_PARTITIONS).map(lambda i: None if i == 0 else i - 1)
+"""None (the handle's own partition) or another partition index, as one integer draw (a
+``none() | integers()`` costs a branch choice and a span more)."""
 
 
 @attrs.frozen(repr=False)
@@ -113,6 +119,68 @@ def _final_run() -> bool:
         return bool(current_build_context().is_final)
     except InvalidArgument:
         return True
+
+
+class SwarmRules(RuleStrategy):
+    """Chooses each step's rule with *one* integer draw, among the rules that are enabled
+    for this run and valid now.
+
+    Hypothesis's own choice rejection-samples: an integer per tried rule, plus a boolean
+    (the rule's swarm feature flag, re-drawn at every check) per valid one, and when three
+    tries miss it walks the list drawing a flag per rule.  With fifteen rules, half of them
+    switched off by swarm testing and several behind preconditions or empty bundles, that
+    was about six choices per step — most of the machines' generation time.  Here the
+    swarm is drawn once per run (a disabling probability, then one flag per rule, every
+    rule enabled when all would be off), and a step draws an index over all rules: that
+    rule when it is enabled and valid, else the candidate at the index modulo their number
+    (so a step keeps its rule while shrinking removes steps before it, as far as it can).
+    Everything shrinks toward "every rule enabled" and toward the first rule."""
+
+    def __init__(self, machine: RuleBasedStateMachine) -> None:
+        super().__init__(machine)
+        self._swarm: tuple[bool, ...] | None = None  # per rule: enabled in this run
+
+    def _draw_swarm(self, data: ConjectureData) -> tuple[bool, ...]:
+        p_disabled = data.draw_integer(0, 254) / 255
+        enabled = tuple(not data.draw_boolean(p_disabled) for _ in self.rules)
+        return enabled if any(enabled) else (True,) * len(enabled)
+
+    def do_draw(self, data: ConjectureData) -> tuple[Rule, dict[str, Any]]:
+        if self._swarm is None:
+            self._swarm = self._draw_swarm(data)
+        swarm, rules, machine = self._swarm, self.rules, self.machine
+        known: dict[object, bool] = {}  # bundle name / precondition -> holds, this step
+
+        def valid(rule: Rule) -> bool:
+            # Hypothesis's is_valid without its observability bookkeeping (which formats a
+            # description of every precondition on every call); each bundle and each
+            # precondition (several rules share one) is asked at most once per step.
+            for name in (b.name for b in rule.bundles):
+                if name not in known:
+                    known[name] = bool(machine.bundle(name))
+                if not known[name]:
+                    return False
+            for pred in rule.preconditions:
+                if pred not in known:
+                    known[pred] = bool(pred(machine))
+                if not known[pred]:
+                    return False
+            return True
+
+        i = data.draw_integer(0, len(rules) - 1)
+        rule = rules[i]
+        if not (swarm[i] and valid(rule)):
+            candidates = [r for r, on in zip(rules, swarm, strict=True) if on and valid(r)]
+            candidates = candidates or [r for r in rules if valid(r)]
+            if not candidates:
+                names = ", ".join(r.function.__name__ for r in rules)
+                raise InvalidDefinition(
+                    f"No progress can be made from state {machine!r}: no rule has a true "
+                    f"precondition and non-empty bundles (rules: {names})"
+                )
+            rule = candidates[i % len(candidates)]
+        arguments = {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+        return rule, arguments
 
 
 class ScheduleFailure(AssertionError):
@@ -176,6 +244,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self._sweeping = ""
         self.failed = False
         self._precondition_cache: dict[tuple[str, str, int], bool] = {}
+        self._rules_strategy = SwarmRules(self)  # one choice per rule choice (see there)
 
     # -- set-up ---------------------------------------------------------------------------
     @classmethod
@@ -386,7 +455,7 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         return Handle(lifetime, partition % self.partitions, self.sim)
 
     @precondition(has_live_lifetime)
-    @rule(target=owners, handle=lifetimes, other=st.none() | partition_indexes)
+    @rule(target=owners, handle=lifetimes, other=maybe_partition)
     def assign(self, handle: Handle, other: int | None) -> MultipleResults[Handle]:
         handle = self.pick(handle, "lifetimes", Handle.live)
         if other is not None:

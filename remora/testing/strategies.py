@@ -16,11 +16,14 @@ delay and no interleave.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 
 import attrs
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture.data import ConjectureData
+from hypothesis.strategies import SearchStrategy
 
 from remora.domain import SourceRecord
 from remora.faults import OUTCOMES_FOR, At, Operation, Outcome
@@ -92,28 +95,51 @@ def build_partition(partition: int, drafts: Sequence[tuple[int, int, int]]) -> l
     return out
 
 
+def _kinds(trace_class: str) -> int:
+    return VALID_KINDS if trace_class == "valid" else CONFLICT_KINDS
+
+
+def decode_record(trace_class: str, code: int) -> tuple[int, int, int]:
+    """The (subject index, kind, flags) draft a record code stands for (mixed radix:
+    subject, kind, flags, least significant first)."""
+    kinds = _kinds(trace_class)
+    code, subject = divmod(code, 3)
+    flags, kind = divmod(code, kinds)
+    return subject, kind, flags
+
+
+def record_codes(trace_class: str) -> st.SearchStrategy[int]:
+    """One integer per record draft (:func:`decode_record`); 0 shrinks to subject 0, the
+    natural next op, a visible record with no gap before it."""
+    return st.integers(0, 3 * _kinds(trace_class) * 8 - 1)
+
+
 def record_drafts(trace_class: str) -> st.SearchStrategy[tuple[int, int, int]]:
     """(subject index, kind, flags): all shrink to 0 — subject 0, the natural next op, a
     visible record with no gap before it.  Drawn as one integer (mixed radix: subject,
     kind, flags), a third of the draws of three integers."""
-    kinds = VALID_KINDS if trace_class == "valid" else CONFLICT_KINDS
-
-    def decode(code: int) -> tuple[int, int, int]:
-        code, subject = divmod(code, 3)
-        flags, kind = divmod(code, kinds)
-        return subject, kind, flags
-
-    return st.integers(0, 3 * kinds * 8 - 1).map(decode)
+    return record_codes(trace_class).map(lambda code: decode_record(trace_class, code))
 
 
+@functools.cache
 def source_histories(
     trace_class: str, partitions: int, max_records: int = 20, min_records: int = 6
 ) -> st.SearchStrategy[list[SourceRecord]]:
-    """Raw source records for ``partitions`` partitions of a ``valid``/``conflict`` class."""
-    per_partition = st.lists(record_drafts(trace_class), min_size=min_records, max_size=max_records)
-    return st.tuples(*[per_partition] * partitions).map(
-        lambda parts: [r for p, drafts in enumerate(parts) for r in build_partition(p, drafts)]
-    )
+    """Raw source records for ``partitions`` partitions of a ``valid``/``conflict`` class.
+
+    Lists of plain integer codes decoded once per partition (not a mapped strategy per
+    record: a span and a dispatch less for each record), and cached: the machines ask for
+    it once per run."""
+    per_partition = st.lists(record_codes(trace_class), min_size=min_records, max_size=max_records)
+
+    def build(parts: tuple[list[int], ...]) -> list[SourceRecord]:
+        return [
+            r
+            for p, codes in enumerate(parts)
+            for r in build_partition(p, [decode_record(trace_class, c) for c in codes])
+        ]
+
+    return st.tuples(*[per_partition] * partitions).map(build)
 
 
 @attrs.frozen
@@ -185,22 +211,91 @@ def decode_selector(actor: str, code: int, max_call: int = 3) -> SelectorDraft:
     return SelectorDraft(operation, call, outcome, delay, at, stop, replace)
 
 
+def _slots(actor: str, max_call: int) -> tuple[tuple[Operation, int], ...]:
+    """Every (operation, call) an actor's selectors can strike, in a fixed order."""
+    operations = dict.fromkeys(_operations(actor))
+    return tuple((o, c) for o in operations for c in dict.fromkeys(_calls(max_call)))
+
+
+def decode_selectors(
+    actor: str, codes: Sequence[int], min_size: int = 0, max_size: int = 2, max_call: int = 3
+) -> list[SelectorDraft]:
+    """The selector list ``max_size`` codes stand for: the first code's least significant
+    digit is how many selectors beyond ``min_size``, the rest of each code is a
+    :func:`decode_selector` code.  A selector whose (operation, call) an earlier one already
+    took moves to the next free (operation, call) in a fixed order — constructive, so
+    nothing is ever rejected — and all-zero codes are ``min_size`` simplest selectors on
+    successive calls."""
+    first, extra = divmod(codes[0], max_size - min_size + 1)
+    slots = _slots(actor, max_call)
+    taken: set[tuple[Operation, int]] = set()
+    out = []
+    for one in (first, *codes[1:])[: min(min_size + extra, len(slots))]:
+        draft = decode_selector(actor, one, max_call)
+        slot = (draft.operation, draft.call)
+        if slot in taken:
+            start = slots.index(slot)
+            slot = next(s for s in slots[start:] + slots[:start] if s not in taken)
+            outcomes = [o for o in OUTCOME_ORDER if o in OUTCOMES_FOR[slot[0]]]
+            outcome = draft.outcome if draft.outcome in outcomes else outcomes[0]
+            draft = attrs.evolve(draft, operation=slot[0], call=slot[1], outcome=outcome)
+        taken.add(slot)
+        out.append(draft)
+    return out
+
+
 def selector_drafts(
     actor: str, min_size: int = 0, max_size: int = 2, max_call: int = 3
 ) -> st.SearchStrategy[list[SelectorDraft]]:
     """Fault selectors for one ``assign``/``seek``/``process`` step, at most one per
-    (operation, call), each drawn as one integer (:func:`decode_selector`)."""
+    (operation, call): ``max_size`` integers, the first also carrying the list's length
+    (:func:`decode_selectors`).
 
-    def key(code: int) -> tuple[Operation, int]:
-        draft = decode_selector(actor, code, max_call)
-        return (draft.operation, draft.call)
+    Why so: a ``lists(..., unique_by=...)`` cost a continue-boolean, an integer and a
+    uniqueness filter per element, each in its own span, and generation dominated the
+    machines' time.  Not one integer for the whole list: Hypothesis draws a wide integer
+    range with most of its mass near zero, so the later selectors would nearly always be the
+    simplest one.  The strategies are cached (one object per shape)."""
+    if not 0 <= min_size <= max_size:
+        raise ValueError(f"selector_drafts needs 0 <= min_size <= max_size: {min_size}, {max_size}")
+    return _selector_drafts(actor, min_size, max_size, max_call)
 
-    return st.lists(
-        st.integers(0, _codes(actor, max_call) - 1),
-        min_size=min_size,
-        max_size=max_size,
-        unique_by=key,
-    ).map(lambda codes: [decode_selector(actor, c, max_call) for c in codes])
+
+class _Selectors(SearchStrategy[list[SelectorDraft]]):
+    """``max_size`` integer choices decoded by :func:`decode_selectors`, drawn straight
+    from the choice sequence in one span: a ``tuples(integers(), ...).map()`` costs a span
+    and a strategy dispatch per part, which showed up in the machines' profile."""
+
+    def __init__(self, actor: str, min_size: int, max_size: int, max_call: int) -> None:
+        super().__init__()
+        self.actor, self.min_size, self.max_size, self.max_call = (
+            actor,
+            min_size,
+            max_size,
+            max_call,
+        )
+        self.codes = _codes(actor, max_call)
+
+    def __repr__(self) -> str:
+        return (
+            f"selector_drafts({self.actor!r}, min_size={self.min_size}, "
+            f"max_size={self.max_size}, max_call={self.max_call})"
+        )
+
+    def do_draw(self, data: ConjectureData) -> list[SelectorDraft]:
+        n, size = self.codes, self.max_size
+        if size == 0:
+            return []
+        first = data.draw_integer(0, (size - self.min_size + 1) * n - 1)
+        codes = [first, *(data.draw_integer(0, n - 1) for _ in range(size - 1))]
+        return decode_selectors(self.actor, codes, self.min_size, size, self.max_call)
+
+
+@functools.cache
+def _selector_drafts(
+    actor: str, min_size: int, max_size: int, max_call: int
+) -> st.SearchStrategy[list[SelectorDraft]]:
+    return _Selectors(actor, min_size, max_size, max_call)
 
 
 # -- the combination sweep ----------------------------------------------------------------

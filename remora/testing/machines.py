@@ -183,6 +183,15 @@ class SwarmRules(RuleStrategy):
         return rule, arguments
 
 
+class SwarmRuleMachine(RuleBasedStateMachine):
+    """A :class:`~hypothesis.stateful.RuleBasedStateMachine` whose rules are chosen by
+    :class:`SwarmRules` (one integer per step) instead of Hypothesis's rejection sampling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rules_strategy = SwarmRules(self)
+
+
 class ScheduleFailure(AssertionError):
     """A state machine run broke a safety property or ended in the wrong status.
 
@@ -199,7 +208,7 @@ class ScheduleFailure(AssertionError):
         self.trace_path = trace_path
 
 
-class WorkerScheduleMachine(RuleBasedStateMachine):
+class WorkerScheduleMachine(SwarmRuleMachine):
     """Drives the real lifecycle through the deterministic scheduler (module docstring)."""
 
     partitions: ClassVar[int] = 1
@@ -244,7 +253,6 @@ class WorkerScheduleMachine(RuleBasedStateMachine):
         self._sweeping = ""
         self.failed = False
         self._precondition_cache: dict[tuple[str, str, int], bool] = {}
-        self._rules_strategy = SwarmRules(self)  # one choice per rule choice (see there)
 
     # -- set-up ---------------------------------------------------------------------------
     @classmethod

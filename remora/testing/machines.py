@@ -179,7 +179,17 @@ class SwarmRules(RuleStrategy):
                     f"precondition and non-empty bundles (rules: {names})"
                 )
             rule = candidates[i % len(candidates)]
-        arguments = {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+        arguments = {}
+        for k, strategy in rule.arguments_strategies.items():
+            if type(strategy) is Bundle and not (strategy.consume or strategy._transformations):
+                # What Bundle.do_draw does for a plain bundle — the same one integer, newest
+                # element first — without its two spans and throwaway sampler strategy.
+                bundle = machine.bundle(strategy.name)
+                reference = bundle[len(bundle) - 1 - data.draw_integer(0, len(bundle) - 1)]
+                value = machine.names_to_values[reference.name]
+                arguments[k] = reference if strategy.draw_references else value
+            else:
+                arguments[k] = data.draw(strategy)
         return rule, arguments
 
 

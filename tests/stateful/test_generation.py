@@ -80,6 +80,35 @@ def test_a_steps_rule_costs_one_choice() -> None:
         assert choices <= 1 + rules + 2 * steps + 1
 
 
+class Items(SwarmRuleMachine):
+    """A bundle filled by one rule and drawn by another (SwarmRules draws plain bundle
+    arguments itself, as Bundle.do_draw would: newest first)."""
+
+    items: Bundle[int] = Bundle("items")
+    drawn: ClassVar[list[tuple[int, int]]] = []  # (value, how many items were newer)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.added: list[int] = []
+
+    @rule(target=items)
+    def put(self) -> int:
+        self.added.append(len(self.added))
+        return self.added[-1]
+
+    @rule(x=items)
+    def take(self, x: int) -> None:
+        assert x in self.added
+        type(self).drawn.append((x, len(self.added) - 1 - x))
+
+
+def test_bundle_arguments_are_the_bundles_values() -> None:
+    Items.drawn.clear()
+    run_state_machine_as_test(Items, settings=SETTINGS)
+    newer = [n for _, n in Items.drawn]
+    assert 0 in newer and max(newer) > 0  # the newest and older items are both drawn
+
+
 class Stuck(SwarmRuleMachine):
     @precondition(lambda self: False)
     @rule()

@@ -139,6 +139,11 @@ class SwarmRules(RuleStrategy):
     def __init__(self, machine: RuleBasedStateMachine) -> None:
         super().__init__(machine)
         self._swarm: tuple[bool, ...] | None = None  # per rule: enabled in this run
+        # per rule: the names of the bundles it draws from, then its preconditions
+        self._needs: dict[str, tuple[Any, ...]] = {
+            r.function.__name__: (*(b.name for b in r.bundles), *r.preconditions)
+            for r in self.rules
+        }
 
     def _draw_swarm(self, data: ConjectureData) -> tuple[bool, ...]:
         p_disabled = data.draw_integer(0, 254) / 255
@@ -155,15 +160,13 @@ class SwarmRules(RuleStrategy):
             # Hypothesis's is_valid without its observability bookkeeping (which formats a
             # description of every precondition on every call); each bundle and each
             # precondition (several rules share one) is asked at most once per step.
-            for name in (b.name for b in rule.bundles):
-                if name not in known:
-                    known[name] = bool(machine.bundle(name))
-                if not known[name]:
-                    return False
-            for pred in rule.preconditions:
-                if pred not in known:
-                    known[pred] = bool(pred(machine))
-                if not known[pred]:
+            for need in self._needs[rule.function.__name__]:
+                holds = known.get(need)
+                if holds is None:
+                    holds = known[need] = bool(
+                        machine.bundle(need) if isinstance(need, str) else need(machine)
+                    )
+                if not holds:
                     return False
             return True
 
@@ -438,11 +441,14 @@ class WorkerScheduleMachine(SwarmRuleMachine):
 
     def _any(self, bundle: str, test: Callable[[Handle], bool]) -> bool:
         """Whether ``bundle`` holds a handle passing ``test`` (cached until the next step:
-        preconditions are asked for every rule at every step)."""
+        preconditions are asked for every rule at every step).  Newest first: the handle
+        that passes is usually a recent one, and bundles keep every stale handle."""
         key = (bundle, test.__name__, len(self.steps))
         cached = self._precondition_cache.get(key)
         if cached is None:
-            cached = self._precondition_cache[key] = any(test(h) for h in self._handles(bundle))
+            values = self.names_to_values
+            handles = (values[ref.name] for ref in reversed(self.bundle(bundle)))
+            cached = self._precondition_cache[key] = any(test(h) for h in handles)
         return cached
 
     def pick(self, handle: Handle, bundle: str, test: Callable[[Handle], bool]) -> Handle:

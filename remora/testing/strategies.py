@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import attrs
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture import utils as cu
 from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.strategies import SearchStrategy
 
@@ -121,25 +122,49 @@ def record_drafts(trace_class: str) -> st.SearchStrategy[tuple[int, int, int]]:
     return record_codes(trace_class).map(lambda code: decode_record(trace_class, code))
 
 
+class _SourceHistories(SearchStrategy[list[SourceRecord]]):
+    """Per partition, a list of record codes drawn exactly as ``st.lists(st.integers())``
+    draws them (the same continue-decisions and one span per element, so the shrinker
+    deletes records as it would from a list) but straight from the choice sequence,
+    without a strategy dispatch per record; decoded and built once per partition."""
+
+    def __init__(self, trace_class: str, partitions: int, max_records: int, min_records: int):
+        super().__init__()
+        self.trace_class, self.partitions = trace_class, partitions
+        self.min_records, self.max_records = min_records, max_records
+        # the average size st.lists would use
+        self.average = min(max(min_records * 2, min_records + 5), 0.5 * (min_records + max_records))
+        self.codes = 3 * _kinds(trace_class) * 8
+
+    def __repr__(self) -> str:
+        return (
+            f"source_histories({self.trace_class!r}, {self.partitions}, "
+            f"max_records={self.max_records}, min_records={self.min_records})"
+        )
+
+    def do_draw(self, data: ConjectureData) -> list[SourceRecord]:
+        out: list[SourceRecord] = []
+        for partition in range(self.partitions):
+            codes = []
+            with cu.many(data, self.min_records, self.max_records, self.average) as elements:
+                for _ in elements:
+                    codes.append(data.draw_integer(0, self.codes - 1))
+            drafts = [decode_record(self.trace_class, c) for c in codes]
+            out += build_partition(partition, drafts)
+        return out
+
+
 @functools.cache
 def source_histories(
     trace_class: str, partitions: int, max_records: int = 20, min_records: int = 6
 ) -> st.SearchStrategy[list[SourceRecord]]:
-    """Raw source records for ``partitions`` partitions of a ``valid``/``conflict`` class.
-
-    Lists of plain integer codes decoded once per partition (not a mapped strategy per
-    record: a span and a dispatch less for each record), and cached: the machines ask for
-    it once per run."""
-    per_partition = st.lists(record_codes(trace_class), min_size=min_records, max_size=max_records)
-
-    def build(parts: tuple[list[int], ...]) -> list[SourceRecord]:
-        return [
-            r
-            for p, codes in enumerate(parts)
-            for r in build_partition(p, [decode_record(trace_class, c) for c in codes])
-        ]
-
-    return st.tuples(*[per_partition] * partitions).map(build)
+    """Raw source records for ``partitions`` partitions of a ``valid``/``conflict`` class
+    (cached: the machines ask for it once per run)."""
+    if not 0 <= min_records <= max_records:
+        raise ValueError(
+            f"source_histories needs 0 <= min <= max records: {min_records}, {max_records}"
+        )
+    return _SourceHistories(trace_class, partitions, max_records, min_records)
 
 
 @attrs.frozen

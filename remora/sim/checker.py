@@ -217,6 +217,7 @@ class Checker:
         durable frontier under the installed epoch."""
         found: list[Violation] = []
         holders: dict[tuple[int, int], int] = {}
+        tokens: dict[int, Token] = {}  # installed per partition, read once per check
         for h in holdings:
             if not h.owned:
                 continue
@@ -247,7 +248,9 @@ class Checker:
                             f"lifetimes {other} and {h.lifetime} both hold epoch {token.epoch}",
                         )
                     )
-                now = installed(p)
+                if p not in tokens:
+                    tokens[p] = installed(p)
+                now = tokens[p]
                 if token.epoch == now.epoch and token.frontier != now.frontier:
                     found.append(
                         Violation(

@@ -573,9 +573,11 @@ class WorkerScheduleMachine(SwarmRuleMachine):
         ready = {"assign": ("lifetimes", Handle.live), "seek": ("owners", Handle.live)}
         bundle, test = ready.get(actor, ("readers", Handle.current_reader))
         p = partition % self.partitions
-        existing = [h for h in self._handles(bundle) if test(h) and h.partition == p]
-        if existing:  # one step instead of three or four
-            return existing[-1]
+        values = self.names_to_values
+        handles = (values[ref.name] for ref in reversed(self.bundle(bundle)))
+        latest: Handle | None = next((h for h in handles if h.partition == p and test(h)), None)
+        if latest is not None:  # one step instead of three or four
+            return latest
         lifetime = self.sim.next_lifetime()
         self._step(Step("start", lifetime))
         handle = Handle(lifetime, partition % self.partitions, self.sim)

@@ -198,6 +198,7 @@ _INTERLEAVES: tuple[tuple[At | None, bool, bool], ...] = (
 )
 
 
+@functools.cache
 def _operations(actor: str) -> tuple[Operation, ...]:
     primary = PRIMARY_OPERATION[actor]
     others = sorted(OPERATIONS_OF[actor] - {primary}, key=lambda o: o.value)
@@ -209,6 +210,7 @@ def _codes(actor: str, max_call: int) -> int:
     return len(_operations(actor)) * 4 * len(_calls(max_call)) * len(_DELAYS) * len(_INTERLEAVES)
 
 
+@functools.cache
 def _calls(max_call: int) -> tuple[int, ...]:
     return tuple(c for c in _CALLS if c <= max_call) or (1,)
 

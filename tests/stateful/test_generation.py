@@ -1,18 +1,23 @@
-"""The machines' cheap rule choice (:class:`remora.testing.machines.SwarmRules`): it never
-runs a rule whose precondition is false or whose bundle is empty, it keeps swarm testing
-(a run may switch rules off), and a step's rule costs one choice."""
+"""The machines' cheap generation.  The rule choice (:class:`remora.testing.machines.SwarmRules`)
+never runs a rule whose precondition is false or whose bundle is empty, keeps swarm testing
+(a run may switch rules off), and costs one choice a step; the fault-selector lists are
+constructive (no rejected draws) and still unique per (operation, call)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidDefinition
 from hypothesis.stateful import Bundle, precondition, rule, run_state_machine_as_test
 
+from remora.faults import OUTCOMES_FOR, Operation, Outcome
+from remora.sim.trace import OPERATIONS_OF
 from remora.testing.machines import SwarmRuleMachine
+from remora.testing.strategies import decode_selectors, selector_drafts
 
 SETTINGS = settings(
     max_examples=60,
@@ -119,3 +124,37 @@ class Stuck(SwarmRuleMachine):
 def test_no_valid_rule_is_a_definition_error() -> None:
     with pytest.raises(InvalidDefinition, match="no rule has a true precondition"):
         run_state_machine_as_test(Stuck, settings=SETTINGS)
+
+
+# -- the fault-selector lists ----------------------------------------------------------------
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(
+    actor=st.sampled_from(["assign", "seek", "process"]),
+    sizes=st.sampled_from([(0, 2), (1, 2), (2, 3), (1, 3)]),
+    data=st.data(),
+)
+def test_selector_lists_are_unique_sized_and_allowed(
+    actor: str, sizes: tuple[int, int], data: st.DataObject
+) -> None:
+    """Every list ``selector_drafts`` draws has its size in range, at most one selector per
+    (operation, call) — duplicates move to a free (operation, call) instead of being
+    rejected — and only outcomes the operation accepts."""
+    min_size, max_size = sizes
+    drafts = data.draw(selector_drafts(actor, min_size, max_size))
+    assert min_size <= len(drafts) <= max_size
+    slots = [(d.operation, d.call) for d in drafts]
+    assert len(set(slots)) == len(slots)
+    assert all(d.outcome in OUTCOMES_FOR[d.operation] for d in drafts)
+    assert all(d.operation in OPERATIONS_OF[actor] for d in drafts)
+
+
+def test_colliding_selector_codes_move_to_the_next_free_call() -> None:
+    """All-zero codes: the simplest selector, then the same one moved to the next call."""
+    drafts = decode_selectors("process", [0, 0, 0], min_size=2, max_size=3)
+    assert [(d.operation, d.call) for d in drafts] == [
+        (Operation.PROCESS, 1),
+        (Operation.PROCESS, 2),
+    ]
+    assert all(d.outcome is Outcome.COMMIT and d.at is None for d in drafts)

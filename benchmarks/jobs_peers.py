@@ -276,7 +276,7 @@ class Remora(System):
             "n=int(sys.argv[3]); gap=1/float(sys.argv[4]); t0=time.monotonic()\n"
             "for i in range(n):\n"
             "    time.sleep(max(0.0, t0+i*gap-time.monotonic()))\n"
-            "    st.submit(act, f'lat-{i}', sys.argv[5], None)\n"
+            "    st.submit(act, f'lat-{i}', sys.argv[5], None, enqueue=True)\n"
             "st.close()\n"
         )
         subprocess.run(

@@ -42,6 +42,7 @@ EXTRA_TABLES = (
 class PostgresJobsBackend(PostgresBackend):
     placeholder = "%s"
     lock_clause = " FOR UPDATE"
+    one_statement_lock = True
 
     def schema_version(self) -> int | None:
         def body(cur: psycopg.Cursor[Any]) -> int | None:
@@ -71,6 +72,10 @@ class PostgresJobsBackend(PostgresBackend):
                     cur.execute("BEGIN")
                     self._lock_schema(cur)
                     for statement in (*TABLES, *EXTRA_TABLES):
+                        if _index_exists(cur, statement):
+                            # CREATE INDEX locks its table even when the index exists: a
+                            # process starting beside running workers deadlocked with them.
+                            continue
                         cur.execute(statement)
                     row = cur.execute(
                         "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
@@ -96,6 +101,15 @@ class PostgresJobsBackend(PostgresBackend):
 
     def read(self, what: str, body: Callable[[Any], T]) -> T:
         return self._read(what, body)
+
+
+def _index_exists(cur: Any, statement: str) -> bool:
+    prefix = "CREATE INDEX IF NOT EXISTS "
+    if not statement.startswith(prefix):
+        return False
+    name = statement[len(prefix) :].split()[0]
+    row = cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    return bool(row and row[0])
 
 
 class _PgStore:

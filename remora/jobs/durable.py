@@ -114,6 +114,29 @@ ATTEMPT_COLUMNS = (
 CREDENTIAL_COLUMNS = "job, sequence, state, durable, token"
 
 
+JOB_UPDATE = (
+    "UPDATE remora_jobs_job SET phase = ?, cancel_requested = ?, current_token = ?, "
+    "authority = ?, dispatch_needed = ?, committed = ?, checkpoint = ?, "
+    "checkpoint_owner = ?, checkpoint_valid = ?, version = ?, error = ? "
+    "WHERE id = ?"
+)
+ATTEMPT_UPSERT = (
+    f"INSERT INTO remora_jobs_attempt ({ATTEMPT_COLUMNS}) VALUES "
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, token) DO UPDATE SET "
+    "transferred = excluded.transferred, stop = excluded.stop, "
+    "stopped = excluded.stopped, committed = excluded.committed, "
+    "pending = excluded.pending"
+)
+CREDENTIAL_UPSERT = (
+    f"INSERT INTO remora_jobs_credential ({CREDENTIAL_COLUMNS}) VALUES "
+    "(?, ?, ?, ?, ?) ON CONFLICT (job, sequence) DO UPDATE SET "
+    "state = excluded.state, durable = excluded.durable"
+)
+LOG_INSERT = (
+    "INSERT INTO remora_jobs_log (subject, version, action, params, actor, actor_seq, "
+    "result) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
 LOCKED_ROWS = (
     "SELECT (SELECT json_agg(json_build_array("
     + ", ".join(f"a.{c.strip()}" for c in ATTEMPT_COLUMNS.split(","))
@@ -139,9 +162,13 @@ class Backend(Protocol):
     placeholder: str
     lock_clause: str
     where: str
-    #: The locked read of a job as two statements — the row lock, then its attempts,
-    #: intents and the workers down in one (:data:`LOCKED_ROWS`, PostgreSQL) — not four.
-    one_statement_lock: bool
+    #: PostgreSQL: fewer statements per transition — the locked read as two (the row lock,
+    #: then :data:`LOCKED_ROWS`) instead of four, the writes and the log row as one
+    #: statement (data-modifying ``WITH``) — and single-statement reads without
+    #: ``BEGIN``/``COMMIT`` (:meth:`read_one`).
+    fold_statements: bool
+
+    def read_one(self, what: str, sql: str, params: Any) -> Any: ...
 
     def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T: ...
 
@@ -264,7 +291,7 @@ class DurableStore:
         ).fetchone()
         if row is None:
             raise UnknownJob(f"no job {job_id!r}")
-        if self.backend.one_statement_lock:
+        if self.backend.fold_statements:
             # A second statement, not subqueries of the locking one: under READ COMMITTED a
             # statement that waited for the row lock re-reads the locked row but evaluates
             # its subqueries in the snapshot it started with — the attempts would be those
@@ -297,37 +324,35 @@ class DurableStore:
         """Write ``change`` and its log row; returns the job's new version."""
         version = locked.job.version + 1
         job = attrs.evolve(change.job or locked.job, version=version)
-        cur.execute(
-            self._q(
-                "UPDATE remora_jobs_job SET phase = ?, cancel_requested = ?, current_token = ?, "
-                "authority = ?, dispatch_needed = ?, committed = ?, checkpoint = ?, "
-                "checkpoint_owner = ?, checkpoint_valid = ?, version = ?, error = ? "
-                "WHERE id = ?"
-            ),
-            (*_job_values(job)[6:], job.id),
-        )
+        if self.backend.fold_statements:
+            self._apply_folded(cur, job, change, actor, seq, version)
+            return version
+        cur.execute(self._q(JOB_UPDATE), (*_job_values(job)[6:], job.id))
         for a in change.attempts:
-            cur.execute(
-                self._q(
-                    f"INSERT INTO remora_jobs_attempt ({ATTEMPT_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, token) DO UPDATE SET "
-                    "transferred = excluded.transferred, stop = excluded.stop, "
-                    "stopped = excluded.stopped, committed = excluded.committed, "
-                    "pending = excluded.pending"
-                ),
-                _attempt_values(a),
-            )
+            cur.execute(self._q(ATTEMPT_UPSERT), _attempt_values(a))
         for c in change.credentials:
             cur.execute(
-                self._q(
-                    f"INSERT INTO remora_jobs_credential ({CREDENTIAL_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?) ON CONFLICT (job, sequence) DO UPDATE SET "
-                    "state = excluded.state, durable = excluded.durable"
-                ),
+                self._q(CREDENTIAL_UPSERT),
                 (c.job, c.sequence, c.state.value, int(c.durable), c.token),
             )
         self._log(cur, job.id, version, change.action, change.params, actor, seq, change.result)
         return version
+
+    def _apply_folded(
+        self, cur: Any, job: JobRow, change: Change, actor: str, seq: int, version: int
+    ) -> None:
+        """:meth:`_apply` as one statement (PostgreSQL: data-modifying ``WITH``)."""
+        parts = [f"u AS ({JOB_UPDATE})"]
+        params: list[Any] = [*_job_values(job)[6:], job.id]
+        for i, a in enumerate(change.attempts):
+            parts.append(f"a{i} AS ({ATTEMPT_UPSERT})")
+            params += _attempt_values(a)
+        for i, c in enumerate(change.credentials):
+            parts.append(f"c{i} AS ({CREDENTIAL_UPSERT})")
+            params += [c.job, c.sequence, c.state.value, int(c.durable), c.token]
+        params += [job.id, version, change.action, dumps(change.params), actor, seq]
+        params.append(change.result)
+        cur.execute(self._q(f"WITH {', '.join(parts)} {LOG_INSERT}"), params)
 
     def _log(
         self,
@@ -341,11 +366,7 @@ class DurableStore:
         result: str,
     ) -> None:
         cur.execute(
-            self._q(
-                "INSERT INTO remora_jobs_log (subject, version, action, params, actor, actor_seq, "
-                "result) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            ),
-            (subject, version, action, dumps(params), actor, seq, result),
+            self._q(LOG_INSERT), (subject, version, action, dumps(params), actor, seq, result)
         )
 
     # -- writes ---------------------------------------------------------------------------
@@ -517,11 +538,8 @@ class DurableStore:
         )
 
     def job(self, job_id: str) -> JobRow:
-        row = self.backend.read(
-            "job",
-            lambda cur: cur.execute(
-                self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?"), (job_id,)
-            ).fetchone(),
+        row = self.backend.read_one(
+            "job", self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?"), (job_id,)
         )
         if row is None:
             raise UnknownJob(f"no job {job_id!r}")
@@ -642,15 +660,13 @@ class DurableStore:
         an unknown result); ``None`` when it did not commit.  Raises
         :class:`~remora.errors.UnknownResult` when the store cannot be read."""
         try:
-            row = self.backend.read(
+            row = self.backend.read_one(
                 "resolve",
-                lambda cur: cur.execute(
-                    self._q(
-                        "SELECT subject, version, action, params, actor, actor_seq, result "
-                        "FROM remora_jobs_log WHERE actor = ? AND actor_seq = ?"
-                    ),
-                    (actor, seq),
-                ).fetchone(),
+                self._q(
+                    "SELECT subject, version, action, params, actor, actor_seq, result "
+                    "FROM remora_jobs_log WHERE actor = ? AND actor_seq = ?"
+                ),
+                (actor, seq),
             )
         except Unavailable as exc:
             raise UnknownResult(f"cannot resolve an unknown result: {exc}") from exc
@@ -696,7 +712,7 @@ class SqliteJobsBackend(SqliteBackend):
 
     placeholder = "?"
     lock_clause = ""
-    one_statement_lock = False
+    fold_statements = False
 
     def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         super().__init__(path, lock_timeout)
@@ -737,6 +753,9 @@ class SqliteJobsBackend(SqliteBackend):
                 return body(self._conn)
             except sqlite3.OperationalError as exc:
                 raise Unavailable(f"sqlite {what}: {exc}") from exc
+
+    def read_one(self, what: str, sql: str, params: Any) -> Any:
+        return self.read(what, lambda cur: cur.execute(sql, params).fetchone())
 
 
 def open_sqlite(path: str | Path = ":memory:") -> DurableStore:

@@ -419,6 +419,14 @@ class Reconciler:
                 a = AttemptId(j, jr.authority)
                 held = snap.leases.get(a)
                 live = held is not None and held.live and a not in gone
+                if not live and not reserved and a not in gone:
+                    # The reads are not one snapshot: a job that finished (and released
+                    # its lease) between them looks lost.  A narrow re-read of the
+                    # coordination store is cheaper than the reaper's durable dry run.
+                    now = stores.coordination.view(self.actor, j, (a,))
+                    lease_now = now.leases.get(a)
+                    live = lease_now is not None and lease_now.live
+                    reserved = j in now.reservations
                 if not live and not reserved:
                     reaped = _ok(partial(self.reap, a))
                     steps += reaped

@@ -161,6 +161,13 @@ def test_links_cut_and_restored(pg_dsn: str, redis_url: str, tmp_path: Path) -> 
             pp = TcpProxy(pg_upstream(pg_dsn))
             proxies += [(f"{w}-redis", rp), (f"{w}-postgres", pp)]
             batch.worker(dsn=via(pg_dsn, pp.port), redis_url=f"redis://127.0.0.1:{rp.port}/0")
+        # Both workers up before any cut: a worker that cannot reach Redis at start exits
+        # (exit 1, by design), and one worker alone can finish the first jobs before the
+        # other one has even started (it does since jobs are enqueued at submit).
+        batch.wait_until(
+            "both workers up",
+            lambda: sum(w.up for w in batch.durable.snapshot().workers) >= 2,
+        )
         for k, (_, proxy) in enumerate(proxies):
             batch.wait_until(
                 f"{k + 1} jobs done", lambda k=k: batch.count(Phase.SUCCEEDED) >= k + 1

@@ -454,8 +454,10 @@ class Worker:
         """Run until ``stop`` is set: reserve → authorize → activate → handler (in a thread
         pool of ``concurrency``), renew leases, report progress, react to cancel notices;
         every ``reconcile_every`` seconds run the reconciler's ambient actions (a full pass
-        every ``full_every`` passes, incremental ones in between).  An executing attempt is
-        tended (lease renewed, cancel noticed) at most once a tick."""
+        every ``full_every`` passes, incremental ones in between) — in a thread of its own,
+        so a pass never holds up dispatch (with one slot, passes run in the loop took a
+        quarter of its time with two worker processes: benchmarks/jobs_peers.py).  An
+        executing attempt is tended (lease renewed, cancel noticed) at most once a tick."""
         from remora.jobs.reconciler import Reconciler
 
         if self.registry is None:
@@ -464,21 +466,31 @@ class Worker:
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=self.id)
         running: dict[AttemptId, Future[None]] = {}
         contexts: dict[AttemptId, AttemptContext] = {}
-        last_reconcile = -1e9
         tend_every = self.stores.config.tick_ms / 1000
-        passes = 0
-        try:
-            while not stop.is_set():
-                self.wake.clear()
-                now = self.stores.clock.now()
-                if now - last_reconcile >= reconcile_every:
-                    last_reconcile = now
+        halt = threading.Event()
+        failed: list[BaseException] = []
+
+        def reconcile() -> None:
+            passes = 0
+            try:
+                while not halt.is_set():
                     # Incremental passes read only the work in flight; every
                     # ``full_every``-th pass (the first one too) reads everything, for the
                     # housekeeping of finished jobs the incremental ones may miss.
                     full = passes % full_every == 0
                     passes += 1
                     _quietly(functools.partial(reconciler.reconcile_once, full=full))
+                    reconciler.actor.ctx.sleep(reconcile_every, wake=halt)
+            except BaseException as exc:  # not a store failure: end the worker with it
+                failed.append(exc)
+                stop.set()
+
+        ambient = threading.Thread(target=reconcile, name=f"{self.id}.reconciler", daemon=True)
+        ambient.start()
+        try:
+            while not stop.is_set():
+                self.wake.clear()
+                now = self.stores.clock.now()
                 for a, fut in list(running.items()):
                     if fut.done():
                         running.pop(a)
@@ -502,10 +514,14 @@ class Worker:
                 # (benchmarks/jobs_peers.py).  On the injected clock, like every wait.
                 self.ctx.sleep(poll, wake=self.wake)
         finally:
+            halt.set()
+            ambient.join()
             for actx in contexts.values():
                 actx.stop_requested = True
             pool.shutdown(wait=True)
             _quietly(self.shutdown)
+        if failed:
+            raise failed[0]
 
     def _dispatch_one(
         self,

@@ -9,9 +9,17 @@ id and the mirrored floor/cancel mark, ``RenewLease`` and ``ReportProgress`` the
 Nothing here is a lock: a Redis key never fences a durable write.
 
 Keys (one hash tag, so a cluster keeps them on one slot): ``queued`` (set), ``res`` (hash
-job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``notice`` (set),
+job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``live`` (set: the
+attempts whose lease is live — an index, so that the scripts and reads that need the live
+leases do not scan the released and expired ones, which ``lease`` keeps), ``notice`` (set),
 ``progress`` (hash job → ``attempt|n``), ``floor`` (hash job → token), ``cancel`` (set),
 ``rid`` (counter), ``log`` (stream).
+
+Reads: :meth:`RedisCoordination.snapshot` (everything, for status and tests),
+:meth:`~RedisCoordination.view` (one job), :meth:`~RedisCoordination.active` (the
+reconciler's: no dead leases, no mirror) — read-only scripts, one round trip and one atomic
+view each — and :meth:`~RedisCoordination.candidates` (a random sample of the queue, for
+dispatch).
 
 Time: with a ``clock`` the caller's clock is passed to every script (tests, simulation);
 without one the scripts read the Redis server's ``TIME`` — one clock for every worker.

@@ -135,6 +135,11 @@ class Coordination(Protocol):
         history (released and expired leases stay in the store)."""
         ...
 
+    def await_work(self, actor: Actor, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an ``Enqueue`` (True when one woke the wait):
+        an idle worker's pause between looks at the queue, cut short when work arrives."""
+        ...
+
     def candidates(self, actor: Actor, limit: int) -> list[str]:
         """Up to ``limit`` queued jobs to try to reserve (Redis: a random sample, so that
         workers do not all contend for the same job)."""
@@ -169,6 +174,7 @@ class MemoryCoordination:
         self._log: list[CoordEntry] = []
         self._lock = threading.Lock()
         self._rids = 0
+        self._work = threading.Event()  # set by Enqueue: wakes await_work
 
     # -- plumbing ---------------------------------------------------------------------------
     def _now(self) -> int:
@@ -242,7 +248,10 @@ class MemoryCoordination:
             d.queued.add(job)
             return True
 
-        return bool(self._op(actor, "Enqueue", {"j": job}, job, body))
+        done = bool(self._op(actor, "Enqueue", {"j": job}, job, body))
+        if done:
+            self._work.set()
+        return done
 
     def reserve(
         self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
@@ -421,6 +430,12 @@ class MemoryCoordination:
         if actor is None:
             return read()
         return io_call(actor, JobOperation.COORD_READ, "", read)
+
+    def await_work(self, actor: Actor, timeout: float) -> bool:
+        # On the actor's (injected) clock: woken by the next enqueue.
+        woken = not actor.ctx.sleep(timeout, wake=self._work)
+        self._work.clear()
+        return woken
 
     def candidates(self, actor: Actor, limit: int) -> list[str]:
         def read(commit: bool) -> list[str]:

@@ -97,7 +97,12 @@ SCRIPTS: dict[str, str] = {
 local job = ARGV[7]
 if redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('res'), job) == 1
 then return {0, ''} end
-if not dry then redis.call('SADD', k('queued'), job) end
+if not dry then
+  redis.call('SADD', k('queued'), job)
+  -- a wake-up for one idle worker (Coordination.await_work); not a spec variable
+  redis.call('LPUSH', k('wake'), '1')
+  redis.call('LTRIM', k('wake'), 0, 63)
+end
 return {1, log('Enqueue', ARGV[6])}
 """,
     "Reserve": r"""
@@ -269,6 +274,7 @@ return {redis.call('SMEMBERS', k('queued')), redis.call('HGETALL', k('res')),
 }
 
 KEY_NAMES = (
+    "wake",
     "queued",
     "res",
     "lease",
@@ -594,6 +600,20 @@ class RedisCoordination:
         if actor is None:
             return read()
         return io_call(actor, JobOperation.COORD_READ, "", read)
+
+    def await_work(self, actor: Actor, timeout: float) -> bool:
+        """Block until an ``Enqueue`` pushed a wake-up (True) or ``timeout`` passed."""
+
+        def read(commit: bool) -> bool:
+            try:
+                # at most a second: well within the client's socket timeout
+                wait = min(max(timeout, 0.001), 1.0)
+                got: Any = self.client.blpop([f"{self.ns}:wake"], timeout=wait)
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis wait for work: {exc}") from exc
+            return got is not None
+
+        return bool(io_call(actor, JobOperation.COORD_READ, "", read))
 
     def candidates(self, actor: Actor, limit: int) -> list[str]:
         def read(commit: bool) -> list[str]:

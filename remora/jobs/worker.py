@@ -508,7 +508,17 @@ class Worker:
                     # the worker's end (it exited on a PostgreSQL cut: tests/jobs/
                     # test_real_faults.py).
                     _quietly(on_idle)
-                # Wake as soon as a handler finishes (its slot is free again: the future's
+                if len(running) < self.concurrency:
+                    # A free slot and nothing taken: wait for an Enqueue (Redis: a blocking
+                    # pop of its wake-up) rather than a whole ``poll`` — that pause was
+                    # half of the median latency (benchmarks/jobs_peers.py).
+                    if (
+                        _quietly(lambda: self.stores.coordination.await_work(self.actor, poll))
+                        is None
+                    ):
+                        self.ctx.sleep(poll, wake=self.wake)  # the store is unreachable
+                    continue
+                # Every slot busy: wake as soon as a handler finishes (the future's
                 # done-callback sets ``wake``) rather than after a whole ``poll``: with one
                 # slot, a fixed pause per job capped a worker at 1/poll jobs per second
                 # (benchmarks/jobs_peers.py).  On the injected clock, like every wait.

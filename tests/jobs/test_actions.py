@@ -468,3 +468,17 @@ def test_narrow_reads_agree_with_the_snapshot() -> None:
     assert coord.active(actor) == active_part(coord.snapshot())
     assert a not in coord.active(actor).leases
     assert coord.view(actor, "j1", both) == narrow(coord.snapshot(), "j1", both)
+
+
+def test_an_enqueue_wakes_an_idle_worker() -> None:
+    """``Coordination.await_work``: an idle worker's pause is cut short by the next
+    ``Enqueue`` (Redis: a blocking pop of the wake-up the script pushes) — not by anything
+    else.  (Half a second, under one tick: the memory store's wait is on the logical clock.)"""
+    run = Run()
+    coord = run.sim.stores.coordination
+    actor = run.r.actor
+    assert not coord.await_work(actor, 0.05)  # nothing enqueued: the whole pause passes
+    run.ok(lambda: run.sim.submit("j1"))
+    assert run.ok(lambda: run.r.enqueue("j1"))
+    assert coord.await_work(actor, 0.5)
+    assert not coord.await_work(actor, 0.05)  # one wake-up per Enqueue

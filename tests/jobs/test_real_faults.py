@@ -103,8 +103,9 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
     pg_dsn: str, redis_url: str, tmp_path: Path
 ) -> None:
     """(c) A worker process holding running attempts is SIGKILLed; a new incarnation (a new
-    process, a new id) starts.  The killed incarnation's leases expire, its attempts are
-    reaped and retried; it never comes back."""
+    process, a new id) starts.  The killed incarnation's leases expire (or, for an attempt
+    killed before its activation, its reservation), its attempts are reaped and retried; it
+    never comes back."""
     import signal
 
     started = time.monotonic()
@@ -140,6 +141,7 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
         print(
             f"\nsigkill: pid {victim.pid} ({victim_id}) killed holding {len(lost)} attempt(s), "
             f"all reaped ({report.actions.get('ExpireLease', 0)} leases expired, "
+            f"{report.actions.get('ExpireReservation', 0)} reservations expired, "
             f"{report.actions['ReapLostAttempt']} reaps), "
             f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
             f"wall {time.monotonic() - started:.1f}s"

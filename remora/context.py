@@ -137,11 +137,17 @@ class Context:
         callback()
         return lambda: None
 
-    def sleep(self, seconds: float) -> bool:
+    def sleep(self, seconds: float, *, wake: threading.Event | None = None) -> bool:
         """Wait ``seconds`` on this context's clock, waking early when the context is
-        canceled; True if the whole time passed uncanceled.  On a
-        :class:`~remora.clock.MonotonicClock` this is a real wait; on a
+        canceled (or ``wake`` is set); True if the whole time passed uncanceled (and
+        unwoken).  On a :class:`~remora.clock.MonotonicClock` this is a real wait; on a
         :class:`~remora.clock.LogicalClock` it advances logical time instead."""
+        if wake is not None:
+            unregister = self.on_cancel(wake.set)
+            try:
+                return self._clock.sleep(seconds, wake) and not self.canceled
+            finally:
+                unregister()
         with self._lock:
             if self._event is None:
                 self._event = threading.Event()

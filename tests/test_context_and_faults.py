@@ -83,6 +83,29 @@ def test_logical_sleep_advances_the_clock_instead_of_sleeping() -> None:
     assert not budget.sleep(0.1) and clock.ms == 1300
 
 
+def test_sleep_wakes_on_an_event_on_either_clock() -> None:
+    """``Context.sleep(wake=...)``: the job worker's loop waits for a handler to finish
+    through the injected clock, so the simulation and production share the path."""
+    wake = threading.Event()
+    ctx = Context(MonotonicClock())
+    threading.Timer(0.05, wake.set).start()
+    assert not ctx.sleep(60.0, wake=wake)  # woken by the event, not after 60 s
+    wake.clear()
+    assert ctx.sleep(0.0, wake=wake)
+    threading.Timer(0.05, ctx.cancel).start()
+    assert not ctx.sleep(60.0, wake=wake)  # a cancellation wakes it too
+    assert wake.is_set()
+    clock = LogicalClock()
+    logical = Context(clock)
+    event = threading.Event()
+    assert logical.sleep(0.2, wake=event) and clock.ms == 200
+    clock.call_later(0.1, event.set)  # e.g. a handler finishing during the wait
+    assert not logical.sleep(1.0, wake=event) and clock.ms == 1200
+    logical.cancel()
+    event.clear()
+    assert not logical.sleep(0.1, wake=event)  # canceled: reported as cut short
+
+
 def test_no_faults_hook_commits() -> None:
     store = MemoryStore(NO_FAULTS)
     ctx = Context(LogicalClock())

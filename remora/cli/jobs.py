@@ -209,7 +209,9 @@ def submit(args: argparse.Namespace) -> int:
             job_id = args.job_id or f"job-{secrets.token_hex(6)}"
             if args.job_id and args.count > 1:
                 job_id = f"{args.job_id}-{i + 1}"
-            stores.submit(actor, job_id, args.handler, payload)
+            # With Redis the submitter enqueues at once (workers see the job without
+            # waiting for a reconcile pass); embedded coordination is the worker's own.
+            stores.submit(actor, job_id, args.handler, payload, enqueue=bool(args.redis))
             print(job_id)
     finally:
         stores.close()

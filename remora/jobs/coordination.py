@@ -25,7 +25,7 @@ expiry is a logged step.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import attrs
@@ -49,6 +49,36 @@ def order_key(order: str) -> tuple[int, int]:
     """Sort key of a coordination log position (``"<ms>-<n>"``, as Redis stream ids)."""
     head, _, tail = order.partition("-")
     return int(head), int(tail or 0)
+
+
+def narrow(c: CoordSnapshot, job: str, attempts: Iterable[AttemptId] = ()) -> CoordSnapshot:
+    """``c`` restricted to ``job`` and the leases of ``attempts``: every guard of
+    :mod:`remora.jobs.guards` about ``job`` or one of ``attempts`` evaluates the same on it,
+    except :func:`~remora.jobs.guards.live_count` and ``other_live_lease`` (which need every
+    lease; the scripts that use them read the store themselves)."""
+    wanted = set(attempts)
+    return CoordSnapshot(
+        frozenset({job} & c.queued),
+        {job: c.reservations[job]} if job in c.reservations else {},
+        {a: lease for a, lease in c.leases.items() if a in wanted},
+        frozenset({job} & c.notices),
+        {job: c.progress[job]} if job in c.progress else {},
+        {job: c.floors[job]} if job in c.floors else {},
+        frozenset({job} & c.cancels),
+        c.now_ms,
+    )
+
+
+def active_part(c: CoordSnapshot) -> CoordSnapshot:
+    """``c`` without its dead leases and without the mirror (floors, cancel marks): the
+    reconciler's guards (``can_expire_*``, ``coordination_dirty``, ``can_enqueue``, the
+    reaper's lease check) evaluate the same on it."""
+    return attrs.evolve(
+        c,
+        leases={a: lease for a, lease in c.leases.items() if lease.live},
+        floors={},
+        cancels=frozenset(),
+    )
 
 
 class Coordination(Protocol):
@@ -92,6 +122,29 @@ class Coordination(Protocol):
 
     def snapshot(self, actor: Actor | None = None) -> CoordSnapshot: ...
 
+    def view(
+        self, actor: Actor | None, job: str, attempts: Iterable[AttemptId] = ()
+    ) -> CoordSnapshot:
+        """A narrow read of one job (:func:`narrow`): what the worker's and the reaper's
+        guards of ``job`` need, without reading the whole store."""
+        ...
+
+    def active(self, actor: Actor | None = None) -> CoordSnapshot:
+        """The reconciler's read (:func:`active_part`): queue, reservations, notices, live
+        progress and the *live* leases only — bounded by the work in flight, not by the
+        history (released and expired leases stay in the store)."""
+        ...
+
+    def await_work(self, actor: Actor, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an ``Enqueue`` (True when one woke the wait):
+        an idle worker's pause between looks at the queue, cut short when work arrives."""
+        ...
+
+    def candidates(self, actor: Actor, limit: int) -> list[str]:
+        """Up to ``limit`` queued jobs to try to reserve (Redis: a random sample, so that
+        workers do not all contend for the same job)."""
+        ...
+
     def log(self) -> list[CoordEntry]: ...
 
     def close(self) -> None: ...
@@ -121,6 +174,7 @@ class MemoryCoordination:
         self._log: list[CoordEntry] = []
         self._lock = threading.Lock()
         self._rids = 0
+        self._work = threading.Event()  # set by Enqueue: wakes await_work
 
     # -- plumbing ---------------------------------------------------------------------------
     def _now(self) -> int:
@@ -194,7 +248,10 @@ class MemoryCoordination:
             d.queued.add(job)
             return True
 
-        return bool(self._op(actor, "Enqueue", {"j": job}, job, body))
+        done = bool(self._op(actor, "Enqueue", {"j": job}, job, body))
+        if done:
+            self._work.set()
+        return done
 
     def reserve(
         self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
@@ -352,6 +409,41 @@ class MemoryCoordination:
 
         return io_call(actor, JobOperation.COORD_READ, "", read)
 
+    def view(
+        self, actor: Actor | None, job: str, attempts: Iterable[AttemptId] = ()
+    ) -> CoordSnapshot:
+        wanted = tuple(attempts)
+
+        def read(commit: bool = True) -> CoordSnapshot:
+            with self._lock:
+                return narrow(self._snap(), job, wanted)
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.COORD_READ, job, read)
+
+    def active(self, actor: Actor | None = None) -> CoordSnapshot:
+        def read(commit: bool = True) -> CoordSnapshot:
+            with self._lock:
+                return active_part(self._snap())
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.COORD_READ, "", read)
+
+    def await_work(self, actor: Actor, timeout: float) -> bool:
+        # On the actor's (injected) clock: woken by the next enqueue.
+        woken = not actor.ctx.sleep(timeout, wake=self._work)
+        self._work.clear()
+        return woken
+
+    def candidates(self, actor: Actor, limit: int) -> list[str]:
+        def read(commit: bool) -> list[str]:
+            with self._lock:
+                return sorted(self._data.queued)[:limit]
+
+        return io_call(actor, JobOperation.COORD_READ, "", read)
+
     def log(self) -> list[CoordEntry]:
         with self._lock:
             return list(self._log)
@@ -360,4 +452,4 @@ class MemoryCoordination:
         return None
 
 
-__all__ = ["Coordination", "MemoryCoordination", "order_key"]
+__all__ = ["Coordination", "MemoryCoordination", "active_part", "narrow", "order_key"]

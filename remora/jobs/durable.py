@@ -90,7 +90,17 @@ TABLES = (
         params TEXT NOT NULL, actor TEXT NOT NULL, actor_seq BIGINT NOT NULL,
         result TEXT NOT NULL, PRIMARY KEY (subject, version))""",
     "CREATE INDEX IF NOT EXISTS remora_jobs_log_actor ON remora_jobs_log (actor, actor_seq)",
+    # The reconciler's incremental pass (DurableStore.active_snapshot) reads the jobs in
+    # flight, the newest jobs and the attempts with an outcome in flight: indexed so the
+    # read does not grow with the history.
+    "CREATE INDEX IF NOT EXISTS remora_jobs_job_active ON remora_jobs_job (seq) "
+    "WHERE phase NOT IN ('Succeeded', 'Failed', 'Cancelled')",
+    "CREATE INDEX IF NOT EXISTS remora_jobs_job_seq ON remora_jobs_job (seq)",
+    "CREATE INDEX IF NOT EXISTS remora_jobs_attempt_pending ON remora_jobs_attempt (job) "
+    "WHERE pending <> ''",
 )
+
+TERMINAL_SQL = "('Succeeded', 'Failed', 'Cancelled')"
 
 JOB_COLUMNS = (
     "id, seq, handler, payload, max_attempts, max_progress, phase, cancel_requested, "
@@ -104,6 +114,44 @@ ATTEMPT_COLUMNS = (
 CREDENTIAL_COLUMNS = "job, sequence, state, durable, token"
 
 
+JOB_UPDATE = (
+    "UPDATE remora_jobs_job SET phase = ?, cancel_requested = ?, current_token = ?, "
+    "authority = ?, dispatch_needed = ?, committed = ?, checkpoint = ?, "
+    "checkpoint_owner = ?, checkpoint_valid = ?, version = ?, error = ? "
+    "WHERE id = ?"
+)
+ATTEMPT_UPSERT = (
+    f"INSERT INTO remora_jobs_attempt ({ATTEMPT_COLUMNS}) VALUES "
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, token) DO UPDATE SET "
+    "transferred = excluded.transferred, stop = excluded.stop, "
+    "stopped = excluded.stopped, committed = excluded.committed, "
+    "pending = excluded.pending"
+)
+CREDENTIAL_UPSERT = (
+    f"INSERT INTO remora_jobs_credential ({CREDENTIAL_COLUMNS}) VALUES "
+    "(?, ?, ?, ?, ?) ON CONFLICT (job, sequence) DO UPDATE SET "
+    "state = excluded.state, durable = excluded.durable"
+)
+LOG_INSERT = (
+    "INSERT INTO remora_jobs_log (subject, version, action, params, actor, actor_seq, "
+    "result) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+LOCKED_ROWS = (
+    "SELECT (SELECT json_agg(json_build_array("
+    + ", ".join(f"a.{c.strip()}" for c in ATTEMPT_COLUMNS.split(","))
+    + ")) FROM remora_jobs_attempt a WHERE a.job = %s), "
+    "(SELECT json_agg(json_build_array("
+    + ", ".join(f"c.{c.strip()}" for c in CREDENTIAL_COLUMNS.split(","))
+    + ")) FROM remora_jobs_credential c WHERE c.job = %s), "
+    "(SELECT json_agg(w.id) FROM remora_jobs_worker w WHERE w.up = 0)"
+)
+
+
+def _qualified(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ...) -> Any: ...
 
@@ -114,6 +162,13 @@ class Backend(Protocol):
     placeholder: str
     lock_clause: str
     where: str
+    #: PostgreSQL: fewer statements per transition — the locked read as two (the row lock,
+    #: then :data:`LOCKED_ROWS`) instead of four, the writes and the log row as one
+    #: statement (data-modifying ``WITH``) — and single-statement reads without
+    #: ``BEGIN``/``COMMIT`` (:meth:`read_one`).
+    fold_statements: bool
+
+    def read_one(self, what: str, sql: str, params: Any) -> Any: ...
 
     def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T: ...
 
@@ -236,6 +291,19 @@ class DurableStore:
         ).fetchone()
         if row is None:
             raise UnknownJob(f"no job {job_id!r}")
+        if self.backend.fold_statements:
+            # A second statement, not subqueries of the locking one: under READ COMMITTED a
+            # statement that waited for the row lock re-reads the locked row but evaluates
+            # its subqueries in the snapshot it started with — the attempts would be those
+            # from before the transaction it waited for (found by trace validation: a
+            # RejectOutcome of an outcome that had just been accepted).
+            rest = cur.execute(LOCKED_ROWS, (job_id, job_id)).fetchone()
+            return Locked(
+                _job(tuple(row)),
+                {int(a[1]): _attempt(tuple(a)) for a in rest[0] or ()},
+                {int(c[1]): _credential(tuple(c)) for c in rest[1] or ()},
+                frozenset(rest[2] or ()),
+            )
         attempts = cur.execute(
             self._q(f"SELECT {ATTEMPT_COLUMNS} FROM remora_jobs_attempt WHERE job = ?"),
             (job_id,),
@@ -256,37 +324,35 @@ class DurableStore:
         """Write ``change`` and its log row; returns the job's new version."""
         version = locked.job.version + 1
         job = attrs.evolve(change.job or locked.job, version=version)
-        cur.execute(
-            self._q(
-                "UPDATE remora_jobs_job SET phase = ?, cancel_requested = ?, current_token = ?, "
-                "authority = ?, dispatch_needed = ?, committed = ?, checkpoint = ?, "
-                "checkpoint_owner = ?, checkpoint_valid = ?, version = ?, error = ? "
-                "WHERE id = ?"
-            ),
-            (*_job_values(job)[6:], job.id),
-        )
+        if self.backend.fold_statements:
+            self._apply_folded(cur, job, change, actor, seq, version)
+            return version
+        cur.execute(self._q(JOB_UPDATE), (*_job_values(job)[6:], job.id))
         for a in change.attempts:
-            cur.execute(
-                self._q(
-                    f"INSERT INTO remora_jobs_attempt ({ATTEMPT_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, token) DO UPDATE SET "
-                    "transferred = excluded.transferred, stop = excluded.stop, "
-                    "stopped = excluded.stopped, committed = excluded.committed, "
-                    "pending = excluded.pending"
-                ),
-                _attempt_values(a),
-            )
+            cur.execute(self._q(ATTEMPT_UPSERT), _attempt_values(a))
         for c in change.credentials:
             cur.execute(
-                self._q(
-                    f"INSERT INTO remora_jobs_credential ({CREDENTIAL_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?) ON CONFLICT (job, sequence) DO UPDATE SET "
-                    "state = excluded.state, durable = excluded.durable"
-                ),
+                self._q(CREDENTIAL_UPSERT),
                 (c.job, c.sequence, c.state.value, int(c.durable), c.token),
             )
         self._log(cur, job.id, version, change.action, change.params, actor, seq, change.result)
         return version
+
+    def _apply_folded(
+        self, cur: Any, job: JobRow, change: Change, actor: str, seq: int, version: int
+    ) -> None:
+        """:meth:`_apply` as one statement (PostgreSQL: data-modifying ``WITH``)."""
+        parts = [f"u AS ({JOB_UPDATE})"]
+        params: list[Any] = [*_job_values(job)[6:], job.id]
+        for i, a in enumerate(change.attempts):
+            parts.append(f"a{i} AS ({ATTEMPT_UPSERT})")
+            params += _attempt_values(a)
+        for i, c in enumerate(change.credentials):
+            parts.append(f"c{i} AS ({CREDENTIAL_UPSERT})")
+            params += [c.job, c.sequence, c.state.value, int(c.durable), c.token]
+        params += [job.id, version, change.action, dumps(change.params), actor, seq]
+        params.append(change.result)
+        cur.execute(self._q(f"WITH {', '.join(parts)} {LOG_INSERT}"), params)
 
     def _log(
         self,
@@ -300,11 +366,7 @@ class DurableStore:
         result: str,
     ) -> None:
         cur.execute(
-            self._q(
-                "INSERT INTO remora_jobs_log (subject, version, action, params, actor, actor_seq, "
-                "result) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            ),
-            (subject, version, action, dumps(params), actor, seq, result),
+            self._q(LOG_INSERT), (subject, version, action, dumps(params), actor, seq, result)
         )
 
     # -- writes ---------------------------------------------------------------------------
@@ -476,11 +538,8 @@ class DurableStore:
         )
 
     def job(self, job_id: str) -> JobRow:
-        row = self.backend.read(
-            "job",
-            lambda cur: cur.execute(
-                self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?"), (job_id,)
-            ).fetchone(),
+        row = self.backend.read_one(
+            "job", self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?"), (job_id,)
         )
         if row is None:
             raise UnknownJob(f"no job {job_id!r}")
@@ -516,6 +575,67 @@ class DurableStore:
 
         return self.backend.read("snapshot", body)
 
+    def active_snapshot(
+        self, since_seq: int = 0, also: frozenset[str] = frozenset()
+    ) -> DurableSnapshot:
+        """The reconciler's incremental read, one consistent snapshot: the jobs not yet
+        terminal, the jobs submitted at or after ``since_seq``, the jobs in ``also`` (e.g.
+        those the previous pass saw in flight: they may have finished since), their
+        attempts and intents, every attempt with an outcome in flight, and the workers
+        that are down.  Finished jobs the reads miss are left to the full
+        :meth:`snapshot` (the reconciler takes one every few passes)."""
+
+        def body(cur: Any) -> DurableSnapshot:
+            flight = f"j.phase NOT IN {TERMINAL_SQL} OR j.seq >= {self.backend.placeholder}"
+            jobs = {
+                r[0]: _job(tuple(r))
+                for r in cur.execute(
+                    f"SELECT {_qualified('j', JOB_COLUMNS)} FROM remora_jobs_job j WHERE {flight}",
+                    (since_seq,),
+                ).fetchall()
+            }
+            extra = sorted(also - jobs.keys())
+
+            def rows(table: str, columns: str, pending: str = "") -> list[tuple[Any, ...]]:
+                """``table``'s rows of the jobs read above (and ``pending`` ones)."""
+                out: list[tuple[Any, ...]] = cur.execute(
+                    f"SELECT {_qualified('x', columns)} FROM {table} x JOIN remora_jobs_job j "
+                    f"ON j.id = x.job WHERE {flight}{pending}",
+                    (since_seq,),
+                ).fetchall()
+                for i in range(0, len(extra), 500):
+                    part = extra[i : i + 500]
+                    marks = ", ".join(self.backend.placeholder for _ in part)
+                    out += cur.execute(
+                        f"SELECT {columns} FROM {table} WHERE job IN ({marks})", part
+                    ).fetchall()
+                return out
+
+            for i in range(0, len(extra), 500):
+                part = extra[i : i + 500]
+                marks = ", ".join(self.backend.placeholder for _ in part)
+                for r in cur.execute(
+                    f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id IN ({marks})", part
+                ).fetchall():
+                    jobs[r[0]] = _job(tuple(r))
+            attempts = {
+                (r[0], int(r[1])): _attempt(tuple(r))
+                for r in rows("remora_jobs_attempt", ATTEMPT_COLUMNS, " OR x.pending <> ''")
+            }
+            creds = {
+                (r[0], int(r[1])): _credential(tuple(r))
+                for r in rows("remora_jobs_credential", CREDENTIAL_COLUMNS)
+            }
+            down = cur.execute("SELECT id FROM remora_jobs_worker WHERE up = 0").fetchall()
+            return DurableSnapshot(
+                tuple(sorted(jobs.values(), key=lambda j: (j.seq, j.id))),
+                tuple(attempts[k] for k in sorted(attempts)),
+                tuple(WorkerRow(r[0], False) for r in down),
+                tuple(creds[k] for k in sorted(creds)),
+            )
+
+        return self.backend.read("active snapshot", body)
+
     def worker_up(self, worker_id: str) -> bool:
         row = self.backend.read(
             "worker",
@@ -540,15 +660,13 @@ class DurableStore:
         an unknown result); ``None`` when it did not commit.  Raises
         :class:`~remora.errors.UnknownResult` when the store cannot be read."""
         try:
-            row = self.backend.read(
+            row = self.backend.read_one(
                 "resolve",
-                lambda cur: cur.execute(
-                    self._q(
-                        "SELECT subject, version, action, params, actor, actor_seq, result "
-                        "FROM remora_jobs_log WHERE actor = ? AND actor_seq = ?"
-                    ),
-                    (actor, seq),
-                ).fetchone(),
+                self._q(
+                    "SELECT subject, version, action, params, actor, actor_seq, result "
+                    "FROM remora_jobs_log WHERE actor = ? AND actor_seq = ?"
+                ),
+                (actor, seq),
             )
         except Unavailable as exc:
             raise UnknownResult(f"cannot resolve an unknown result: {exc}") from exc
@@ -594,6 +712,7 @@ class SqliteJobsBackend(SqliteBackend):
 
     placeholder = "?"
     lock_clause = ""
+    fold_statements = False
 
     def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         super().__init__(path, lock_timeout)
@@ -634,6 +753,9 @@ class SqliteJobsBackend(SqliteBackend):
                 return body(self._conn)
             except sqlite3.OperationalError as exc:
                 raise Unavailable(f"sqlite {what}: {exc}") from exc
+
+    def read_one(self, what: str, sql: str, params: Any) -> Any:
+        return self.read(what, lambda cur: cur.execute(sql, params).fetchone())
 
 
 def open_sqlite(path: str | Path = ":memory:") -> DurableStore:

@@ -25,7 +25,7 @@ from remora.errors import InvalidInput
 from remora.jobs.durable import SCHEMA_VERSION, TABLES
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
-from remora.store.postgres import PostgresBackend
+from remora.store.postgres import PostgresBackend, _rollback_quietly
 
 T = TypeVar("T")
 
@@ -42,6 +42,7 @@ EXTRA_TABLES = (
 class PostgresJobsBackend(PostgresBackend):
     placeholder = "%s"
     lock_clause = " FOR UPDATE"
+    fold_statements = True
 
     def schema_version(self) -> int | None:
         def body(cur: psycopg.Cursor[Any]) -> int | None:
@@ -71,6 +72,10 @@ class PostgresJobsBackend(PostgresBackend):
                     cur.execute("BEGIN")
                     self._lock_schema(cur)
                     for statement in (*TABLES, *EXTRA_TABLES):
+                        if _index_exists(cur, statement):
+                            # CREATE INDEX locks its table even when the index exists: a
+                            # process starting beside running workers deadlocked with them.
+                            continue
                         cur.execute(statement)
                     row = cur.execute(
                         "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
@@ -96,6 +101,26 @@ class PostgresJobsBackend(PostgresBackend):
 
     def read(self, what: str, body: Callable[[Any], T]) -> T:
         return self._read(what, body)
+
+    def read_one(self, what: str, sql: str, params: Any) -> Any:
+        """One statement's first row, in its own (implicit) transaction: a single
+        statement reads one snapshot, so ``BEGIN``/``COMMIT`` would be two more round
+        trips for nothing."""
+        with self._connection(None) as conn:
+            try:
+                return conn.execute(sql, params).fetchone()
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                raise self._failure(exc, None, what) from exc
+
+
+def _index_exists(cur: Any, statement: str) -> bool:
+    prefix = "CREATE INDEX IF NOT EXISTS "
+    if not statement.startswith(prefix):
+        return False
+    name = statement[len(prefix) :].split()[0]
+    row = cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    return bool(row and row[0])
 
 
 class _PgStore:
@@ -129,6 +154,17 @@ class PostgresTarget(_PgStore):
 
     def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
         def body(cur: Any) -> None:
+            # One statement when the write is allowed (the usual case); the reason for a
+            # refusal is read only then.
+            done = cur.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
+                "RETURNING 1",
+                (a.job, a.token, progress, data, a.job, a.token, progress),
+            ).fetchone()
+            if done is not None:
+                return
             rows = cur.execute(
                 "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
                 "WHERE job = %s AND token = %s",
@@ -152,13 +188,11 @@ class PostgresTarget(_PgStore):
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:
-            row = self.backend.read(
+            row = self.backend.read_one(
                 "stage info",
-                lambda cur: cur.execute(
-                    "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
-                    "WHERE job = %s AND token = %s",
-                    (a.job, a.token),
-                ).fetchone(),
+                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
             )
             if row is None or row[0] is None:
                 return None
@@ -169,13 +203,11 @@ class PostgresTarget(_PgStore):
         return io_call(actor, JobOperation.TARGET_READ, a.job, read)
 
     def data(self, a: AttemptId, progress: int | None = None) -> bytes | None:
-        row = self.backend.read(
+        row = self.backend.read_one(
             "stage data",
-            lambda cur: cur.execute(
-                "SELECT data FROM remora_jobs_stage WHERE job = %s AND token = %s AND "
-                "cleaned = 0 AND progress <= %s ORDER BY progress DESC LIMIT 1",
-                (a.job, a.token, progress if progress is not None else 2**31 - 1),
-            ).fetchone(),
+            "SELECT data FROM remora_jobs_stage WHERE job = %s AND token = %s AND "
+            "cleaned = 0 AND progress <= %s ORDER BY progress DESC LIMIT 1",
+            (a.job, a.token, progress if progress is not None else 2**31 - 1),
         )
         return None if row is None or row[0] is None else bytes(row[0])
 
@@ -223,13 +255,10 @@ class PostgresVault(_PgStore):
 
     def state(self, actor: Actor | None, c: IntentId) -> SecretState:
         def read(commit: bool = True) -> SecretState:
-            row = self.backend.read(
+            row = self.backend.read_one(
                 "vault state",
-                lambda cur: cur.execute(
-                    "SELECT secret IS NOT NULL FROM remora_jobs_vault "
-                    "WHERE job = %s AND sequence = %s",
-                    (c.job, c.sequence),
-                ).fetchone(),
+                "SELECT secret IS NOT NULL FROM remora_jobs_vault WHERE job = %s AND sequence = %s",
+                (c.job, c.sequence),
             )
             if row is None:
                 return SecretState.ABSENT

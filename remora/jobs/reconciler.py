@@ -60,21 +60,18 @@ class Reconciler:
         #: beside workers whose coordination store is private to their process).
         self.durable_only = durable_only
         self.actor = Actor(name, Context(stores.clock), hook=hook, recorder=recorder, links=links)
+        #: The incremental pass's memory: the jobs the previous pass saw in flight (they
+        #: may have finished since) and the newest ``seq`` it saw.
+        self._in_flight: frozenset[str] = frozenset()
+        self._mark = 0
 
     # -- coordination projections under the durable lock ------------------------------------
     def _locked(self, job: str, act: Any) -> bool:
         return bool(self.stores.durable.with_lock(self.actor, job, act))
 
     def enqueue(self, job: str) -> bool:
-        """``Enqueue(j)``."""
-
-        def act(lk: Locked) -> bool:
-            row = lk.job
-            if row.phase is not Phase.QUEUED or not row.dispatch_needed:
-                return False
-            return self.stores.coordination.enqueue(self.actor, job)
-
-        return self._locked(job, act)
+        """``Enqueue(j)`` (:meth:`Stores.enqueue`)."""
+        return self.stores.enqueue(self.actor, job)
 
     def publish_cancel_notice(self, job: str) -> bool:
         """``PublishCancelNotice(j)``."""
@@ -154,7 +151,7 @@ class Reconciler:
         coord = self.stores.coordination
 
         def decide(lk: Any) -> Change:
-            now = coord.snapshot(self.actor)
+            now = coord.view(self.actor, a.job, (a,))
             live = now.leases.get(a)
             return guards.reap(
                 lk.job,
@@ -292,12 +289,15 @@ class Reconciler:
         return done
 
     # -- one pass ------------------------------------------------------------------------------
-    def reconcile_once(self) -> int:
-        """Every enabled ambient step, once: returns how many were taken."""
+    def reconcile_once(self, *, full: bool = True) -> int:
+        """Every enabled ambient step, once: returns how many were taken.  With ``full``
+        off, an incremental pass (:meth:`_incremental`)."""
         stores = self.stores
         cfg = stores.config
         if self.durable_only:
             return self._durable_only()
+        if not full:
+            return self._incremental()
         steps = 0
         snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
         down = {w.id for w in stores.durable.snapshot().workers if not w.up}
@@ -361,6 +361,125 @@ class Reconciler:
         for jr in dsnap.jobs:
             if jr.id in with_intents:
                 steps += _ok(partial(self.clean_credentials, jr))
+        self._in_flight = frozenset(jr.id for jr in dsnap.jobs if not jr.phase.terminal)
+        self._mark = max([self._mark, *(jr.seq for jr in dsnap.jobs)])
+        return steps
+
+    def _incremental(self) -> int:
+        """The same steps as a full pass, over what is in flight: one durable read of the
+        jobs not yet terminal, the newest ones and those the previous pass saw in flight
+        (:meth:`DurableStore.active_snapshot`), one coordination read without dead leases
+        and the mirror (:meth:`Coordination.active`).  A step is tried only when these
+        reads say its guard holds — each step still re-checks its guard under the job's
+        lock, so a stale read only costs a pass.  A wipe is repaired here too (every queued
+        job is re-enqueued, every cancel notice republished); finished jobs whose
+        housekeeping became possible only later (e.g. an attempt's worker went down) are
+        left to the periodic full pass."""
+        stores = self.stores
+        cfg = stores.config
+        steps = 0
+        dsnap = stores.durable.active_snapshot(self._mark, self._in_flight)
+        snap = stores.coordination.active(self.actor)
+        down = {w.id for w in dsnap.workers if not w.up}
+        jobs = {jr.id: jr for jr in dsnap.jobs}
+        attempts = {(r.job, r.token): r for r in dsnap.attempts}
+        gone: set[AttemptId] = set()  # leases this pass expired or released
+        unreserved: set[str] = set()
+        for a, lease in sorted(snap.leases.items()):
+            if not lease.live:
+                continue
+            if guards.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
+                took = _ok(partial(self.expire_lease, a))
+            elif lease.worker in down:
+                took = _ok(partial(self.release_lease, a))
+            else:
+                continue
+            steps += took
+            if took:
+                gone.add(a)
+        for job in sorted(snap.reservations):
+            if guards.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
+                took = _ok(partial(self.expire_reservation, job))
+                steps += took
+                if took:
+                    unreserved.add(job)
+        for row in dsnap.attempts:
+            if row.pending is not None:
+                steps += _ok(partial(self.process_outcome, row.id))
+        for jr in dsnap.jobs:
+            j = jr.id
+            reserved = j in snap.reservations and j not in unreserved
+            if jr.phase is Phase.CANCELLING:
+                if j not in snap.notices:
+                    steps += _ok(partial(self.publish_cancel_notice, j))
+                if reserved:
+                    steps += _ok(partial(self.release_reservation, j))
+                steps += _ok(partial(self.finalize_cancel, j))
+            elif jr.phase is Phase.RUNNING and jr.authority:
+                a = AttemptId(j, jr.authority)
+                held = snap.leases.get(a)
+                live = held is not None and held.live and a not in gone
+                if not live and not reserved and a not in gone:
+                    # The reads are not one snapshot: a job that finished (and released
+                    # its lease) between them looks lost.  A narrow re-read of the
+                    # coordination store is cheaper than the reaper's durable dry run.
+                    now = stores.coordination.view(self.actor, j, (a,))
+                    lease_now = now.leases.get(a)
+                    live = lease_now is not None and lease_now.live
+                    reserved = j in now.reservations
+                if not live and not reserved:
+                    reaped = _ok(partial(self.reap, a))
+                    steps += reaped
+                    if reaped and not jr.checkpoint_valid:
+                        steps += _ok(partial(self.schedule_retry, j))
+                        steps += _ok(partial(self.enqueue, j))
+            elif jr.phase is Phase.RETRY_WAIT:
+                steps += _ok(partial(self.schedule_retry, j))
+            elif jr.phase is Phase.QUEUED:
+                owner = attempts.get((j, jr.checkpoint_owner))
+                if (
+                    jr.checkpoint_valid
+                    and owner is not None
+                    and not guards.durably_stopped(owner, owner.worker not in down)
+                ):
+                    steps += _ok(partial(self.invalidate_checkpoint, j))
+                if j not in snap.queued and not reserved:
+                    steps += _ok(partial(self.enqueue, j))
+            if jr.phase.terminal and guards.coordination_dirty(snap, j):
+                steps += _ok(partial(self.clean_terminal, j))
+            elif j in snap.progress:
+                authority = (
+                    AttemptId(j, jr.authority) if jr.current_authority(jr.authority) else None
+                )
+                stale = guards.can_clear_stale_progress(
+                    attrs.evolve(
+                        snap, leases={k: v for k, v in snap.leases.items() if k not in gone}
+                    ),
+                    j,
+                    authority,
+                )
+                if stale:
+                    steps += _ok(partial(self.clear_stale_progress, j))
+        # Coordination entries of jobs the durable read did not return: they finished
+        # before the read's window (clean_terminal re-checks the phase under the lock).
+        listed = snap.queued | snap.reservations.keys() | snap.notices | snap.progress.keys()
+        for j in sorted(listed - jobs.keys()):
+            steps += _ok(partial(self.clean_terminal, j))
+        for row in dsnap.attempts:
+            owner_job = jobs.get(row.job)
+            if owner_job is None or row.committed:
+                continue
+            if not (row.stop is Stop.FAILED or row.stopped or row.worker in down):
+                continue
+            info = stores.target.info(None, row.id)
+            if guards.cleanup_eligible(owner_job, row, info, worker_up=row.worker not in down):
+                steps += _ok(partial(self.cleanup_stage, row.id))
+        with_intents = {c.job for c in dsnap.credentials}
+        for jr in dsnap.jobs:
+            if jr.id in with_intents:
+                steps += _ok(partial(self.clean_credentials, jr))
+        self._in_flight = frozenset(jr.id for jr in dsnap.jobs if not jr.phase.terminal)
+        self._mark = max([self._mark, *(jr.seq for jr in dsnap.jobs)])
         return steps
 
     def _durable_only(self) -> int:

@@ -9,9 +9,17 @@ id and the mirrored floor/cancel mark, ``RenewLease`` and ``ReportProgress`` the
 Nothing here is a lock: a Redis key never fences a durable write.
 
 Keys (one hash tag, so a cluster keeps them on one slot): ``queued`` (set), ``res`` (hash
-job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``notice`` (set),
+job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``live`` (set: the
+attempts whose lease is live — an index, so that the scripts and reads that need the live
+leases do not scan the released and expired ones, which ``lease`` keeps), ``notice`` (set),
 ``progress`` (hash job → ``attempt|n``), ``floor`` (hash job → token), ``cancel`` (set),
 ``rid`` (counter), ``log`` (stream).
+
+Reads: :meth:`RedisCoordination.snapshot` (everything, for status and tests),
+:meth:`~RedisCoordination.view` (one job), :meth:`~RedisCoordination.active` (the
+reconciler's: no dead leases, no mirror) — read-only scripts, one round trip and one atomic
+view each — and :meth:`~RedisCoordination.candidates` (a random sample of the queue, for
+dispatch).
 
 Time: with a ``clock`` the caller's clock is passed to every script (tests, simulation);
 without one the scripts read the Redis server's ``TIME`` — one clock for every worker.
@@ -25,6 +33,7 @@ a script ran leaves its effect unknown: the stream is searched for the call's
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -74,12 +83,11 @@ local function floor_ok(job, token, running)
   if running and redis.call('SISMEMBER', k('cancel'), job) == 1 then return false end
   return true
 end
+-- ``live`` indexes the live leases (``lease`` keeps released and expired ones too): the
+-- scripts that need every live lease read it, so their cost follows the work in flight,
+-- not the history.
 local function live_count()
-  local n = redis.call('HLEN', k('res'))
-  for _, v in ipairs(redis.call('HVALS', k('lease'))) do
-    if split(v)[3] == '1' then n = n + 1 end
-  end
-  return n
+  return redis.call('HLEN', k('res')) + redis.call('SCARD', k('live'))
 end
 """
 
@@ -89,7 +97,12 @@ SCRIPTS: dict[str, str] = {
 local job = ARGV[7]
 if redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('res'), job) == 1
 then return {0, ''} end
-if not dry then redis.call('SADD', k('queued'), job) end
+if not dry then
+  redis.call('SADD', k('queued'), job)
+  -- a wake-up for one idle worker (Coordination.await_work); not a spec variable
+  redis.call('LPUSH', k('wake'), '1')
+  redis.call('LTRIM', k('wake'), 0, 63)
+end
 return {1, log('Enqueue', ARGV[6])}
 """,
     "Reserve": r"""
@@ -119,14 +132,16 @@ if not r then return {0, ''} end
 local parts = split(r)
 if parts[1] ~= worker or parts[2] ~= rid or not floor_ok(job, token, true) then return {0, ''} end
 -- stronger than the spec: no other attempt of the job holds a live lease
-local leases = redis.call('HGETALL', k('lease'))
-for i = 1, #leases, 2 do
-  if leases[i] ~= a and string.match(leases[i], '^(.*)#%d+$') == job
-     and split(leases[i + 1])[3] == '1' then return {0, ''} end
+for _, b in ipairs(redis.call('SMEMBERS', k('live'))) do
+  if b ~= a and string.match(b, '^(.*)#%d+$') == job then
+    local v = redis.call('HGET', k('lease'), b)
+    if v and split(v)[3] == '1' then return {0, ''} end
+  end
 end
 if not dry then
   redis.call('HDEL', k('res'), job)
   redis.call('HSET', k('lease'), a, worker .. '|' .. now .. '|1')
+  redis.call('SADD', k('live'), a)
   redis.call('HSET', k('progress'), job, a .. '|' .. progress)
 end
 return {1, log('ActivateAttempt', ARGV[6])}
@@ -157,7 +172,10 @@ local l = redis.call('HGET', k('lease'), a)
 if not l then return {0, ''} end
 local parts = split(l)
 if parts[3] ~= '1' or age(tonumber(parts[2]), limit) ~= limit then return {0, ''} end
-if not dry then redis.call('HSET', k('lease'), a, parts[1] .. '|' .. parts[2] .. '|0') end
+if not dry then
+  redis.call('HSET', k('lease'), a, parts[1] .. '|' .. parts[2] .. '|0')
+  redis.call('SREM', k('live'), a)
+end
 return {1, log('ExpireLease', ARGV[6])}
 """,
     "ExpireReservation": r"""
@@ -173,7 +191,10 @@ local l = redis.call('HGET', k('lease'), a)
 if not l then return {0, ''} end
 local parts = split(l)
 if parts[3] ~= '1' then return {0, ''} end
-if not dry then redis.call('HSET', k('lease'), a, parts[1] .. '|' .. parts[2] .. '|0') end
+if not dry then
+  redis.call('HSET', k('lease'), a, parts[1] .. '|' .. parts[2] .. '|0')
+  redis.call('SREM', k('live'), a)
+end
 return {1, log('ReleaseLease', ARGV[6])}
 """,
     "ReleaseReservation": r"""
@@ -224,7 +245,47 @@ return {0, ''}
 """,
 }
 
-KEY_NAMES = ("queued", "res", "lease", "notice", "progress", "floor", "cancel", "rid", "log")
+# Read-only scripts (one round trip, one atomic view); ARGV as above, dry.
+READS: dict[str, str] = {
+    # Coordination.view: one job, the leases of the attempts given in ARGV[8..].
+    "View": r"""
+local job = ARGV[7]
+local leases = {}
+for i = 8, #ARGV do
+  local v = redis.call('HGET', k('lease'), ARGV[i])
+  if v then table.insert(leases, ARGV[i]); table.insert(leases, v) end
+end
+return {redis.call('SISMEMBER', k('queued'), job), redis.call('HGET', k('res'), job) or '',
+        redis.call('SISMEMBER', k('notice'), job), redis.call('HGET', k('progress'), job) or '',
+        redis.call('HGET', k('floor'), job) or '', redis.call('SISMEMBER', k('cancel'), job),
+        leases, string.format('%d', now)}
+""",
+    # Coordination.active: everything but dead leases and the mirror.
+    "Active": r"""
+local leases = {}
+for _, a in ipairs(redis.call('SMEMBERS', k('live'))) do
+  local v = redis.call('HGET', k('lease'), a)
+  if v then table.insert(leases, a); table.insert(leases, v) end
+end
+return {redis.call('SMEMBERS', k('queued')), redis.call('HGETALL', k('res')),
+        redis.call('SMEMBERS', k('notice')), redis.call('HGETALL', k('progress')),
+        leases, string.format('%d', now)}
+""",
+}
+
+KEY_NAMES = (
+    "wake",
+    "queued",
+    "res",
+    "lease",
+    "live",
+    "notice",
+    "progress",
+    "floor",
+    "cancel",
+    "rid",
+    "log",
+)
 
 
 class RedisCoordination:
@@ -252,7 +313,8 @@ class RedisCoordination:
             raise InvalidInput(f"bad Redis URL {url!r}: {exc}") from None
         self.url = url
         self._scripts = {
-            name: self.client.register_script(PRELUDE + body) for name, body in SCRIPTS.items()
+            name: self.client.register_script(PRELUDE + body)
+            for name, body in (*SCRIPTS.items(), *READS.items())
         }
 
     def ping(self) -> None:
@@ -490,6 +552,79 @@ class RedisCoordination:
             return read()
         return io_call(actor, JobOperation.COORD_READ, "", read)
 
+    def _read(self, script: str, extra: list[Any]) -> Any:
+        args = ["1", self._now(), self.config.tick_ms, "", 0, "{}", *extra]
+        try:
+            return self._scripts[script](keys=[self.ns], args=args)
+        except redis.RedisError as exc:
+            raise Unavailable(f"redis {script}: {exc}") from exc
+
+    def view(
+        self, actor: Actor | None, job: str, attempts: Iterable[AttemptId] = ()
+    ) -> CoordSnapshot:
+        keys = [str(a) for a in attempts]
+
+        def read(commit: bool = True) -> CoordSnapshot:
+            queued, res, notice, progress, floor, cancel, leases, now = self._read(
+                "View", [job, *keys]
+            )
+            return _snapshot(
+                [job] if int(queued) else [],
+                {job: res} if _d(res) else {},
+                _pairs(leases),
+                [job] if int(notice) else [],
+                {job: progress} if _d(progress) else {},
+                {job: floor} if _d(floor) else {},
+                [job] if int(cancel) else [],
+                int(_d(now)),
+            )
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.COORD_READ, job, read)
+
+    def active(self, actor: Actor | None = None) -> CoordSnapshot:
+        def read(commit: bool = True) -> CoordSnapshot:
+            queued, res, notice, progress, leases, now = self._read("Active", [])
+            return _snapshot(
+                queued,
+                _pairs(res),
+                _pairs(leases),
+                notice,
+                _pairs(progress),
+                {},
+                [],
+                int(_d(now)),
+            )
+
+        if actor is None:
+            return read()
+        return io_call(actor, JobOperation.COORD_READ, "", read)
+
+    def await_work(self, actor: Actor, timeout: float) -> bool:
+        """Block until an ``Enqueue`` pushed a wake-up (True) or ``timeout`` passed."""
+
+        def read(commit: bool) -> bool:
+            try:
+                # at most a second: well within the client's socket timeout
+                wait = min(max(timeout, 0.001), 1.0)
+                got: Any = self.client.blpop([f"{self.ns}:wake"], timeout=wait)
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis wait for work: {exc}") from exc
+            return got is not None
+
+        return bool(io_call(actor, JobOperation.COORD_READ, "", read))
+
+    def candidates(self, actor: Actor, limit: int) -> list[str]:
+        def read(commit: bool) -> list[str]:
+            try:
+                found: Any = self.client.srandmember(f"{self.ns}:queued", limit)
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis queue sample: {exc}") from exc
+            return sorted(_d(x) for x in found or [])
+
+        return io_call(actor, JobOperation.COORD_READ, "", read)
+
     def log(self) -> list[CoordEntry]:
         out = []
         entries: Any = self.client.xrange(f"{self.ns}:log")
@@ -512,6 +647,12 @@ class RedisCoordination:
 
 def _d(x: Any) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _pairs(flat: Any) -> dict[Any, Any]:
+    """A flat ``[k1, v1, k2, v2, …]`` script reply as a dict."""
+    items = list(flat or [])
+    return dict(zip(items[0::2], items[1::2], strict=True))
 
 
 def _snapshot(
@@ -552,4 +693,4 @@ def _truthy(out: Any) -> bool:
     return out not in (0, "0", None, b"0")
 
 
-__all__ = ["KEY_NAMES", "SCRIPTS", "RedisCoordination"]
+__all__ = ["KEY_NAMES", "READS", "SCRIPTS", "RedisCoordination"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -9,9 +10,10 @@ import attrs
 
 from remora.clock import Clock
 from remora.context import Context
+from remora.errors import RemoraError
 from remora.jobs import guards
 from remora.jobs.coordination import Coordination
-from remora.jobs.durable import DurableStore
+from remora.jobs.durable import DurableStore, Locked
 from remora.jobs.io import Actor
 from remora.jobs.model import AttemptId, JobRow, JobsConfig, Phase
 from remora.jobs.target import Target, Vault, check_id
@@ -34,12 +36,42 @@ class Stores:
             store.close()
 
     # -- client operations -----------------------------------------------------------------
-    def submit(self, actor: Actor, job_id: str, handler: str, payload: Any = None) -> JobRow:
-        """Durably accept a job; the reconciler's ``Enqueue`` queues it."""
+    def submit(
+        self,
+        actor: Actor,
+        job_id: str,
+        handler: str,
+        payload: Any = None,
+        *,
+        enqueue: bool = False,
+    ) -> JobRow:
+        """Durably accept a job.  With ``enqueue`` the submitter then takes the spec's
+        ``Enqueue(j)`` step itself (:meth:`enqueue`), so a worker can reserve the job at
+        once instead of after the next reconcile pass; best effort — if it fails (or the
+        coordination store is wiped afterwards) the reconciler's ``Enqueue`` repairs it.
+        Leave it off when the coordination store is private to another process (the
+        embedded default): the job would be queued where no worker looks."""
         check_id("job", job_id)
-        return self.durable.submit(
+        row = self.durable.submit(
             actor, job_id, handler, json.dumps(payload, sort_keys=True), self.config
         )
+        if enqueue:
+            with contextlib.suppress(RemoraError):
+                self.enqueue(actor, job_id)
+        return row
+
+    def enqueue(self, actor: Actor, job_id: str) -> bool:
+        r"""``Enqueue(j)``: the coordination write, made while the job's durable lock is held
+        (``phase = Queued /\ dispatchNeeded`` cannot change meanwhile); the reconciler's
+        and the submitter's step."""
+
+        def act(lk: Locked) -> bool:
+            row = lk.job
+            if row.phase is not Phase.QUEUED or not row.dispatch_needed:
+                return False
+            return self.coordination.enqueue(actor, job_id)
+
+        return bool(self.durable.with_lock(actor, job_id, act))
 
     def request_cancel(self, actor: Actor, job_id: str) -> JobRow:
         """``RequestCancel(j)``: mark cancel in the coordination mirror first (so no attempt

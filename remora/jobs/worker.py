@@ -19,7 +19,7 @@ import functools
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -41,6 +41,7 @@ from remora.jobs.io import NULL_RECORDER, Actor, Links, Recorder
 from remora.jobs.model import (
     AttemptId,
     IntentId,
+    JobRow,
     NotEnabled,
     Outcome,
     Phase,
@@ -120,6 +121,10 @@ class Worker:
         self.up = False
         self.attempts: dict[AttemptId, LocalAttempt] = {}
         self.reservations: dict[str, str] = {}  # job -> rid
+        #: The job row each attempt was authorized on (handler, payload): read once.
+        self.rows: dict[AttemptId, JobRow] = {}
+        #: Set when a handler finishes: wakes the production loop (:meth:`run`).
+        self.wake = threading.Event()
         self._lock = threading.RLock()
 
     # -- helpers ------------------------------------------------------------------------------
@@ -218,8 +223,7 @@ class Worker:
         coord = self.stores.coordination
 
         def decide(lk: Any) -> Change:
-            snap = coord.snapshot(self.actor)
-            r = snap.reservations.get(job)
+            r = coord.view(self.actor, job).reservations.get(job)
             owner = lk.attempts.get(lk.job.checkpoint_owner)
             owner_stopped = owner is not None and guards.durably_stopped(
                 owner, owner.worker not in lk.workers_down
@@ -237,9 +241,12 @@ class Worker:
         change = self.stores.durable.transact(self.actor, job, decide)
         token = int(change.result)
         a = AttemptId(job, token)
-        job_row = self.stores.durable.job(job)
+        # The committed row came back with the change (re-read only after an unknown
+        # result was resolved from the log).
+        job_row = change.job if change.job is not None else self.stores.durable.job(job)
         start = job_row.checkpoint if job_row.checkpoint_owner == token else 0
         self.attempts[a] = LocalAttempt(a, rid, progress=start, max_progress=job_row.max_progress)
+        self.rows[a] = job_row
         return a
 
     @serial
@@ -370,7 +377,7 @@ class Worker:
         local = self._executing(a, in_flight_ok=True)
         if local.outcome_sent and self.learn_outcome(a) and local.state != EXECUTING:
             return False
-        coord = self.stores.coordination.snapshot(self.actor)
+        coord = self.stores.coordination.view(self.actor, a.job, (a,))
         lease = coord.leases.get(a)
         reason = ""
         if lease is None or not lease.live:
@@ -442,10 +449,15 @@ class Worker:
         poll: float = 0.05,
         reconcile_every: float = 0.5,
         on_idle: Callable[[], None] | None = None,
+        full_every: int = 10,
     ) -> None:
         """Run until ``stop`` is set: reserve → authorize → activate → handler (in a thread
         pool of ``concurrency``), renew leases, report progress, react to cancel notices;
-        every ``reconcile_every`` seconds run the reconciler's ambient actions."""
+        every ``reconcile_every`` seconds run the reconciler's ambient actions (a full pass
+        every ``full_every`` passes, incremental ones in between) — in a thread of its own,
+        so a pass never holds up dispatch (with one slot, passes run in the loop took a
+        quarter of its time with two worker processes: benchmarks/jobs_peers.py).  An
+        executing attempt is tended (lease renewed, cancel noticed) at most once a tick."""
         from remora.jobs.reconciler import Reconciler
 
         if self.registry is None:
@@ -454,19 +466,39 @@ class Worker:
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=self.id)
         running: dict[AttemptId, Future[None]] = {}
         contexts: dict[AttemptId, AttemptContext] = {}
-        last_reconcile = -1e9
+        tend_every = self.stores.config.tick_ms / 1000
+        halt = threading.Event()
+        failed: list[BaseException] = []
+
+        def reconcile() -> None:
+            passes = 0
+            try:
+                while not halt.is_set():
+                    # Incremental passes read only the work in flight; every
+                    # ``full_every``-th pass (the first one too) reads everything, for the
+                    # housekeeping of finished jobs the incremental ones may miss.
+                    full = passes % full_every == 0
+                    passes += 1
+                    _quietly(functools.partial(reconciler.reconcile_once, full=full))
+                    reconciler.actor.ctx.sleep(reconcile_every, wake=halt)
+            except BaseException as exc:  # not a store failure: end the worker with it
+                failed.append(exc)
+                stop.set()
+
+        ambient = threading.Thread(target=reconcile, name=f"{self.id}.reconciler", daemon=True)
+        ambient.start()
         try:
             while not stop.is_set():
+                self.wake.clear()
                 now = self.stores.clock.now()
-                if now - last_reconcile >= reconcile_every:
-                    last_reconcile = now
-                    _quietly(reconciler.reconcile_once)
                 for a, fut in list(running.items()):
                     if fut.done():
                         running.pop(a)
                         contexts.pop(a)
                 for actx in contexts.values():
-                    _quietly(actx.tend)
+                    if now - actx.tended >= tend_every:
+                        actx.tended = now
+                        _quietly(actx.tend)
                 if len(running) < self.concurrency:
                     started = _quietly(lambda: self._dispatch_one(pool, running, contexts))
                     if started:
@@ -476,18 +508,30 @@ class Worker:
                     # the worker's end (it exited on a PostgreSQL cut: tests/jobs/
                     # test_real_faults.py).
                     _quietly(on_idle)
-                if running:
-                    # Wake as soon as a handler finishes (its slot is free again) rather
-                    # than after a whole ``poll``: with one slot, a fixed pause per job
-                    # capped a worker at 1/poll jobs per second (benchmarks/jobs_peers.py).
-                    wait(list(running.values()), timeout=poll, return_when=FIRST_COMPLETED)
-                else:
-                    self.ctx.sleep(poll)
+                if len(running) < self.concurrency:
+                    # A free slot and nothing taken: wait for an Enqueue (Redis: a blocking
+                    # pop of its wake-up) rather than a whole ``poll`` — that pause was
+                    # half of the median latency (benchmarks/jobs_peers.py).
+                    if (
+                        _quietly(lambda: self.stores.coordination.await_work(self.actor, poll))
+                        is None
+                    ):
+                        self.ctx.sleep(poll, wake=self.wake)  # the store is unreachable
+                    continue
+                # Every slot busy: wake as soon as a handler finishes (the future's
+                # done-callback sets ``wake``) rather than after a whole ``poll``: with one
+                # slot, a fixed pause per job capped a worker at 1/poll jobs per second
+                # (benchmarks/jobs_peers.py).  On the injected clock, like every wait.
+                self.ctx.sleep(poll, wake=self.wake)
         finally:
+            halt.set()
+            ambient.join()
             for actx in contexts.values():
                 actx.stop_requested = True
             pool.shutdown(wait=True)
             _quietly(self.shutdown)
+        if failed:
+            raise failed[0]
 
     def _dispatch_one(
         self,
@@ -495,8 +539,9 @@ class Worker:
         running: dict[AttemptId, Future[None]],
         contexts: dict[AttemptId, AttemptContext],
     ) -> bool:
-        coord = self.stores.coordination.snapshot(self.actor)
-        for job in sorted(coord.queued):
+        # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
+        # contend for the same job), not the whole coordination state.
+        for job in self.stores.coordination.candidates(self.actor, 8):
             if self.reserve(job) is None:
                 continue
             try:
@@ -510,7 +555,9 @@ class Worker:
                 return False
             actx = AttemptContext(self, a)
             contexts[a] = actx
-            running[a] = pool.submit(actx.execute)
+            fut = pool.submit(actx.execute)
+            fut.add_done_callback(lambda _: self.wake.set())
+            running[a] = fut
             return True
         return False
 
@@ -523,13 +570,15 @@ class AttemptContext:
         self.attempt = a
         self.job_id = a.job
         self.token = a.token
-        row = worker.stores.durable.job(a.job)
+        row = worker.rows.pop(a, None) or worker.stores.durable.job(a.job)
         self.handler = row.handler
         self.payload: Any = _json(row.payload)
         self.max_progress = row.max_progress
         self.stop_requested = False
         self._resumed = worker.attempts[a].progress > 0
         self._lock = threading.Lock()
+        #: When the loop last tended this attempt (it was activated just now).
+        self.tended = worker.stores.clock.now()
 
     @property
     def local(self) -> LocalAttempt:
@@ -577,7 +626,7 @@ class AttemptContext:
         if local.state != EXECUTING:
             return
         w = self.worker
-        snap = w.stores.coordination.snapshot(w.actor)
+        snap = w.stores.coordination.view(w.actor, self.job_id, (self.attempt,))
         lease = snap.leases.get(self.attempt)
         if self.job_id in snap.notices or lease is None or not lease.live:
             local.cancel_seen = True

@@ -381,3 +381,104 @@ def test_one_reconcile_pass_takes_a_lost_attempt_back_to_the_queue() -> None:
     run.saw("ExpireLease", "ReapLostAttempt", "ScheduleRetry", "Enqueue")
     assert run.phase("j1") is Phase.QUEUED
     assert "j1" in run.sim.stores.coordination.snapshot(run.r.actor).queued
+
+
+# -- the production loop's cheaper paths (docs/jobs.md, "Performance beside peers") ----------
+
+
+def test_submit_enqueues() -> None:
+    """Enqueue at submit: the submitter takes ``Enqueue`` right after the job commits, so a
+    worker can reserve it without waiting for a reconcile pass."""
+    run = Run()
+    run.ok(lambda: run.sim.start("w1"))
+    client = run.sim.client
+    run.ok(lambda: run.sim.stores.submit(client, "j1", "noop", None, enqueue=True))
+    run.saw("Enqueue")
+    assert run.ok(lambda: run.w1.reserve("j1"))  # no reconcile pass in between
+
+
+def test_incremental_pass_takes_a_lost_attempt_back_to_the_queue() -> None:
+    """The worker loop's incremental pass recovers a crashed worker's job in one pass, like
+    the full one (recovery within a lease plus one reconcile interval)."""
+    run = Run()
+    run.ok(lambda: run.r.reconcile_once(full=False))
+    run.running()
+    run.ok(lambda: run.sim.crash("w1"))
+    for _ in range(run.sim.stores.config.lease_ticks + 1):
+        run.ok(run.sim.tick)
+    run.ok(lambda: run.r.reconcile_once(full=False))
+    run.saw("ExpireLease", "ReapLostAttempt", "ScheduleRetry", "Enqueue")
+    assert run.phase("j1") is Phase.QUEUED
+    assert "j1" in run.sim.stores.coordination.snapshot(run.r.actor).queued
+
+
+def test_incremental_pass_rebuilds_after_a_wipe() -> None:
+    run = Run()
+    a = run.running()
+    run.ok(lambda: run.sim.submit("j2"))
+    run.ok(lambda: run.r.enqueue("j2"))
+    run.ok(lambda: run.r.reconcile_once(full=False))
+    run.ok(run.sim.wipe)
+    run.ok(lambda: run.r.reconcile_once(full=False))  # re-enqueues j2 from the durable store
+    assert "j2" in run.sim.stores.coordination.snapshot().queued
+    assert run.ok(lambda: run.w1.cooperative_stop(a))  # lease gone = LeaseExpired
+    run.saw("LoseCoordinationState", "CooperativeStop")
+
+
+def test_incremental_pass_cleans_a_job_that_finished_between_passes() -> None:
+    """A job submitted and finished between two incremental passes was never seen in flight:
+    the pass still reads it (it is newer than anything seen) and cleans its coordination."""
+    run = Run()
+    run.ok(lambda: run.sim.submit("j2"))
+    run.ok(lambda: run.r.reconcile_once(full=False))
+    a = run.running()
+    assert run.finish(a) == "AcceptSuccess"
+    run.ok(lambda: run.w1.release_lease(a))
+    assert "j1" in run.sim.stores.coordination.snapshot().progress
+    run.ok(lambda: run.r.reconcile_once(full=False))
+    run.saw("CleanTerminalCoordination")
+    assert "j1" not in run.sim.stores.coordination.snapshot().progress
+
+
+def test_narrow_reads_agree_with_the_snapshot() -> None:
+    """``Coordination.view`` and ``active`` are the snapshot restricted (one job; no dead
+    leases and no mirror), ``candidates`` a subset of the queue — on every store."""
+    from remora.jobs.coordination import active_part, narrow
+
+    run = Run()
+    a = run.running()  # j1: live lease, progress
+    run.ok(lambda: run.sim.submit("j2"))
+    run.ok(lambda: run.r.enqueue("j2"))
+    coord = run.sim.stores.coordination
+    actor = run.r.actor
+    both = (a, AttemptId("j1", 7), AttemptId("j2", 1))
+    for j in ("j1", "j2"):
+        assert coord.view(actor, j, both) == narrow(coord.snapshot(), j, both)
+    assert coord.active(actor) == active_part(coord.snapshot())
+    assert a in coord.active(actor).leases
+    assert coord.candidates(actor, 8) == ["j2"]
+    run.ok(lambda: run.sim.cancel("j1"))  # the mirror's cancel mark
+    run.ok(lambda: run.r.publish_cancel_notice("j1"))
+    assert coord.view(actor, "j1", both) == narrow(coord.snapshot(), "j1", both)
+    assert coord.view(actor, "j1").cancels == frozenset({"j1"})
+    run.ok(run.sim.tick)
+    assert run.ok(lambda: run.w1.cooperative_stop(a))
+    assert run.ok(lambda: run.w1.release_lease(a))  # a dead lease: not in the active read
+    assert a in coord.snapshot().leases
+    assert coord.active(actor) == active_part(coord.snapshot())
+    assert a not in coord.active(actor).leases
+    assert coord.view(actor, "j1", both) == narrow(coord.snapshot(), "j1", both)
+
+
+def test_an_enqueue_wakes_an_idle_worker() -> None:
+    """``Coordination.await_work``: an idle worker's pause is cut short by the next
+    ``Enqueue`` (Redis: a blocking pop of the wake-up the script pushes) — not by anything
+    else.  (Half a second, under one tick: the memory store's wait is on the logical clock.)"""
+    run = Run()
+    coord = run.sim.stores.coordination
+    actor = run.r.actor
+    assert not coord.await_work(actor, 0.05)  # nothing enqueued: the whole pause passes
+    run.ok(lambda: run.sim.submit("j1"))
+    assert run.ok(lambda: run.r.enqueue("j1"))
+    assert coord.await_work(actor, 0.5)
+    assert not coord.await_work(actor, 0.05)  # one wake-up per Enqueue

@@ -39,6 +39,12 @@ SCENARIOS: list[Callable[[], None]] = [
     A.test_retry_resumes_from_checkpoint_then_exhausts,
     A.test_invalidate_checkpoint_of_a_zombie_owner,
     A.test_credential_write_and_cleanup,
+    A.test_submit_enqueues,
+    A.test_incremental_pass_takes_a_lost_attempt_back_to_the_queue,
+    A.test_incremental_pass_rebuilds_after_a_wipe,
+    A.test_incremental_pass_cleans_a_job_that_finished_between_passes,
+    A.test_narrow_reads_agree_with_the_snapshot,
+    A.test_an_enqueue_wakes_an_idle_worker,
 ]
 NAMES = [getattr(f, "__name__", "failures") for f in SCENARIOS]
 NAMES[8], NAMES[9] = "failure-permanent", "failure-retryable"

@@ -103,8 +103,9 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
     pg_dsn: str, redis_url: str, tmp_path: Path
 ) -> None:
     """(c) A worker process holding running attempts is SIGKILLed; a new incarnation (a new
-    process, a new id) starts.  The killed incarnation's leases expire, its attempts are
-    reaped and retried; it never comes back."""
+    process, a new id) starts.  The killed incarnation's leases expire (or, for an attempt
+    killed before its activation, its reservation), its attempts are reaped and retried; it
+    never comes back."""
     import signal
 
     started = time.monotonic()
@@ -140,6 +141,7 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
         print(
             f"\nsigkill: pid {victim.pid} ({victim_id}) killed holding {len(lost)} attempt(s), "
             f"all reaped ({report.actions.get('ExpireLease', 0)} leases expired, "
+            f"{report.actions.get('ExpireReservation', 0)} reservations expired, "
             f"{report.actions['ReapLostAttempt']} reaps), "
             f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
             f"wall {time.monotonic() - started:.1f}s"
@@ -161,6 +163,13 @@ def test_links_cut_and_restored(pg_dsn: str, redis_url: str, tmp_path: Path) -> 
             pp = TcpProxy(pg_upstream(pg_dsn))
             proxies += [(f"{w}-redis", rp), (f"{w}-postgres", pp)]
             batch.worker(dsn=via(pg_dsn, pp.port), redis_url=f"redis://127.0.0.1:{rp.port}/0")
+        # Both workers up before any cut: a worker that cannot reach Redis at start exits
+        # (exit 1, by design), and one worker alone can finish the first jobs before the
+        # other one has even started (it does since jobs are enqueued at submit).
+        batch.wait_until(
+            "both workers up",
+            lambda: sum(w.up for w in batch.durable.snapshot().workers) >= 2,
+        )
         for k, (_, proxy) in enumerate(proxies):
             batch.wait_until(
                 f"{k + 1} jobs done", lambda k=k: batch.count(Phase.SUCCEEDED) >= k + 1

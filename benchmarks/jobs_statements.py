@@ -1,0 +1,179 @@
+"""PostgreSQL statements and Redis calls per job of the job runtime (docs/jobs.md,
+"Performance beside peers").
+
+One worker, in this process (its loop, its handler thread and its reconciler), drains N
+no-op jobs on a scratch PostgreSQL database and a private ``redis-server``; every
+``psycopg`` cursor ``execute`` and every Redis command it issues is counted (the submits
+before it starts are not, nor the watcher that stops it when every job is terminal).  A
+benchmark, not a test: it asserts nothing.
+
+    python benchmarks/jobs_statements.py --jobs 300 [--by-statement]
+
+Run it against another checkout by putting that checkout first on ``PYTHONPATH`` (the
+submit's ``enqueue`` is used only where it exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import inspect
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import redis
+
+from remora.clock import MonotonicClock
+from remora.context import Context
+from remora.jobs.durable import open_postgres
+from remora.jobs.handlers import Registry
+from remora.jobs.io import Actor
+from remora.jobs.model import JobsConfig
+from remora.jobs.postgres import PostgresTarget, PostgresVault
+from remora.jobs.redis_coordination import RedisCoordination
+from remora.jobs.stores import Stores
+from remora.jobs.worker import Worker
+from remora.testing.scratch import scratch_database
+
+WATCHER = "jobs-statements-watcher"
+# As benchmarks/jobs_peers.py's (not imported from it: it puts this checkout first on
+# sys.path, and the point is to be able to measure another one).
+REMORA_CONFIG = {"tick_ms": 100, "lease_ticks": 30, "reservation_ticks": 30, "max_attempts": 3}
+RECONCILE_EVERY = 0.5
+
+
+@contextmanager
+def private_redis() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=300, help="no-op jobs (300)")
+    p.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    p.add_argument("--by-statement", action="store_true", help="also list statements per job")
+    args = p.parse_args()
+    if args.jobs < 1:
+        sys.exit("jobs_statements: --jobs must be at least 1")
+    counting = threading.Event()
+    counts: collections.Counter[str] = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
+    execute = psycopg.Cursor.execute
+    command = redis.Redis.execute_command
+
+    def counted_execute(self: Any, query: Any, *a: Any, **k: Any) -> Any:
+        if counting.is_set() and threading.current_thread().name != WATCHER:
+            counts["pg"] += 1
+            kinds[" ".join(str(query).split())[:70]] += 1
+        return execute(self, query, *a, **k)
+
+    def counted_command(self: Any, *a: Any, **k: Any) -> Any:
+        if counting.is_set() and threading.current_thread().name != WATCHER:
+            counts["redis"] += 1
+        return command(self, *a, **k)
+
+    psycopg.Cursor.execute = counted_execute  # type: ignore[method-assign]
+    redis.Redis.execute_command = counted_command  # type: ignore[method-assign]
+    with scratch_database(args.pg, "bench_statements") as dsn, private_redis() as url:
+        clock = MonotonicClock()
+        durable = open_postgres(dsn)
+        config = durable.ensure_config(Context(clock), JobsConfig(**REMORA_CONFIG))
+        stores = Stores(
+            durable,
+            RedisCoordination(url, config, namespace="statements"),
+            PostgresTarget(dsn),
+            PostgresVault(dsn),
+            clock,
+            config,
+        )
+        try:
+            client = Actor("client", Context(clock))
+            extra = (
+                {"enqueue": True}
+                if "enqueue" in inspect.signature(stores.submit).parameters
+                else {}
+            )
+            for i in range(args.jobs):
+                stores.submit(client, f"job-{i:06d}", "noop", None, **extra)
+            registry = Registry()
+            registry.handler("noop")(lambda ctx: None)
+            worker = Worker(stores, "worker-1", registry=registry)
+            worker.start()
+            stop = threading.Event()
+
+            def watch() -> None:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    while True:
+                        row = conn.execute(
+                            "SELECT count(*) FROM remora_jobs_job "
+                            "WHERE phase NOT IN ('Succeeded', 'Failed', 'Cancelled')"
+                        ).fetchone()
+                        if row is not None and row[0] == 0:
+                            break
+                        time.sleep(0.02)
+                stop.set()
+
+            counting.set()
+            started = time.monotonic()
+            threading.Thread(target=watch, name=WATCHER, daemon=True).start()
+            worker.run(stop=stop, reconcile_every=RECONCILE_EVERY)
+            seconds = time.monotonic() - started
+            counting.clear()
+        finally:
+            stores.close()
+    n = args.jobs
+    print(
+        json.dumps(
+            {
+                "jobs": n,
+                "seconds": round(seconds, 2),
+                "pg_statements_per_job": round(counts["pg"] / n, 1),
+                "redis_calls_per_job": round(counts["redis"] / n, 1),
+            }
+        )
+    )
+    if args.by_statement:
+        for text, k in kinds.most_common(20):
+            print(f"{k / n:6.2f}  {text}")
+
+
+if __name__ == "__main__":
+    main()

@@ -128,8 +128,11 @@ class JobScheduleFailure(AssertionError):
         self.trace_path = trace_path
 
 
-class JobRuntimeMachine(RuleBasedStateMachine):
-    """The real job runtime under rules, faults and refinement (module docstring)."""
+class JobMachineBase(RuleBasedStateMachine):
+    """What every job machine shares: the run, its setup (handlers, swarm), the step
+    executor with its reach record, the trace export, the preconditions' views, time and
+    whole reconcile passes, and the checks (refinement in every step, the drain and its
+    judgement in the teardown).  The rule sets are the subclasses'."""
 
     jobs: ClassVar[tuple[str, ...]] = ("j1", "j2", "j3")
     workers: ClassVar[tuple[str, ...]] = ("w1", "w2", "w3")
@@ -143,6 +146,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     max_coord_losses: ClassVar[int] = 2
     max_partitions: ClassVar[int] = 3
     mutation: ClassVar[str | None] = None
+    swarm: ClassVar[tuple[str, ...]] = SWARM
     reach: ClassVar[set[tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -201,7 +205,9 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         }
         # Swarm testing: each run switches whole families of destructive rules off (or
         # keeps them), so some runs go deep into the protocol while others are fault storms.
-        self.off = frozenset(f for f in SWARM if data.draw(st.booleans(), label=f"swarm off {f}"))
+        self.off = frozenset(
+            f for f in self.swarm if data.draw(st.booleans(), label=f"swarm off {f}")
+        )
         self.run = JobRun(self.config(), handlers)
         self._do(JobStep("start", worker=self.workers[0]))
 
@@ -315,6 +321,60 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         w, a = pick
         return JobStep(op, worker=w, job=a.job, token=a.token, faults=fs, **kw)
 
+    # -- checks ------------------------------------------------------------------------------
+    @invariant()
+    def refinement(self) -> None:
+        """Checked inside every step (:meth:`JobRun.execute`): here, only the record."""
+        if self.run is not None:
+            for name in self.run.chk.actions:
+                type(self).reach.add(("action", name))
+
+    def teardown(self) -> None:
+        if self.run is None or self.failed:
+            return
+        try:
+            self.run.drain()
+            self.run.judge()
+        except JobRunFailure as exc:
+            self.fail(exc)
+        reach = type(self).reach
+        for name in self.run.chk.actions:
+            reach.add(("action", name))
+        reach.add(("drain", "quiescent"))
+
+    # -- time and whole reconcile passes (every machine) -------------------------------------
+    def something_ages(self) -> bool:
+        if self.run is None:
+            return False
+        c = self._coord()
+        return bool(c.reservations) or any(lease.live for lease in c.leases.values())
+
+    @precondition(something_ages)
+    @rule()
+    def tick(self) -> None:
+        """Time passes (only while a lease or a reservation can age: else a stutter)."""
+        self._do(JobStep("tick"))
+
+    @precondition(lambda self: self.on("reconcile"))
+    @rule(fs=faults)
+    def reconcile(self, fs: tuple[JobFault, ...]) -> None:
+        self._do(JobStep("reconcile", faults=fs))
+
+
+class JobRuntimeMachine(JobMachineBase):
+    """The real job runtime under rules, faults and refinement (module docstring)."""
+
+    # the shared views, by name for the preconditions below
+    has_unsubmitted = JobMachineBase.has_unsubmitted
+    has_unstarted = JobMachineBase.has_unstarted
+    has_down_link = JobMachineBase.has_down_link
+    has_submitted = JobMachineBase.has_submitted
+    has_rows = JobMachineBase.has_rows
+    has_reservation = JobMachineBase.has_reservation
+    has_authorized = JobMachineBase.has_authorized
+    has_executing = JobMachineBase.has_executing
+    has_local = JobMachineBase.has_local
+
     # -- client ------------------------------------------------------------------------------
     @precondition(has_unsubmitted)
     @rule(data=st.data(), fs=faults)
@@ -381,18 +441,6 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     def wipe(self) -> None:
         self._do(JobStep("wipe"))
 
-    def something_ages(self) -> bool:
-        if self.run is None:
-            return False
-        c = self._coord()
-        return bool(c.reservations) or any(lease.live for lease in c.leases.values())
-
-    @precondition(something_ages)
-    @rule()
-    def tick(self) -> None:
-        """Time passes (only while a lease or a reservation can age: else a stutter)."""
-        self._do(JobStep("tick"))
-
     # -- reconciler --------------------------------------------------------------------------
     @precondition(has_submitted)
     @rule(data=st.data(), op=st.sampled_from(PER_JOB_RECONCILER), fs=faults)
@@ -408,11 +456,6 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         rows = sorted(self._rows(), key=lambda a: (a not in live, str(a)))
         a = data.draw(st.sampled_from(rows), label="attempt")
         self._do(JobStep(op, job=a.job, token=a.token, faults=fs))
-
-    @precondition(lambda self: self.on("reconcile"))
-    @rule(fs=faults)
-    def reconcile(self, fs: tuple[JobFault, ...]) -> None:
-        self._do(JobStep("reconcile", faults=fs))
 
     # -- workers -----------------------------------------------------------------------------
     @precondition(lambda self: self.has_up() and self.has_submitted())
@@ -580,26 +623,363 @@ class JobRuntimeMachine(RuleBasedStateMachine):
             kw["outcome"] = self.run.scripted(a)
         self._do(self._attempt_step(then, pick, fs, **kw))
 
-    # -- checks ------------------------------------------------------------------------------
-    @invariant()
-    def refinement(self) -> None:
-        """Checked inside every step (:meth:`JobRun.execute`): here, only the record."""
-        if self.run is not None:
-            for name in self.run.chk.actions:
-                type(self).reach.add(("action", name))
 
-    def teardown(self) -> None:
-        if self.run is None or self.failed:
+LOST_CREDENTIAL_REPLIES: tuple[JobFault, ...] = (
+    *(
+        JobFault(JobOperation.VAULT_WRITE, 1, o)
+        for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED, IOOutcome.ABORT)
+    ),
+    *(
+        JobFault(JobOperation.DURABLE_WRITE, n, o)
+        for n in range(1, 5)
+        for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
+    ),
+)
+"""What the credential race loses: the vault write's reply (or the write), or the reply of
+one of the durable writes of prepare / begin / record / commit."""
+
+AUTHORITY_RACES = (
+    "cancel-then-activate",
+    "cancel-then-renew",
+    "cancel-then-report",
+    "reap-then-act",
+)
+OUTCOME_RACES = ("stale-outcome", "cancel-then-outcome", "finish-then-reconcile")
+COORDINATION_RACES = (
+    "reconcile-running",
+    "wipe-with-reservation",
+    "reservation-expires",
+    "over-capacity",
+)
+LATE_STEPS = ("checkpoint", "renew", "report-progress", "send-outcome", "put-secret", "advance")
+RUNNING_RECONCILER = (
+    "schedule-retry",
+    "reconciler-release-lease",
+    "expire-lease",
+    "reap",
+    "cleanup-stage",
+    "finalize-cancel",
+    "invalidate-checkpoint",
+    "reconciler-process-outcome",
+)
+
+
+class JobRaceMachine(JobMachineBase):
+    """The dangerous combinations, each composed in one rule step (by construction).
+
+    The general machine's search meets a race such as *cancel, then the old holder renews*
+    only when its independent rule draws line up; which races a derandomized ci run meets
+    shifts with any change to the rules or the runtime's code paths.  Here every rule
+    brings a job (a fresh one first) to the state the race needs — through the runtime's
+    own steps: submit, enqueue, reserve, authorize, activate — and then composes the race:
+
+    * authority taken away, then the holder acts: a cancel (finalized or not) before
+      ``activate``, ``renew`` or ``report-progress``; a lost lease reaped before a late
+      checkpoint, renewal, report, outcome, secret or stage;
+    * outcomes racing authority: a reaped attempt sends its outcome after a replacement
+      was authorized; an outcome sent, then the job cancelled, then processed; a finished
+      attempt, then the reconciler's per-attempt duties on it;
+    * coordination races: every reconciler duty on a running attempt; a wipe while a
+      reservation is held, then re-enqueue, a second reservation and both authorizations;
+      a reservation that ages out before its authorization; a worker reserving more jobs
+      than it has slots;
+    * a credential write losing a reply (vault or durable), then the writer crashes or
+      shuts down — only the reconciler's cleanup can finish the intent.
+
+    Nothing here knows a mutation: every step is checked by the same refinement step,
+    invariants and action properties, and the teardown's drain and quiescence judgement.
+    Steps the runtime refuses (the race's state did not arise) are recorded and skipped.
+    """
+
+    swarm: ClassVar[tuple[str, ...]] = ()
+
+    # -- composing -------------------------------------------------------------------------
+    def _job(self, data: st.DataObject) -> str:
+        """A job for the race: fresh (unsubmitted) ones first, then live ones."""
+        assert self.run is not None
+        phases = {r.id: r.phase for r in self._durable().jobs}
+        order = sorted(
+            self.jobs,
+            key=lambda j: (j in self.run.submitted, j in phases and phases[j].terminal, j),  # type: ignore[union-attr]
+        )
+        return data.draw(st.sampled_from(order), label="job")
+
+    def _busy(self, w: str) -> int:
+        wk = self.sim.workers[w]
+        live = [la for la in wk.attempts.values() if la.state in ("authorized", "executing")]
+        return len(live) + len(wk.reservations)
+
+    def _worker(self, data: st.DataObject, avoid: str | None = None) -> str | None:
+        """An up worker with a free slot, else a new incarnation, else any up worker
+        (``avoid`` excluded): an earlier race's attempt must not block this one."""
+        up = [w for w in self._up() if w != avoid]
+        free = [w for w in up if self._busy(w) < self.concurrency]
+        if free:
+            return data.draw(st.sampled_from(free), label="worker")
+        for w in self._unstarted():
+            self._do(JobStep("start", worker=w))
+            return w
+        return data.draw(st.sampled_from(up), label="worker") if up else None
+
+    def _current(self, j: str) -> AttemptId:
+        return AttemptId(j, self.sim.stores.durable.job(j).current_token)
+
+    def _authorized(self, w: str, j: str) -> AttemptId | None:
+        """Submit, enqueue, reserve and authorize ``j`` at ``w`` (as far as each applies)."""
+        assert self.run is not None
+        if j not in self.run.submitted:
+            self._do(JobStep("submit", job=j))
+        c = self._coord()
+        if j not in c.queued and j not in c.reservations:
+            self._do(JobStep("enqueue", job=j))
+        self._do(JobStep("reserve", worker=w, job=j))
+        if self._do(JobStep("authorize", worker=w, job=j)) != "ok":
+            return None
+        return self._current(j)
+
+    def _running(self, w: str, j: str) -> AttemptId | None:
+        a = self._authorized(w, j)
+        if a is None or self._do(JobStep("activate", worker=w, job=j, token=a.token)) != "ok":
+            return None
+        return a
+
+    def _at(self, op: str, w: str, a: AttemptId, **kw: Any) -> str:
+        return self._do(JobStep(op, worker=w, job=a.job, token=a.token, **kw))
+
+    def _lose_lease(self, a: AttemptId) -> None:
+        for _ in range(self.lease_ticks):
+            self._do(JobStep("tick"))
+        self._do(JobStep("expire-lease", job=a.job, token=a.token))
+        self._do(JobStep("reap", job=a.job, token=a.token))
+
+    def _late(self, data: st.DataObject, w: str, a: AttemptId, then: str) -> None:
+        """The holder's next step, unaware of what happened to its authority."""
+        assert self.run is not None
+        kw: dict[str, Any] = {}
+        if then == "advance":
+            kw["amount"] = self.max_progress
+        elif then == "send-outcome":
+            kw["outcome"] = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
+        self._at(then, w, a, **kw)
+
+    def _reconcile_attempt(self, data: st.DataObject, a: AttemptId) -> None:
+        """Every reconciler duty on ``a`` (or its job), in a drawn order."""
+        for op in data.draw(st.permutations(RUNNING_RECONCILER), label="reconciler"):
+            per_attempt = op in PER_ATTEMPT_RECONCILER
+            self._do(JobStep(op, job=a.job, token=a.token if per_attempt else None))
+
+    def _raced(self, kind: str) -> None:
+        """The race's state arose: what follows is the race itself (reach, events)."""
+        type(self).reach.add(("race", kind))
+        event(f"race {kind}")
+
+    def has_worker(self) -> bool:
+        return self.run is not None and bool(self._up() or self._unstarted())
+
+    # -- races -------------------------------------------------------------------------------
+    def _race_authority(self, data: st.DataObject, kind: str) -> None:
+        """Authority taken away (a cancel, finalized or not; a lost lease reaped), then the
+        holder acts."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
             return
-        try:
-            self.run.drain()
-            self.run.judge()
-        except JobRunFailure as exc:
-            self.fail(exc)
-        reach = type(self).reach
-        for name in self.run.chk.actions:
-            reach.add(("action", name))
-        reach.add(("drain", "quiescent"))
+        if kind == "cancel-then-activate":
+            a = self._authorized(w, j)
+            if a is None:
+                return
+            self._raced(kind)
+            self._do(JobStep("cancel", job=j))
+            if data.draw(st.booleans(), label="finalize"):
+                self._do(JobStep("finalize-cancel", job=j))
+            self._at("activate", w, a)
+            return
+        a = self._running(w, j)
+        if a is None:
+            return
+        self._raced(kind)
+        if kind == "reap-then-act":
+            self._at("advance", w, a, amount=1)
+            self._lose_lease(a)
+            # the zombie keeps going: every late step, in a drawn order
+            for then in data.draw(st.permutations(LATE_STEPS), label="then"):
+                self._late(data, w, a, then)
+            return
+        # the job is cancelled (for a renewal: the cancel finalized too — a renewal while
+        # the cancel is only requested is a spec step), time passes but less than the
+        # lease (it is still live), and the holder, unaware, renews or reports
+        self._do(JobStep("cancel", job=j))
+        if kind == "cancel-then-renew":
+            self._do(JobStep("finalize-cancel", job=j))
+        else:
+            self._at("advance", w, a, amount=1)  # a new hint to report
+        for _ in range(self.lease_ticks - 1):
+            self._do(JobStep("tick"))
+        self._at("renew" if kind == "cancel-then-renew" else "report-progress", w, a)
+
+    def _race_outcome(self, data: st.DataObject, kind: str) -> None:
+        """Outcomes racing authority: a stale outcome after a replacement was authorized;
+        an outcome, a cancel, then its processing; a finished attempt under the
+        reconciler's per-attempt duties."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
+            return
+        a = self._running(w, j)
+        if a is None:
+            return
+        self._raced(kind)
+        outcome = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
+        processor = data.draw(
+            st.sampled_from(["process-outcome", "reconciler-process-outcome"]), label="by"
+        )
+        if kind == "stale-outcome":
+            self._at("advance", w, a, amount=self.max_progress)
+            self._lose_lease(a)
+            self._do(JobStep("schedule-retry", job=j))
+            self._do(JobStep("enqueue", job=j))
+            other = self._worker(data, avoid=w)
+            if other is not None:
+                self._do(JobStep("reserve", worker=other, job=j))
+                self._do(JobStep("authorize", worker=other, job=j))
+            self._at("send-outcome", w, a, outcome=outcome)
+        elif kind == "cancel-then-outcome":
+            self._at("advance", w, a, amount=self.max_progress)
+            self._at("send-outcome", w, a, outcome=outcome)
+            self._do(JobStep("cancel", job=j))
+        else:  # finish-then-reconcile
+            self._at("advance", w, a, amount=self.max_progress)
+            self._at("send-outcome", w, a, outcome=outcome)
+        if processor == "process-outcome":
+            self._at("process-outcome", w, a)
+        else:
+            self._do(JobStep(processor, job=a.job, token=a.token))
+        self._reconcile_attempt(data, a)  # then the reconciler passes over the attempt
+
+    def _race_coordination(self, data: st.DataObject, kind: str) -> None:
+        """The reconciler on a running attempt; a wipe under a held reservation; a
+        reservation aging out before its authorization; more reservations than slots."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
+            return
+        if kind == "reconcile-running":
+            a = self._running(w, j)
+            if a is None:
+                return
+            self._raced(kind)
+            self._reconcile_attempt(data, a)
+            return
+        if kind == "over-capacity":
+            assert self.run is not None
+            for k in sorted(self.jobs, key=lambda x: (x != j, x)):
+                if k not in self.run.submitted:
+                    self._do(JobStep("submit", job=k))
+                self._do(JobStep("enqueue", job=k))
+                if self._do(JobStep("reserve", worker=w, job=k)) == "ok" and k != j:
+                    self._raced(kind)  # a second reservation (the slot check's test)
+            return
+        if j not in self.run.submitted:  # type: ignore[union-attr]
+            self._do(JobStep("submit", job=j))
+        self._do(JobStep("enqueue", job=j))
+        if self._do(JobStep("reserve", worker=w, job=j)) != "ok":
+            return
+        if kind == "reservation-expires":
+            self._raced(kind)
+            for _ in range(self.reservation_ticks):
+                self._do(JobStep("tick"))
+            self._do(JobStep("expire-reservation", job=j))
+            self._do(JobStep("authorize", worker=w, job=j))
+            return
+        # wipe-with-reservation
+        if self.sim.wipes >= self.max_coord_losses:
+            return
+        self._raced(kind)
+        self._do(JobStep("wipe"))
+        self._do(JobStep("enqueue", job=j))
+        other = self._worker(data, avoid=w)
+        if other is not None:
+            self._do(JobStep("reserve", worker=other, job=j))
+        self._do(JobStep("authorize", worker=w, job=j))
+        if other is not None:
+            self._do(JobStep("authorize", worker=other, job=j))
+
+    # -- the races, one rule each (so each is as likely as any other) ----------------------
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_activate(self, data: st.DataObject) -> None:
+        self._race_authority(data, "cancel-then-activate")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_renew(self, data: st.DataObject) -> None:
+        self._race_authority(data, "cancel-then-renew")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_report(self, data: st.DataObject) -> None:
+        self._race_authority(data, "cancel-then-report")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reap_then_act(self, data: st.DataObject) -> None:
+        self._race_authority(data, "reap-then-act")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_stale_outcome(self, data: st.DataObject) -> None:
+        self._race_outcome(data, "stale-outcome")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_outcome(self, data: st.DataObject) -> None:
+        self._race_outcome(data, "cancel-then-outcome")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_finish_then_reconcile(self, data: st.DataObject) -> None:
+        self._race_outcome(data, "finish-then-reconcile")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reconcile_running(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "reconcile-running")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_wipe_with_reservation(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "wipe-with-reservation")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reservation_expires(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "reservation-expires")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_over_capacity(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "over-capacity")
+
+    @precondition(has_worker)
+    @rule(
+        data=st.data(),
+        lost=st.sampled_from(LOST_CREDENTIAL_REPLIES),
+        end=st.sampled_from(["crash", "shutdown"]),
+    )
+    def race_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
+        """A credential write loses a reply, then its writer goes away: the intent is left
+        half-done for the reconciler (the spec gives its cleanup no fairness; the drain's
+        quiescence requires it done)."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
+            return
+        a = self._running(w, j)
+        if a is None:
+            return
+        self._raced(f"credential-then-{end}")
+        self._at("put-secret", w, a, faults=(lost,))
+        self._do(JobStep(end, worker=w))
 
 
 def reach_of(machine: type[JobRuntimeMachine], kind: str) -> set[tuple[str, ...]]:
@@ -610,6 +990,8 @@ MachineFactory = Callable[[], JobRuntimeMachine]
 
 __all__ = [
     "FAULT_CHOICES",
+    "JobMachineBase",
+    "JobRaceMachine",
     "JobRuntimeMachine",
     "JobScheduleFailure",
     "faults",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remora.testing.job_machines import JobRuntimeMachine
+from remora.testing.job_machines import JobRaceMachine, JobRuntimeMachine
 
 
 class SpecSizedJobs(JobRuntimeMachine):
@@ -28,3 +28,23 @@ class LargerJobs(JobRuntimeMachine):
 
 
 JOB_MACHINES: tuple[type[JobRuntimeMachine], ...] = (SpecSizedJobs, LargerJobs)
+
+
+class RaceJobs(JobRaceMachine):
+    """The race machine (:class:`~remora.testing.job_machines.JobRaceMachine`): three jobs
+    so the first races of a run each get a fresh one, three incarnations (a replacement
+    worker is always at hand), one slot per worker, two attempts, two-tick leases and
+    reservations (a lease outlives one tick, so a race can act while it is live), a global
+    limit of two, two wipes."""
+
+    jobs = ("j1", "j2", "j3")
+    workers = ("w1", "w2", "w3")
+    concurrency = 1
+    max_attempts = 2
+    max_progress = 2
+    lease_ticks = 2
+    reservation_ticks = 2
+    global_limit = 2
+    max_credential_intents = 1
+    max_coord_losses = 2
+    max_partitions = 2

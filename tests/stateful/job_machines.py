@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remora.testing.job_machines import JobRaceMachine, JobRuntimeMachine
+from remora.testing.job_machines import JobMachineBase, JobRaceMachine, JobRuntimeMachine
 
 
 class SpecSizedJobs(JobRuntimeMachine):
@@ -27,9 +27,6 @@ class LargerJobs(JobRuntimeMachine):
     spare), three attempts, two slots per worker, a global limit of three, two wipes."""
 
 
-JOB_MACHINES: tuple[type[JobRuntimeMachine], ...] = (SpecSizedJobs, LargerJobs)
-
-
 class RaceJobs(JobRaceMachine):
     """The race machine (:class:`~remora.testing.job_machines.JobRaceMachine`): three jobs
     so the first races of a run each get a fresh one, three incarnations (a replacement
@@ -48,3 +45,12 @@ class RaceJobs(JobRaceMachine):
     max_credential_intents = 1
     max_coord_losses = 2
     max_partitions = 2
+
+
+JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs)
+"""Every job machine of the suite (``test_job_machines.py`` judges their reach together)."""
+
+HUNTERS: tuple[type[JobMachineBase], ...] = (RaceJobs, SpecSizedJobs, LargerJobs)
+"""The campaign's order: the race machine first — it composes every dangerous combination
+by construction, so what it kills does not hang on the search's luck — then the general
+machines."""

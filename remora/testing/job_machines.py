@@ -69,20 +69,75 @@ from remora.testing.job_trace import (
 FAULT_CHOICES: tuple[tuple[JobOperation, IOOutcome], ...] = tuple(
     (op, o) for op in JobOperation for o in sorted(FAULT_OUTCOMES[op], key=lambda x: x.value)
 )
-_one_fault = st.tuples(st.sampled_from(FAULT_CHOICES), st.integers(1, 3)).map(
-    lambda t: JobFault(t[0][0], t[1], t[0][1])
-)
+"""Every fault a selector can name: (operation, outcome)."""
+
+_O = JobOperation
+STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
+    "submit": (_O.DURABLE_WRITE,),
+    "cancel": (_O.COORD_WRITE, _O.DURABLE_WRITE),
+    "start": (_O.DURABLE_WRITE,),
+    "shutdown": (_O.DURABLE_WRITE,),
+    "reconcile": tuple(JobOperation),
+    "enqueue": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "publish-cancel-notice": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "clean-terminal": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "clear-stale-progress": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "reconciler-release-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "expire-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "schedule-retry": (_O.DURABLE_WRITE,),
+    "finalize-cancel": (_O.COORD_WRITE, _O.DURABLE_READ, _O.DURABLE_WRITE),
+    "invalidate-checkpoint": (_O.DURABLE_WRITE,),
+    "reconciler-release-lease": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "cleanup-stage": (_O.DURABLE_READ, _O.TARGET_READ, _O.TARGET_WRITE),
+    "reap": (_O.COORD_READ, _O.COORD_WRITE, _O.DURABLE_READ, _O.DURABLE_WRITE),
+    "expire-lease": (_O.COORD_WRITE,),
+    "reconciler-process-outcome": (_O.DURABLE_WRITE, _O.TARGET_READ),
+    "reserve": (_O.COORD_WRITE,),
+    "authorize": (_O.COORD_READ, _O.DURABLE_WRITE),
+    "release-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "activate": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "renew": (_O.COORD_WRITE,),
+    "report-progress": (_O.COORD_WRITE,),
+    "checkpoint": (_O.DURABLE_WRITE,),
+    "cooperative-stop": (_O.COORD_READ, _O.DURABLE_READ),
+    "advance": (_O.TARGET_WRITE,),
+    "send-outcome": (_O.DURABLE_WRITE,),
+    "process-outcome": (_O.DURABLE_WRITE, _O.TARGET_READ),
+    "record-stop": (_O.DURABLE_READ, _O.DURABLE_WRITE),
+    "release-lease": (_O.COORD_WRITE,),
+    "put-secret": (_O.DURABLE_READ, _O.DURABLE_WRITE, _O.VAULT_READ, _O.VAULT_WRITE),
+}
+"""The operations each step kind may call (environment steps — tick, crash, wipe, link
+changes — call none).  Fault selectors are drawn from a step's own operations, so a drawn
+fault fires instead of naming a call the step never makes; ``test_job_machines.py``
+checks every call a run observed is listed here."""
+
 _durable_unknown = st.tuples(
     st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED]), st.integers(1, 2)
 ).map(lambda t: JobFault(JobOperation.DURABLE_WRITE, t[1], t[0]))
-faults = st.one_of(
-    st.just(()),
-    st.just(()),
-    st.lists(_durable_unknown, min_size=1, max_size=1).map(tuple),
-    st.lists(_one_fault, min_size=1, max_size=2).map(tuple),
-)
-"""A step's fault selectors: none half the time, else a lost durable COMMIT reply or any
-one or two selectors."""
+_step_faults: dict[str, st.SearchStrategy[tuple[JobFault, ...]]] = {}
+
+
+def step_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
+    """A step's fault selectors: none half the time, else (for a step that writes
+    durably) a lost durable COMMIT reply, or one or two selectors on the operations the
+    step calls (:data:`STEP_CALLS`), each with any outcome that operation can have."""
+    if op not in _step_faults:
+        ops = STEP_CALLS.get(op, ())
+        if not ops:
+            _step_faults[op] = st.just(())
+        else:
+            choices = [(o, out) for (o, out) in FAULT_CHOICES if o in ops]
+            one = st.tuples(st.sampled_from(choices), st.integers(1, 2)).map(
+                lambda t: JobFault(t[0][0], t[1], t[0][1])
+            )
+            alts: list[st.SearchStrategy[tuple[JobFault, ...]]] = [st.just(()), st.just(())]
+            if JobOperation.DURABLE_WRITE in ops:
+                alts.append(st.lists(_durable_unknown, min_size=1, max_size=1).map(tuple))
+            alts.append(st.lists(one, min_size=1, max_size=2).map(tuple))
+            _step_faults[op] = st.one_of(alts)
+    return _step_faults[op]
+
 
 SWARM = ("crash", "wipe", "links", "cancel", "faults", "reconcile")
 """Rule families a run may switch off (swarm testing)."""
@@ -249,10 +304,15 @@ class JobMachineBase(RuleBasedStateMachine):
         reach.add(("op", step.op, kind))
         if step.op == "send-outcome" and step.outcome is not None and kind == "ok":
             reach.add(("sent", step.outcome.value))
+        if step.service is not None and kind == "ok":
+            reach.add(("link", step.op, str(step.worker), step.service.value))
+        for called in self.run.hook.last:
+            reach.add(("calls", step.op, called.value))
         fired = self.run.hook.fired[self._fired :]
         self._fired = len(self.run.hook.fired)
         for op, outcome in fired:
             reach.add(("fault", op, outcome))
+            reach.add(("fault-in", step.op, op, outcome))
             event(f"fault {op} {outcome}")
         event(f"{step.op}: {kind}")
         return kind
@@ -341,6 +401,9 @@ class JobMachineBase(RuleBasedStateMachine):
         for name in self.run.chk.actions:
             reach.add(("action", name))
         reach.add(("drain", "quiescent"))
+        if self.run.exempt:
+            reach.add(("drain", "exempt: a crashed incarnation's staging"))
+            event("drain exempt: a crashed incarnation's staging")
 
     # -- time and whole reconcile passes (every machine) -------------------------------------
     def something_ages(self) -> bool:
@@ -356,7 +419,7 @@ class JobMachineBase(RuleBasedStateMachine):
         self._do(JobStep("tick"))
 
     @precondition(lambda self: self.on("reconcile"))
-    @rule(fs=faults)
+    @rule(fs=step_faults("reconcile"))
     def reconcile(self, fs: tuple[JobFault, ...]) -> None:
         self._do(JobStep("reconcile", faults=fs))
 
@@ -377,23 +440,24 @@ class JobRuntimeMachine(JobMachineBase):
 
     # -- client ------------------------------------------------------------------------------
     @precondition(has_unsubmitted)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("submit"))
     def submit(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         assert self.run is not None
         left = [j for j in self.jobs if j not in self.run.submitted]
         self._do(JobStep("submit", job=data.draw(st.sampled_from(left), label="job"), faults=fs))
 
     @precondition(lambda self: self.can_cancel())
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("cancel"))
     def cancel(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         j = data.draw(st.sampled_from(self._cancellable()), label="job")
         self._do(JobStep("cancel", job=j, faults=fs))
 
     # -- environment -------------------------------------------------------------------------
     @precondition(has_unstarted)
-    @rule(data=st.data())
-    def start(self, data: st.DataObject) -> None:
-        self._do(JobStep("start", worker=data.draw(st.sampled_from(self._unstarted()))))
+    @rule(data=st.data(), fs=step_faults("start"))
+    def start(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        w = data.draw(st.sampled_from(self._unstarted()))
+        self._do(JobStep("start", worker=w, faults=fs))
 
     @precondition(lambda self: self.has_up() and self.on("crash"))
     @rule(data=st.data())
@@ -401,7 +465,7 @@ class JobRuntimeMachine(JobMachineBase):
         self._do(JobStep("crash", worker=data.draw(st.sampled_from(self._up()))))
 
     @precondition(lambda self: self.has_up() and self.on("crash"))
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("shutdown"))
     def shutdown(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         w = data.draw(st.sampled_from(self._up()))
         self._do(JobStep("shutdown", worker=w, faults=fs))
@@ -443,23 +507,25 @@ class JobRuntimeMachine(JobMachineBase):
 
     # -- reconciler --------------------------------------------------------------------------
     @precondition(has_submitted)
-    @rule(data=st.data(), op=st.sampled_from(PER_JOB_RECONCILER), fs=faults)
-    def reconcile_job(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    @rule(data=st.data(), op=st.sampled_from(PER_JOB_RECONCILER))
+    def reconcile_job(self, data: st.DataObject, op: str) -> None:
         j = data.draw(st.sampled_from(self._submitted()), label="job")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, job=j, faults=fs))
 
     @precondition(has_rows)
-    @rule(data=st.data(), op=st.sampled_from(PER_ATTEMPT_RECONCILER), fs=faults)
-    def reconcile_attempt(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    @rule(data=st.data(), op=st.sampled_from(PER_ATTEMPT_RECONCILER))
+    def reconcile_attempt(self, data: st.DataObject, op: str) -> None:
         # attempts holding a live lease first: the reaper's steps matter most on them
         live = {a for a, lease in self._coord().leases.items() if lease.live}
         rows = sorted(self._rows(), key=lambda a: (a not in live, str(a)))
         a = data.draw(st.sampled_from(rows), label="attempt")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, job=a.job, token=a.token, faults=fs))
 
     # -- workers -----------------------------------------------------------------------------
     @precondition(lambda self: self.has_up() and self.has_submitted())
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("reserve"))
     def reserve(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         queued = sorted(self._coord().queued)
         w = data.draw(st.sampled_from(self._up()), label="worker")
@@ -467,7 +533,7 @@ class JobRuntimeMachine(JobMachineBase):
         self._do(JobStep("reserve", worker=w, job=j, faults=fs))
 
     @precondition(lambda self: self.has_queued())
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("authorize"))
     def dispatch(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A worker takes a queued job: reserve, authorize (with the faults), activate."""
         w = data.draw(st.sampled_from(self._up()), label="worker")
@@ -481,15 +547,16 @@ class JobRuntimeMachine(JobMachineBase):
         self._do(JobStep("activate", worker=w, job=j, token=token))
 
     @precondition(has_reservation)
-    @rule(data=st.data(), fs=faults, release=st.booleans())
-    def authorize(self, data: st.DataObject, fs: tuple[JobFault, ...], release: bool) -> None:
+    @rule(data=st.data(), release=st.booleans())
+    def authorize(self, data: st.DataObject, release: bool) -> None:
         pairs = [(w, j) for w in self._up() for j in sorted(self.sim.workers[w].reservations)]
         w, j = data.draw(st.sampled_from(pairs), label="reservation")
         op = "release-reservation" if release and data.draw(st.booleans()) else "authorize"
+        fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, worker=w, job=j, faults=fs))
 
     @precondition(has_authorized)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("activate"))
     def activate(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         pick = data.draw(st.sampled_from(self._local("authorized")), label="attempt")
         self._do(self._attempt_step("activate", pick, fs))
@@ -500,21 +567,21 @@ class JobRuntimeMachine(JobMachineBase):
         op=st.sampled_from(
             ["put-secret", "renew", "report-progress", "checkpoint", "cooperative-stop"]
         ),
-        fs=faults,
     )
-    def tend(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    def tend(self, data: st.DataObject, op: str) -> None:
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(self._attempt_step(op, pick, fs))
 
     @precondition(has_executing)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("advance"))
     def advance(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
         amount = data.draw(st.integers(1, self.max_progress), label="amount")
         self._do(self._attempt_step("advance", pick, fs, amount=amount))
 
     @precondition(has_executing)
-    @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=faults)
+    @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=step_faults("send-outcome"))
     def send_outcome(
         self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]
     ) -> None:
@@ -525,14 +592,14 @@ class JobRuntimeMachine(JobMachineBase):
     @rule(
         data=st.data(),
         op=st.sampled_from(["process-outcome", "record-stop", "release-lease"]),
-        fs=faults,
     )
-    def finish(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    def finish(self, data: st.DataObject, op: str) -> None:
         pick = data.draw(st.sampled_from(self._local()), label="attempt")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(self._attempt_step(op, pick, fs))
 
     @precondition(has_executing)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("process-outcome"))
     def run_to_outcome(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A handler running to its end: a partial stage checkpointed and reported, a tick
         and a lease renewal, the full stage, the scripted outcome sent and processed
@@ -557,7 +624,7 @@ class JobRuntimeMachine(JobMachineBase):
         return self.run is not None and any(lease.live for lease in self._coord().leases.values())
 
     @precondition(has_live_lease)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("reap"))
     def lose_lease(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A worker goes silent: time passes until its lease ages out, the reaper expires
         it and reaps the attempt (faults apply to the reap) — the worker may still act."""
@@ -583,11 +650,8 @@ class JobRuntimeMachine(JobMachineBase):
                 "put-secret",
             ]
         ),
-        fs=faults,
     )
-    def zombie(
-        self, data: st.DataObject, interference: str, then: str, fs: tuple[JobFault, ...]
-    ) -> None:
+    def zombie(self, data: st.DataObject, interference: str, then: str) -> None:
         """Fencing under attack: something takes an attempt's authority or coordination
         state away (a cancel, a cancel finalized, a lost lease reaped, a wipe), time passes,
         and the attempt's worker — unaware — takes its next step (faults apply to it)."""
@@ -621,22 +685,51 @@ class JobRuntimeMachine(JobMachineBase):
             kw["amount"] = self.max_progress
         elif then == "send-outcome":
             kw["outcome"] = self.run.scripted(a)
+        fs = data.draw(step_faults(then), label="faults")
         self._do(self._attempt_step(then, pick, fs, **kw))
 
 
-LOST_CREDENTIAL_REPLIES: tuple[JobFault, ...] = (
+LOST_VAULT_REPLIES: tuple[JobFault, ...] = (
     *(
         JobFault(JobOperation.VAULT_WRITE, 1, o)
         for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED, IOOutcome.ABORT)
     ),
-    *(
-        JobFault(JobOperation.DURABLE_WRITE, n, o)
-        for n in range(1, 5)
-        for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
-    ),
+    JobFault(JobOperation.VAULT_READ, 1, IOOutcome.ABORT),
 )
-"""What the credential race loses: the vault write's reply (or the write), or the reply of
-one of the durable writes of prepare / begin / record / commit."""
+"""What the vault credential race loses: the vault write's reply (after or without the
+write), the write itself, or the vault read."""
+LOST_CREDENTIAL_COMMITS: tuple[JobFault, ...] = tuple(
+    JobFault(JobOperation.DURABLE_WRITE, n, o)
+    for n in range(1, 5)
+    for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
+)
+"""What the durable credential race loses: the COMMIT reply of prepare (1), begin (2),
+record (3) or commit (4)."""
+
+DURABLE_STEPS: tuple[str, ...] = tuple(
+    op for op, calls in STEP_CALLS.items() if JobOperation.DURABLE_WRITE in calls
+)
+"""The step kinds that write durably: each must see its COMMIT reply lost both ways."""
+
+
+def sweep_faults(op: str) -> tuple[JobFault, ...]:
+    """The faults the race machine's sweep cycles through on step kind ``op``: a lost
+    durable COMMIT reply (committed, then not) for a step that writes durably; the
+    target's faults for a step that stages or reads the target.  Coordination faults are
+    not swept: they would keep the races' deeper steps (a reap after an expiry) from ever
+    being enabled; the general machines draw them."""
+    ops = STEP_CALLS.get(op, ())
+    if JobOperation.DURABLE_WRITE in ops:
+        return tuple(
+            JobFault(JobOperation.DURABLE_WRITE, 1, o)
+            for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
+        )
+    return tuple(
+        JobFault(io, 1, o)
+        for io, o in FAULT_CHOICES
+        if io in ops and io in (JobOperation.TARGET_WRITE, JobOperation.TARGET_READ)
+    )
+
 
 AUTHORITY_RACES = (
     "cancel-then-activate",
@@ -692,6 +785,39 @@ class JobRaceMachine(JobMachineBase):
     """
 
     swarm: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweep: int | None = None
+        self.swept: dict[str, int] = {}  # per step kind: how many sweep faults fired
+
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
+        """The run's handlers, then whether it sweeps faults and where each step kind's
+        cycle starts (a third of the runs compose their races fault-free)."""
+        super().setup(data)
+        self.sweep = data.draw(st.sampled_from([None, 0, 1]), label="sweep from")
+
+    def _do(self, step: JobStep) -> str:
+        """In a sweeping run, a step kind's executions (those without faults of their own)
+        carry the next of its :func:`sweep_faults` until it fires (the step made that
+        call); a step whose fault fired is retried at once, fault-free, as a caller
+        retries after a lost reply — so the race goes on from the retry's outcome.  Which
+        fault a step gets is a function of the run's own steps, not of a draw: a step
+        kind a run executes often enough sees each of its lost replies whatever the
+        search's luck."""
+        if self.sweep is None or step.faults or self.run is None:
+            return super()._do(step)
+        cycle = sweep_faults(step.op)
+        if not cycle:
+            return super()._do(step)
+        fault = cycle[(self.sweep + self.swept.get(step.op, 0)) % len(cycle)]
+        before = len(self.run.hook.fired)
+        kind = super()._do(attrs.evolve(step, faults=(fault,)))
+        if len(self.run.hook.fired) == before:
+            return kind
+        self.swept[step.op] = self.swept.get(step.op, 0) + 1
+        return super()._do(step)
 
     # -- composing -------------------------------------------------------------------------
     def _job(self, data: st.DataObject) -> str:
@@ -793,6 +919,7 @@ class JobRaceMachine(JobMachineBase):
             if data.draw(st.booleans(), label="finalize"):
                 self._do(JobStep("finalize-cancel", job=j))
             self._at("activate", w, a)
+            self._at("record-stop", w, a)  # revoked before it was activated
             return
         a = self._running(w, j)
         if a is None:
@@ -816,6 +943,9 @@ class JobRaceMachine(JobMachineBase):
         for _ in range(self.lease_ticks - 1):
             self._do(JobStep("tick"))
         self._at("renew" if kind == "cancel-then-renew" else "report-progress", w, a)
+        # then it learns of the cancel and winds down
+        for then in ("cooperative-stop", "record-stop", "release-lease"):
+            self._at(then, w, a)
 
     def _race_outcome(self, data: st.DataObject, kind: str) -> None:
         """Outcomes racing authority: a stale outcome after a replacement was authorized;
@@ -854,6 +984,11 @@ class JobRaceMachine(JobMachineBase):
             self._at("process-outcome", w, a)
         else:
             self._do(JobStep(processor, job=a.job, token=a.token))
+        if kind == "cancel-then-outcome":
+            self._do(JobStep("finalize-cancel", job=j))
+        # the holder winds down (each refused while it still holds authority)
+        self._at("record-stop", w, a)
+        self._at("release-lease", w, a)
         self._reconcile_attempt(data, a)  # then the reconciler passes over the attempt
 
     def _race_coordination(self, data: st.DataObject, kind: str) -> None:
@@ -868,6 +1003,9 @@ class JobRaceMachine(JobMachineBase):
             if a is None:
                 return
             self._raced(kind)
+            # mid-way: a partial stage checkpointed (so InvalidateCheckpoint has work)
+            self._at("advance", w, a, amount=1)
+            self._at("checkpoint", w, a)
             self._reconcile_attempt(data, a)
             return
         if kind == "over-capacity":
@@ -961,12 +1099,48 @@ class JobRaceMachine(JobMachineBase):
         self._race_coordination(data, "over-capacity")
 
     @precondition(has_worker)
+    @rule(data=st.data(), service=st.sampled_from(list(Service)))
+    def race_partition(self, data: st.DataObject, service: Service) -> None:
+        """A worker cut off from a service mid-attempt keeps taking its steps (each
+        unavailable, or refused), time passes, the link comes back and it carries on."""
+        j = self._job(data)
+        # any incarnation (each worker's links must be cut), started if need be
+        w: str | None = data.draw(st.sampled_from(self.workers), label="worker")
+        if w in self._unstarted():
+            self._do(JobStep("start", worker=w))
+        if w not in self._up() or self._busy(str(w)) >= self.concurrency:
+            w = self._worker(data)
+        if w is None:
+            return
+        a = self._running(w, j)
+        if a is None or self._do(JobStep("drop-link", worker=w, service=service)) != "ok":
+            return
+        self._raced(f"partition-{service.value}")
+        for then in ("renew", "report-progress", "advance", "checkpoint"):
+            self._late(data, w, a, then)
+        self._do(JobStep("tick"))
+        self._do(JobStep("restore-link", worker=w, service=service))
+        self._at("renew", w, a)
+
+    @precondition(has_worker)
     @rule(
         data=st.data(),
-        lost=st.sampled_from(LOST_CREDENTIAL_REPLIES),
+        lost=st.sampled_from(LOST_VAULT_REPLIES),
         end=st.sampled_from(["crash", "shutdown"]),
     )
-    def race_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
+    def race_vault_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
+        self._race_credential(data, lost, end)
+
+    @precondition(has_worker)
+    @rule(
+        data=st.data(),
+        lost=st.sampled_from(LOST_CREDENTIAL_COMMITS),
+        end=st.sampled_from(["crash", "shutdown"]),
+    )
+    def race_durable_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
+        self._race_credential(data, lost, end)
+
+    def _race_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
         """A credential write loses a reply, then its writer goes away: the intent is left
         half-done for the reconciler (the spec gives its cleanup no fairness; the drain's
         quiescence requires it done)."""
@@ -994,7 +1168,8 @@ __all__ = [
     "JobRaceMachine",
     "JobRuntimeMachine",
     "JobScheduleFailure",
-    "faults",
+    "STEP_CALLS",
+    "step_faults",
     "reach_of",
     "replay_command",
 ]

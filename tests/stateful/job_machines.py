@@ -32,7 +32,7 @@ class RaceJobs(JobRaceMachine):
     so the first races of a run each get a fresh one, three incarnations (a replacement
     worker is always at hand), one slot per worker, two attempts, two-tick leases and
     reservations (a lease outlives one tick, so a race can act while it is live), a global
-    limit of two, two wipes."""
+    limit of two, two wipes, three partitions."""
 
     jobs = ("j1", "j2", "j3")
     workers = ("w1", "w2", "w3")
@@ -44,7 +44,7 @@ class RaceJobs(JobRaceMachine):
     global_limit = 2
     max_credential_intents = 1
     max_coord_losses = 2
-    max_partitions = 2
+    max_partitions = 3
 
 
 JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs)

@@ -326,7 +326,11 @@ class JobMachineBase(RuleBasedStateMachine):
         return [w for w in self.workers if self.sim.workers[w].up]
 
     def _unstarted(self) -> list[str]:
-        return [w for w in self.workers if w not in self.sim.started]
+        """Incarnations no step has started yet — a start that failed (a lost reply)
+        used its id up too: a trace never starts an incarnation twice."""
+        assert self.run is not None
+        tried = {s.worker for s in self.run.steps if s.op == "start"}
+        return [w for w in self.workers if w not in self.sim.started and w not in tried]
 
     def _local(self, *states: str) -> list[tuple[str, AttemptId]]:
         return [
@@ -736,6 +740,7 @@ AUTHORITY_RACES = (
     "cancel-then-renew",
     "cancel-then-report",
     "reap-then-act",
+    "reap-then-persist",
 )
 OUTCOME_RACES = ("stale-outcome", "cancel-then-outcome", "finish-then-reconcile")
 COORDINATION_RACES = (
@@ -744,6 +749,15 @@ COORDINATION_RACES = (
     "reservation-expires",
     "over-capacity",
 )
+RACES: tuple[str, ...] = (
+    *AUTHORITY_RACES,
+    *OUTCOME_RACES,
+    *COORDINATION_RACES,
+    *(f"partition-{s.value}" for s in Service),
+    "credential-then-crash",
+    "credential-then-shutdown",
+)
+"""Every race the race machine composes (its reach names each one it reached)."""
 LATE_STEPS = ("checkpoint", "renew", "report-progress", "send-outcome", "put-secret", "advance")
 RUNNING_RECONCILER = (
     "schedule-retry",
@@ -817,6 +831,8 @@ class JobRaceMachine(JobMachineBase):
         if len(self.run.hook.fired) == before:
             return kind
         self.swept[step.op] = self.swept.get(step.op, 0) + 1
+        if step.op == "start":
+            return kind  # an incarnation id is never reused: no retry
         return super()._do(step)
 
     # -- composing -------------------------------------------------------------------------
@@ -925,6 +941,15 @@ class JobRaceMachine(JobMachineBase):
         if a is None:
             return
         self._raced(kind)
+        if kind == "reap-then-persist":
+            # the reaped holder's durable writes, in a handler's order: a checkpoint of
+            # its partial stage, its outcome (the first one it makes may teach it that
+            # its lease is gone: what follows is then refused locally)
+            self._at("advance", w, a, amount=1)
+            self._lose_lease(a)
+            self._at("checkpoint", w, a)
+            self._late(data, w, a, "send-outcome")
+            return
         if kind == "reap-then-act":
             self._at("advance", w, a, amount=1)
             self._lose_lease(a)
@@ -1065,6 +1090,11 @@ class JobRaceMachine(JobMachineBase):
 
     @precondition(has_worker)
     @rule(data=st.data())
+    def race_reap_then_persist(self, data: st.DataObject) -> None:
+        self._race_authority(data, "reap-then-persist")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
     def race_stale_outcome(self, data: st.DataObject) -> None:
         self._race_outcome(data, "stale-outcome")
 
@@ -1166,6 +1196,8 @@ __all__ = [
     "FAULT_CHOICES",
     "JobMachineBase",
     "JobRaceMachine",
+    "DURABLE_STEPS",
+    "RACES",
     "JobRuntimeMachine",
     "JobScheduleFailure",
     "STEP_CALLS",

@@ -704,11 +704,12 @@ LOST_VAULT_REPLIES: tuple[JobFault, ...] = (
 write), the write itself, or the vault read."""
 LOST_CREDENTIAL_COMMITS: tuple[JobFault, ...] = tuple(
     JobFault(JobOperation.DURABLE_WRITE, n, o)
-    for n in range(1, 5)
-    for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
+    for n in range(4, 0, -1)
+    for o in (IOOutcome.UNKNOWN_ABORTED, IOOutcome.UNKNOWN_COMMITTED)
 )
-"""What the durable credential race loses: the COMMIT reply of prepare (1), begin (2),
-record (3) or commit (4)."""
+"""What the durable credential race loses: the COMMIT reply of commit (4), record (3),
+begin (2) or prepare (1) — the commit's first: lost before it committed, it leaves a
+written intent with a live secret, the reconciler's cleanup case."""
 
 DURABLE_STEPS: tuple[str, ...] = tuple(
     op for op, calls in STEP_CALLS.items() if JobOperation.DURABLE_WRITE in calls
@@ -718,21 +719,24 @@ DURABLE_STEPS: tuple[str, ...] = tuple(
 
 def sweep_faults(op: str) -> tuple[JobFault, ...]:
     """The faults the race machine's sweep cycles through on step kind ``op``: a lost
-    durable COMMIT reply (committed, then not) for a step that writes durably; the
+    durable COMMIT reply (committed, then not) for a step that writes durably, then the
     target's faults for a step that stages or reads the target.  Coordination faults are
     not swept: they would keep the races' deeper steps (a reap after an expiry) from ever
-    being enabled; the general machines draw them."""
+    being enabled; the general machines draw them.  (The vault's faults are the
+    credential races' own.)"""
     ops = STEP_CALLS.get(op, ())
-    if JobOperation.DURABLE_WRITE in ops:
-        return tuple(
-            JobFault(JobOperation.DURABLE_WRITE, 1, o)
-            for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
-        )
-    return tuple(
-        JobFault(io, 1, o)
-        for io, o in FAULT_CHOICES
-        if io in ops and io in (JobOperation.TARGET_WRITE, JobOperation.TARGET_READ)
+    lost = tuple(
+        JobFault(JobOperation.DURABLE_WRITE, 1, o)
+        for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
+        if JobOperation.DURABLE_WRITE in ops
     )
+    target = tuple(
+        JobFault(io, 1, o)
+        for io in (JobOperation.TARGET_READ, JobOperation.TARGET_WRITE)
+        for o in sorted(FAULT_OUTCOMES[io], key=lambda x: x.value)
+        if io in ops and op != "reconcile"
+    )
+    return lost + target
 
 
 AUTHORITY_RACES = (
@@ -804,13 +808,14 @@ class JobRaceMachine(JobMachineBase):
         super().__init__()
         self.sweep: int | None = None
         self.swept: dict[str, int] = {}  # per step kind: how many sweep faults fired
+        self.turns: dict[str, int] = {}  # per race cycle: how many of its options were used
 
     @initialize(data=st.data())
     def setup(self, data: st.DataObject) -> None:
         """The run's handlers, then whether it sweeps faults and where each step kind's
         cycle starts (a third of the runs compose their races fault-free)."""
         super().setup(data)
-        self.sweep = data.draw(st.sampled_from([None, 0, 1]), label="sweep from")
+        self.sweep = data.draw(st.sampled_from([None, None, 0, 1, 2, 3, 4, 5]), label="sweep")
 
     def _do(self, step: JobStep) -> str:
         """In a sweeping run, a step kind's executions (those without faults of their own)
@@ -885,6 +890,15 @@ class JobRaceMachine(JobMachineBase):
             return None
         return a
 
+    def _holding(self, data: st.DataObject, w: str, j: str) -> tuple[str, AttemptId] | None:
+        """A running attempt for the race: ``j`` brought to executing at ``w``, else (no
+        fresh job, no free slot) one already executing somewhere — an earlier race's."""
+        a = self._running(w, j)
+        if a is not None:
+            return w, a
+        live = self._local("executing")
+        return data.draw(st.sampled_from(live), label="holder") if live else None
+
     def _at(self, op: str, w: str, a: AttemptId, **kw: Any) -> str:
         return self._do(JobStep(op, worker=w, job=a.job, token=a.token, **kw))
 
@@ -937,9 +951,11 @@ class JobRaceMachine(JobMachineBase):
             self._at("activate", w, a)
             self._at("record-stop", w, a)  # revoked before it was activated
             return
-        a = self._running(w, j)
-        if a is None:
+        picked = self._holding(data, w, j)
+        if picked is None:
             return
+        w, a = picked
+        j = a.job
         self._raced(kind)
         if kind == "reap-then-persist":
             # the reaped holder's durable writes, in a handler's order: a checkpoint of
@@ -980,9 +996,11 @@ class JobRaceMachine(JobMachineBase):
         w = self._worker(data)
         if w is None:
             return
-        a = self._running(w, j)
-        if a is None:
+        picked = self._holding(data, w, j)
+        if picked is None:
             return
+        w, a = picked
+        j = a.job
         self._raced(kind)
         outcome = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
         processor = data.draw(
@@ -1024,9 +1042,10 @@ class JobRaceMachine(JobMachineBase):
         if w is None:
             return
         if kind == "reconcile-running":
-            a = self._running(w, j)
-            if a is None:
+            picked = self._holding(data, w, j)
+            if picked is None:
                 return
+            w, a = picked
             self._raced(kind)
             # mid-way: a partial stage checkpointed (so InvalidateCheckpoint has work)
             self._at("advance", w, a, amount=1)
@@ -1128,61 +1147,84 @@ class JobRaceMachine(JobMachineBase):
     def race_over_capacity(self, data: st.DataObject) -> None:
         self._race_coordination(data, "over-capacity")
 
+    def _turn(self, cycle: str, options: tuple[Any, ...], stride: int = 1) -> Any:
+        """The next of ``options`` in this run's turn for ``cycle`` (a race's fault or
+        link): by the run's own count from the run's offset (``stride`` options per
+        offset), not by a draw — every option comes up across a handful of runs whatever
+        the search's luck."""
+        n = self.turns.get(cycle, 0) + (self.sweep or 0) * stride
+        return options[n % len(options)]
+
     @precondition(has_worker)
-    @rule(data=st.data(), service=st.sampled_from(list(Service)))
-    def race_partition(self, data: st.DataObject, service: Service) -> None:
-        """A worker cut off from a service mid-attempt keeps taking its steps (each
-        unavailable, or refused), time passes, the link comes back and it carries on."""
+    @rule(data=st.data())
+    def race_partition(self, data: st.DataObject) -> None:
+        """A worker cut off from a service — mid-attempt when it runs one (or can start
+        one) — keeps taking its steps (each unavailable, or refused), time passes, the
+        link comes back and it carries on to the end.  The (worker, service) pair is this
+        run's next in turn (:meth:`_turn`); a pair whose worker is down is skipped."""
         j = self._job(data)
-        # any incarnation (each worker's links must be cut), started if need be
-        w: str | None = data.draw(st.sampled_from(self.workers), label="worker")
+        pairs = tuple((w, s) for w in self.workers for s in Service)
+        w, service = self._turn("partition", pairs, 3)
         if w in self._unstarted():
             self._do(JobStep("start", worker=w))
-        if w not in self._up() or self._busy(str(w)) >= self.concurrency:
-            w = self._worker(data)
-        if w is None:
+        if w not in self._up():
+            self.turns["partition"] = self.turns.get("partition", 0) + 1
             return
-        a = self._running(w, j)
-        if a is None or self._do(JobStep("drop-link", worker=w, service=service)) != "ok":
+        running = [a for v, a in self._local("executing") if v == w]
+        a = running[0] if running else None
+        if a is None and self._busy(w) < self.concurrency:
+            a = self._running(w, j)
+        if self._do(JobStep("drop-link", worker=w, service=service)) != "ok":
             return
+        self.turns["partition"] = self.turns.get("partition", 0) + 1
         self._raced(f"partition-{service.value}")
-        for then in ("renew", "report-progress", "advance", "checkpoint"):
-            self._late(data, w, a, then)
+        if a is not None:
+            for then in ("renew", "report-progress", "advance", "checkpoint"):
+                self._late(data, w, a, then)
         self._do(JobStep("tick"))
         self._do(JobStep("restore-link", worker=w, service=service))
+        if a is None:
+            return
+        # it carries on to the end (freeing its slot for the next race)
         self._at("renew", w, a)
+        self._at("advance", w, a, amount=self.max_progress)
+        assert self.run is not None
+        self._at("send-outcome", w, a, outcome=self.run.scripted(a))
+        for then in ("process-outcome", "cooperative-stop", "record-stop", "release-lease"):
+            self._at(then, w, a)
 
     @precondition(has_worker)
-    @rule(
-        data=st.data(),
-        lost=st.sampled_from(LOST_VAULT_REPLIES),
-        end=st.sampled_from(["crash", "shutdown"]),
-    )
-    def race_vault_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
-        self._race_credential(data, lost, end)
+    @rule(data=st.data(), end=st.sampled_from(["crash", "shutdown"]))
+    def race_vault_credential(self, data: st.DataObject, end: str) -> None:
+        self._race_credential(data, "vault", LOST_VAULT_REPLIES, end)
 
     @precondition(has_worker)
-    @rule(
-        data=st.data(),
-        lost=st.sampled_from(LOST_CREDENTIAL_COMMITS),
-        end=st.sampled_from(["crash", "shutdown"]),
-    )
-    def race_durable_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
-        self._race_credential(data, lost, end)
+    @rule(data=st.data(), end=st.sampled_from(["crash", "shutdown"]))
+    def race_durable_credential(self, data: st.DataObject, end: str) -> None:
+        self._race_credential(data, "commit", LOST_CREDENTIAL_COMMITS, end)
 
-    def _race_credential(self, data: st.DataObject, lost: JobFault, end: str) -> None:
-        """A credential write loses a reply, then its writer goes away: the intent is left
-        half-done for the reconciler (the spec gives its cleanup no fairness; the drain's
-        quiescence requires it done)."""
+    def _race_credential(
+        self, data: st.DataObject, cycle: str, options: tuple[JobFault, ...], end: str
+    ) -> None:
+        """A credential write loses a reply (this run's next in turn of ``options``:
+        :meth:`_turn`), then its writer goes away: the intent is left half-done for the
+        reconciler (the spec gives its cleanup no fairness; the drain's quiescence
+        requires it done)."""
         j = self._job(data)
         w = self._worker(data)
         if w is None:
             return
-        a = self._running(w, j)
-        if a is None:
+        picked = self._holding(data, w, j)
+        if picked is None:
             return
+        w, a = picked
+        j = a.job
         self._raced(f"credential-then-{end}")
+        lost: JobFault = self._turn(cycle, options, 2 if len(options) > 6 else 1)
+        before = len(self.run.hook.fired)  # type: ignore[union-attr]
         self._at("put-secret", w, a, faults=(lost,))
+        if len(self.run.hook.fired) > before:  # type: ignore[union-attr]
+            self.turns[cycle] = self.turns.get(cycle, 0) + 1
         self._do(JobStep(end, worker=w))
 
 

@@ -28,13 +28,13 @@ class LargerJobs(JobRuntimeMachine):
 
 
 class RaceJobs(JobRaceMachine):
-    """The race machine (:class:`~remora.testing.job_machines.JobRaceMachine`): three jobs
+    """The race machine (:class:`~remora.testing.job_machines.JobRaceMachine`): four jobs
     so the first races of a run each get a fresh one, three incarnations (a replacement
     worker is always at hand), one slot per worker, two attempts, two-tick leases and
     reservations (a lease outlives one tick, so a race can act while it is live), a global
     limit of two, two wipes, three partitions."""
 
-    jobs = ("j1", "j2", "j3")
+    jobs = ("j1", "j2", "j3", "j4")
     workers = ("w1", "w2", "w3")
     concurrency = 1
     max_attempts = 2
@@ -42,7 +42,7 @@ class RaceJobs(JobRaceMachine):
     lease_ticks = 2
     reservation_ticks = 2
     global_limit = 2
-    max_credential_intents = 1
+    max_credential_intents = 2
     max_coord_losses = 2
     max_partitions = 3
 

@@ -739,6 +739,10 @@ def sweep_faults(op: str) -> tuple[JobFault, ...]:
     return lost + target
 
 
+SWEEP_OFFSETS = 9
+"""A race-machine run's offset into every cycle (sweep faults, credential faults, the
+partitions' (worker, service) pairs) is one of this many: no cycle is longer."""
+
 AUTHORITY_RACES = (
     "cancel-then-activate",
     "cancel-then-renew",
@@ -815,7 +819,7 @@ class JobRaceMachine(JobMachineBase):
         """The run's handlers, then whether it sweeps faults and where each step kind's
         cycle starts (a third of the runs compose their races fault-free)."""
         super().setup(data)
-        self.sweep = data.draw(st.sampled_from([None, None, 0, 1, 2, 3, 4, 5]), label="sweep")
+        self.sweep = data.draw(st.sampled_from([None, None, *range(SWEEP_OFFSETS)]), label="sweep")
 
     def _do(self, step: JobStep) -> str:
         """In a sweeping run, a step kind's executions (those without faults of their own)
@@ -841,13 +845,15 @@ class JobRaceMachine(JobMachineBase):
         return super()._do(step)
 
     # -- composing -------------------------------------------------------------------------
-    def _job(self, data: st.DataObject) -> str:
-        """A job for the race: fresh (unsubmitted) ones first, then live ones."""
+    def _job(self, data: st.DataObject, among: set[str] | None = None) -> str:
+        """A job for the race (of ``among``, when given): fresh (unsubmitted) ones first,
+        then live ones."""
         assert self.run is not None
         phases = {r.id: r.phase for r in self._durable().jobs}
+        submitted = self.run.submitted
         order = sorted(
-            self.jobs,
-            key=lambda j: (j in self.run.submitted, j in phases and phases[j].terminal, j),  # type: ignore[union-attr]
+            (j for j in self.jobs if among is None or j in among),
+            key=lambda j: (j in submitted, j in phases and phases[j].terminal, j),
         )
         return data.draw(st.sampled_from(order), label="job")
 
@@ -890,14 +896,28 @@ class JobRaceMachine(JobMachineBase):
             return None
         return a
 
-    def _holding(self, data: st.DataObject, w: str, j: str) -> tuple[str, AttemptId] | None:
+    def _holding(
+        self, data: st.DataObject, w: str, j: str, jobs: set[str] | None = None
+    ) -> tuple[str, AttemptId] | None:
         """A running attempt for the race: ``j`` brought to executing at ``w``, else (no
-        fresh job, no free slot) one already executing somewhere — an earlier race's."""
+        fresh job, no free slot) one already executing somewhere — an earlier race's
+        (of one of ``jobs``, when given)."""
         a = self._running(w, j)
         if a is not None:
             return w, a
-        live = self._local("executing")
+        live = [
+            (v, b)
+            for v, b in self._local("executing")
+            if (jobs is None or b.job in jobs) and not self.sim.workers[v].attempts[b].outcome_sent
+        ]
         return data.draw(st.sampled_from(live), label="holder") if live else None
+
+    def _with_intents(self) -> set[str]:
+        """Jobs that may still prepare a credential intent."""
+        used: dict[str, int] = {}
+        for c in self._durable().credentials:
+            used[c.job] = used.get(c.job, 0) + 1
+        return {j for j in self.jobs if used.get(j, 0) < self.max_credential_intents}
 
     def _at(self, op: str, w: str, a: AttemptId, **kw: Any) -> str:
         return self._do(JobStep(op, worker=w, job=a.job, token=a.token, **kw))
@@ -1147,12 +1167,12 @@ class JobRaceMachine(JobMachineBase):
     def race_over_capacity(self, data: st.DataObject) -> None:
         self._race_coordination(data, "over-capacity")
 
-    def _turn(self, cycle: str, options: tuple[Any, ...], stride: int = 1) -> Any:
+    def _turn(self, cycle: str, options: tuple[Any, ...]) -> Any:
         """The next of ``options`` in this run's turn for ``cycle`` (a race's fault or
-        link): by the run's own count from the run's offset (``stride`` options per
-        offset), not by a draw — every option comes up across a handful of runs whatever
-        the search's luck."""
-        n = self.turns.get(cycle, 0) + (self.sweep or 0) * stride
+        link): by the run's own count from the run's offset, not by a draw — every
+        option (at most :data:`SWEEP_OFFSETS` of them) is the first of some run's."""
+        assert len(options) <= SWEEP_OFFSETS
+        n = self.turns.get(cycle, 0) + (self.sweep or 0)
         return options[n % len(options)]
 
     @precondition(has_worker)
@@ -1160,11 +1180,12 @@ class JobRaceMachine(JobMachineBase):
     def race_partition(self, data: st.DataObject) -> None:
         """A worker cut off from a service — mid-attempt when it runs one (or can start
         one) — keeps taking its steps (each unavailable, or refused), time passes, the
-        link comes back and it carries on to the end.  The (worker, service) pair is this
-        run's next in turn (:meth:`_turn`); a pair whose worker is down is skipped."""
+        link comes back and it carries on to the end.  The (worker, service) pair — of the
+        first three incarnations — is this run's next in turn (:meth:`_turn`); a pair
+        whose worker is down is skipped."""
         j = self._job(data)
-        pairs = tuple((w, s) for w in self.workers for s in Service)
-        w, service = self._turn("partition", pairs, 3)
+        pairs = tuple((w, s) for w in self.workers[:3] for s in Service)
+        w, service = self._turn("partition", pairs)
         if w in self._unstarted():
             self._do(JobStep("start", worker=w))
         if w not in self._up():
@@ -1210,17 +1231,20 @@ class JobRaceMachine(JobMachineBase):
         :meth:`_turn`), then its writer goes away: the intent is left half-done for the
         reconciler (the spec gives its cleanup no fairness; the drain's quiescence
         requires it done)."""
-        j = self._job(data)
+        free = self._with_intents()
+        if not free:
+            return
+        j = self._job(data, free)
         w = self._worker(data)
         if w is None:
             return
-        picked = self._holding(data, w, j)
+        picked = self._holding(data, w, j, free)
         if picked is None:
             return
         w, a = picked
         j = a.job
         self._raced(f"credential-then-{end}")
-        lost: JobFault = self._turn(cycle, options, 2 if len(options) > 6 else 1)
+        lost: JobFault = self._turn(cycle, options)
         before = len(self.run.hook.fired)  # type: ignore[union-attr]
         self._at("put-secret", w, a, faults=(lost,))
         if len(self.run.hook.fired) > before:  # type: ignore[union-attr]

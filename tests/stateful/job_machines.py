@@ -29,13 +29,14 @@ class LargerJobs(JobRuntimeMachine):
 
 class RaceJobs(JobRaceMachine):
     """The race machine (:class:`~remora.testing.job_machines.JobRaceMachine`): four jobs
-    so the first races of a run each get a fresh one, three incarnations (a replacement
-    worker is always at hand), one slot per worker, two attempts, two-tick leases and
-    reservations (a lease outlives one tick, so a race can act while it is live), a global
-    limit of two, two wipes, three partitions."""
+    so the first races of a run each get a fresh one; five incarnations, so a replacement
+    worker is at hand after the credential races' crashes and shutdowns; one slot per
+    worker, two attempts, two-tick leases and reservations (a lease outlives one tick, so
+    a race can act while it is live), a global limit of two, two credential intents per
+    job, two wipes, three partitions."""
 
     jobs = ("j1", "j2", "j3", "j4")
-    workers = ("w1", "w2", "w3")
+    workers = ("w1", "w2", "w3", "w4", "w5")
     concurrency = 1
     max_attempts = 2
     max_progress = 2

@@ -11,7 +11,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from remora.faults import Outcome as IOOutcome
 from remora.jobs import guards
 from remora.jobs.io import JobOperation
-from remora.jobs.model import Outcome, Service
+from remora.jobs.model import AttemptId, Outcome, Service
 from remora.protocol.trace import ACTION_PARAMS
 from remora.testing.job_machines import (
     DURABLE_STEPS,
@@ -222,3 +222,53 @@ def test_the_reconciler_destroys_abandoned_secrets() -> None:
     assert run.chk.actions.get("DestroyClaimedCredentialSecret") == 1
     with pytest.raises(JobRunFailure, match="credential j1/1"):
         _abandoned_credential("skip-credential-cleanup")
+
+
+# -- the one exemption of the judgement: a crashed incarnation's staging ------------------
+
+
+def _crash_mid_stage(first: Outcome = Outcome.SUCCESS) -> JobRun:
+    """w1 stages part of its output and crashes (SIGKILL: no clean exit is recorded), or —
+    with ``first`` a failure — w1's attempt fails and a retry wins.  Drained."""
+    run = JobRun(JobConfig(jobs=("j1",), workers=("w1",)), {"j1": (first, Outcome.SUCCESS)})
+    s = JobStep
+    steps = [
+        s("start", worker="w1"),
+        s("submit", job="j1"),
+        s("enqueue", job="j1"),
+        s("reserve", worker="w1", job="j1"),
+        s("authorize", worker="w1", job="j1"),
+        s("activate", worker="w1", job="j1", token=1),
+        s("advance", worker="w1", job="j1", token=1, amount=1),
+    ]
+    if first is Outcome.SUCCESS:
+        steps.append(s("crash", worker="w1"))
+    else:
+        steps += [
+            s("send-outcome", worker="w1", job="j1", token=1, outcome=first),
+            s("process-outcome", worker="w1", job="j1", token=1),
+        ]
+    for step in steps:
+        run.execute(step)
+    run.drain()
+    return run
+
+
+def test_a_crashed_incarnations_staging_is_the_one_exemption(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runtime cannot clean a SIGKILLed incarnation's staging (docs/jobs.md, "What is
+    abstracted"): the judgement exempts exactly that staging and says so."""
+    run = _crash_mid_stage()
+    run.judge()
+    assert run.exempt == {AttemptId("j1", 1)}
+    # Narrow: a failed attempt's staging (its worker alive) left uncleaned still fails.
+    with monkeypatch.context() as m:
+        m.setattr(guards, "cleanup_eligible", lambda *a, **kw: False)
+        failed = _crash_mid_stage(Outcome.RETRYABLE)
+        with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
+            failed.judge()
+    # Planted: without the exemption the crashed run fails on that staging.
+    monkeypatch.setattr(JobRun, "_orphaned_by_crash", lambda self, row, up: False)
+    with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
+        _crash_mid_stage().judge()

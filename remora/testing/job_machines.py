@@ -24,9 +24,16 @@ logical time.
   shrunk example's trace is the one that remains, and the failure names the
   ``remora sim-jobs --replay`` command.
 
-The class records its **reach** (``reach``): step kinds and their results, the faults that
-actually fired, the spec actions taken, outcomes accepted; ``tests/stateful/
-test_job_machines.py`` requires the important ones under the ``ci`` profile.
+:class:`JobRaceMachine` composes each dangerous combination (a cancel or a reap, then the
+old holder acts; a stale outcome after a replacement; a wipe under a reservation; a
+credential write losing a reply, then its writer gone; ...) in one rule step, and sweeps
+every step kind's lost replies in turn — so reaching them does not hang on the search's
+luck.  Both share :class:`JobMachineBase` (the run, the executor, the checks).
+
+Each class records its **reach** (``reach``): step kinds and their results, the calls each
+step kind made, the faults that fired (and in which step kind), links dropped and
+restored, the spec actions taken, outcomes sent, races composed; ``tests/stateful/
+test_job_machines.py`` requires all of it, jointly, under the ``ci`` profile.
 
 Size it with class attributes (``jobs``, ``workers``, ``concurrency`` and the limits)::
 

@@ -82,6 +82,7 @@ def hunt(
             super().fail(exc)  # type: ignore[arg-type]
 
     Mutant.__name__ = Mutant.__qualname__ = f"{machine.__name__}-{mutation.name}"
+    artifacts.mkdir(parents=True, exist_ok=True)  # a clean checkout has no artifacts/
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("REMORA_ARTIFACT_DIR", str(artifacts))
         try:

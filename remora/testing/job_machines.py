@@ -24,9 +24,16 @@ logical time.
   shrunk example's trace is the one that remains, and the failure names the
   ``remora sim-jobs --replay`` command.
 
-The class records its **reach** (``reach``): step kinds and their results, the faults that
-actually fired, the spec actions taken, outcomes accepted; ``tests/stateful/
-test_job_machines.py`` requires the important ones under the ``ci`` profile.
+:class:`JobRaceMachine` composes each dangerous combination (a cancel or a reap, then the
+old holder acts; a stale outcome after a replacement; a wipe under a reservation; a
+credential write losing a reply, then its writer gone; ...) in one rule step, and sweeps
+every step kind's lost replies in turn — so reaching them does not hang on the search's
+luck.  Both share :class:`JobMachineBase` (the run, the executor, the checks).
+
+Each class records its **reach** (``reach``): step kinds and their results, the calls each
+step kind made, the faults that fired (and in which step kind), links dropped and
+restored, the spec actions taken, outcomes sent, races composed; ``tests/stateful/
+test_job_machines.py`` requires all of it, jointly, under the ``ci`` profile.
 
 Size it with class attributes (``jobs``, ``workers``, ``concurrency`` and the limits)::
 
@@ -69,20 +76,75 @@ from remora.testing.job_trace import (
 FAULT_CHOICES: tuple[tuple[JobOperation, IOOutcome], ...] = tuple(
     (op, o) for op in JobOperation for o in sorted(FAULT_OUTCOMES[op], key=lambda x: x.value)
 )
-_one_fault = st.tuples(st.sampled_from(FAULT_CHOICES), st.integers(1, 3)).map(
-    lambda t: JobFault(t[0][0], t[1], t[0][1])
-)
+"""Every fault a selector can name: (operation, outcome)."""
+
+_O = JobOperation
+STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
+    "submit": (_O.DURABLE_WRITE,),
+    "cancel": (_O.COORD_WRITE, _O.DURABLE_WRITE),
+    "start": (_O.DURABLE_WRITE,),
+    "shutdown": (_O.DURABLE_WRITE,),
+    "reconcile": tuple(JobOperation),
+    "enqueue": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "publish-cancel-notice": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "clean-terminal": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "clear-stale-progress": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "reconciler-release-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "expire-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "schedule-retry": (_O.DURABLE_WRITE,),
+    "finalize-cancel": (_O.COORD_WRITE, _O.DURABLE_READ, _O.DURABLE_WRITE),
+    "invalidate-checkpoint": (_O.DURABLE_WRITE,),
+    "reconciler-release-lease": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "cleanup-stage": (_O.DURABLE_READ, _O.TARGET_READ, _O.TARGET_WRITE),
+    "reap": (_O.COORD_READ, _O.COORD_WRITE, _O.DURABLE_READ, _O.DURABLE_WRITE),
+    "expire-lease": (_O.COORD_WRITE,),
+    "reconciler-process-outcome": (_O.DURABLE_WRITE, _O.TARGET_READ),
+    "reserve": (_O.COORD_WRITE,),
+    "authorize": (_O.COORD_READ, _O.DURABLE_WRITE),
+    "release-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "activate": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "renew": (_O.COORD_WRITE,),
+    "report-progress": (_O.COORD_WRITE,),
+    "checkpoint": (_O.DURABLE_WRITE,),
+    "cooperative-stop": (_O.COORD_READ, _O.DURABLE_READ),
+    "advance": (_O.TARGET_WRITE,),
+    "send-outcome": (_O.DURABLE_WRITE,),
+    "process-outcome": (_O.DURABLE_WRITE, _O.TARGET_READ),
+    "record-stop": (_O.DURABLE_READ, _O.DURABLE_WRITE),
+    "release-lease": (_O.COORD_WRITE,),
+    "put-secret": (_O.DURABLE_READ, _O.DURABLE_WRITE, _O.VAULT_READ, _O.VAULT_WRITE),
+}
+"""The operations each step kind may call (environment steps — tick, crash, wipe, link
+changes — call none).  Fault selectors are drawn from a step's own operations, so a drawn
+fault fires instead of naming a call the step never makes; ``test_job_machines.py``
+checks every call a run observed is listed here."""
+
 _durable_unknown = st.tuples(
     st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED]), st.integers(1, 2)
 ).map(lambda t: JobFault(JobOperation.DURABLE_WRITE, t[1], t[0]))
-faults = st.one_of(
-    st.just(()),
-    st.just(()),
-    st.lists(_durable_unknown, min_size=1, max_size=1).map(tuple),
-    st.lists(_one_fault, min_size=1, max_size=2).map(tuple),
-)
-"""A step's fault selectors: none half the time, else a lost durable COMMIT reply or any
-one or two selectors."""
+_step_faults: dict[str, st.SearchStrategy[tuple[JobFault, ...]]] = {}
+
+
+def step_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
+    """A step's fault selectors: none half the time, else (for a step that writes
+    durably) a lost durable COMMIT reply, or one or two selectors on the operations the
+    step calls (:data:`STEP_CALLS`), each with any outcome that operation can have."""
+    if op not in _step_faults:
+        ops = STEP_CALLS.get(op, ())
+        if not ops:
+            _step_faults[op] = st.just(())
+        else:
+            choices = [(o, out) for (o, out) in FAULT_CHOICES if o in ops]
+            one = st.tuples(st.sampled_from(choices), st.integers(1, 2)).map(
+                lambda t: JobFault(t[0][0], t[1], t[0][1])
+            )
+            alts: list[st.SearchStrategy[tuple[JobFault, ...]]] = [st.just(()), st.just(())]
+            if JobOperation.DURABLE_WRITE in ops:
+                alts.append(st.lists(_durable_unknown, min_size=1, max_size=1).map(tuple))
+            alts.append(st.lists(one, min_size=1, max_size=2).map(tuple))
+            _step_faults[op] = st.one_of(alts)
+    return _step_faults[op]
+
 
 SWARM = ("crash", "wipe", "links", "cancel", "faults", "reconcile")
 """Rule families a run may switch off (swarm testing)."""
@@ -128,8 +190,11 @@ class JobScheduleFailure(AssertionError):
         self.trace_path = trace_path
 
 
-class JobRuntimeMachine(RuleBasedStateMachine):
-    """The real job runtime under rules, faults and refinement (module docstring)."""
+class JobMachineBase(RuleBasedStateMachine):
+    """What every job machine shares: the run, its setup (handlers, swarm), the step
+    executor with its reach record, the trace export, the preconditions' views, time and
+    whole reconcile passes, and the checks (refinement in every step, the drain and its
+    judgement in the teardown).  The rule sets are the subclasses'."""
 
     jobs: ClassVar[tuple[str, ...]] = ("j1", "j2", "j3")
     workers: ClassVar[tuple[str, ...]] = ("w1", "w2", "w3")
@@ -143,6 +208,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     max_coord_losses: ClassVar[int] = 2
     max_partitions: ClassVar[int] = 3
     mutation: ClassVar[str | None] = None
+    swarm: ClassVar[tuple[str, ...]] = SWARM
     reach: ClassVar[set[tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -201,7 +267,9 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         }
         # Swarm testing: each run switches whole families of destructive rules off (or
         # keeps them), so some runs go deep into the protocol while others are fault storms.
-        self.off = frozenset(f for f in SWARM if data.draw(st.booleans(), label=f"swarm off {f}"))
+        self.off = frozenset(
+            f for f in self.swarm if data.draw(st.booleans(), label=f"swarm off {f}")
+        )
         self.run = JobRun(self.config(), handlers)
         self._do(JobStep("start", worker=self.workers[0]))
 
@@ -243,10 +311,15 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         reach.add(("op", step.op, kind))
         if step.op == "send-outcome" and step.outcome is not None and kind == "ok":
             reach.add(("sent", step.outcome.value))
+        if step.service is not None and kind == "ok":
+            reach.add(("link", step.op, str(step.worker), step.service.value))
+        for called in self.run.hook.last:
+            reach.add(("calls", step.op, called.value))
         fired = self.run.hook.fired[self._fired :]
         self._fired = len(self.run.hook.fired)
         for op, outcome in fired:
             reach.add(("fault", op, outcome))
+            reach.add(("fault-in", step.op, op, outcome))
             event(f"fault {op} {outcome}")
         event(f"{step.op}: {kind}")
         return kind
@@ -260,7 +333,11 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         return [w for w in self.workers if self.sim.workers[w].up]
 
     def _unstarted(self) -> list[str]:
-        return [w for w in self.workers if w not in self.sim.started]
+        """Incarnations no step has started yet — a start that failed (a lost reply)
+        used its id up too: a trace never starts an incarnation twice."""
+        assert self.run is not None
+        tried = {s.worker for s in self.run.steps if s.op == "start"}
+        return [w for w in self.workers if w not in self.sim.started and w not in tried]
 
     def _local(self, *states: str) -> list[tuple[str, AttemptId]]:
         return [
@@ -315,25 +392,83 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         w, a = pick
         return JobStep(op, worker=w, job=a.job, token=a.token, faults=fs, **kw)
 
+    # -- checks ------------------------------------------------------------------------------
+    @invariant()
+    def refinement(self) -> None:
+        """Checked inside every step (:meth:`JobRun.execute`): here, only the record."""
+        if self.run is not None:
+            for name in self.run.chk.actions:
+                type(self).reach.add(("action", name))
+
+    def teardown(self) -> None:
+        if self.run is None or self.failed:
+            return
+        try:
+            self.run.drain()
+            self.run.judge()
+        except JobRunFailure as exc:
+            self.fail(exc)
+        reach = type(self).reach
+        for name in self.run.chk.actions:
+            reach.add(("action", name))
+        reach.add(("drain", "quiescent"))
+        if self.run.exempt:
+            reach.add(("drain", "exempt: a crashed incarnation's staging"))
+            event("drain exempt: a crashed incarnation's staging")
+
+    # -- time and whole reconcile passes (every machine) -------------------------------------
+    def something_ages(self) -> bool:
+        if self.run is None:
+            return False
+        c = self._coord()
+        return bool(c.reservations) or any(lease.live for lease in c.leases.values())
+
+    @precondition(something_ages)
+    @rule()
+    def tick(self) -> None:
+        """Time passes (only while a lease or a reservation can age: else a stutter)."""
+        self._do(JobStep("tick"))
+
+    @precondition(lambda self: self.on("reconcile"))
+    @rule(fs=step_faults("reconcile"))
+    def reconcile(self, fs: tuple[JobFault, ...]) -> None:
+        self._do(JobStep("reconcile", faults=fs))
+
+
+class JobRuntimeMachine(JobMachineBase):
+    """The real job runtime under rules, faults and refinement (module docstring)."""
+
+    # the shared views, by name for the preconditions below
+    has_unsubmitted = JobMachineBase.has_unsubmitted
+    has_unstarted = JobMachineBase.has_unstarted
+    has_down_link = JobMachineBase.has_down_link
+    has_submitted = JobMachineBase.has_submitted
+    has_rows = JobMachineBase.has_rows
+    has_reservation = JobMachineBase.has_reservation
+    has_authorized = JobMachineBase.has_authorized
+    has_executing = JobMachineBase.has_executing
+    has_local = JobMachineBase.has_local
+
     # -- client ------------------------------------------------------------------------------
     @precondition(has_unsubmitted)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("submit"))
     def submit(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         assert self.run is not None
         left = [j for j in self.jobs if j not in self.run.submitted]
         self._do(JobStep("submit", job=data.draw(st.sampled_from(left), label="job"), faults=fs))
 
     @precondition(lambda self: self.can_cancel())
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("cancel"))
     def cancel(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         j = data.draw(st.sampled_from(self._cancellable()), label="job")
         self._do(JobStep("cancel", job=j, faults=fs))
 
     # -- environment -------------------------------------------------------------------------
     @precondition(has_unstarted)
-    @rule(data=st.data())
-    def start(self, data: st.DataObject) -> None:
-        self._do(JobStep("start", worker=data.draw(st.sampled_from(self._unstarted()))))
+    @rule(data=st.data(), fs=step_faults("start"))
+    def start(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        w = data.draw(st.sampled_from(self._unstarted()))
+        self._do(JobStep("start", worker=w, faults=fs))
 
     @precondition(lambda self: self.has_up() and self.on("crash"))
     @rule(data=st.data())
@@ -341,7 +476,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         self._do(JobStep("crash", worker=data.draw(st.sampled_from(self._up()))))
 
     @precondition(lambda self: self.has_up() and self.on("crash"))
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("shutdown"))
     def shutdown(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         w = data.draw(st.sampled_from(self._up()))
         self._do(JobStep("shutdown", worker=w, faults=fs))
@@ -381,42 +516,27 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     def wipe(self) -> None:
         self._do(JobStep("wipe"))
 
-    def something_ages(self) -> bool:
-        if self.run is None:
-            return False
-        c = self._coord()
-        return bool(c.reservations) or any(lease.live for lease in c.leases.values())
-
-    @precondition(something_ages)
-    @rule()
-    def tick(self) -> None:
-        """Time passes (only while a lease or a reservation can age: else a stutter)."""
-        self._do(JobStep("tick"))
-
     # -- reconciler --------------------------------------------------------------------------
     @precondition(has_submitted)
-    @rule(data=st.data(), op=st.sampled_from(PER_JOB_RECONCILER), fs=faults)
-    def reconcile_job(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    @rule(data=st.data(), op=st.sampled_from(PER_JOB_RECONCILER))
+    def reconcile_job(self, data: st.DataObject, op: str) -> None:
         j = data.draw(st.sampled_from(self._submitted()), label="job")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, job=j, faults=fs))
 
     @precondition(has_rows)
-    @rule(data=st.data(), op=st.sampled_from(PER_ATTEMPT_RECONCILER), fs=faults)
-    def reconcile_attempt(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    @rule(data=st.data(), op=st.sampled_from(PER_ATTEMPT_RECONCILER))
+    def reconcile_attempt(self, data: st.DataObject, op: str) -> None:
         # attempts holding a live lease first: the reaper's steps matter most on them
         live = {a for a, lease in self._coord().leases.items() if lease.live}
         rows = sorted(self._rows(), key=lambda a: (a not in live, str(a)))
         a = data.draw(st.sampled_from(rows), label="attempt")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, job=a.job, token=a.token, faults=fs))
-
-    @precondition(lambda self: self.on("reconcile"))
-    @rule(fs=faults)
-    def reconcile(self, fs: tuple[JobFault, ...]) -> None:
-        self._do(JobStep("reconcile", faults=fs))
 
     # -- workers -----------------------------------------------------------------------------
     @precondition(lambda self: self.has_up() and self.has_submitted())
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("reserve"))
     def reserve(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         queued = sorted(self._coord().queued)
         w = data.draw(st.sampled_from(self._up()), label="worker")
@@ -424,7 +544,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         self._do(JobStep("reserve", worker=w, job=j, faults=fs))
 
     @precondition(lambda self: self.has_queued())
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("authorize"))
     def dispatch(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A worker takes a queued job: reserve, authorize (with the faults), activate."""
         w = data.draw(st.sampled_from(self._up()), label="worker")
@@ -438,15 +558,16 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         self._do(JobStep("activate", worker=w, job=j, token=token))
 
     @precondition(has_reservation)
-    @rule(data=st.data(), fs=faults, release=st.booleans())
-    def authorize(self, data: st.DataObject, fs: tuple[JobFault, ...], release: bool) -> None:
+    @rule(data=st.data(), release=st.booleans())
+    def authorize(self, data: st.DataObject, release: bool) -> None:
         pairs = [(w, j) for w in self._up() for j in sorted(self.sim.workers[w].reservations)]
         w, j = data.draw(st.sampled_from(pairs), label="reservation")
         op = "release-reservation" if release and data.draw(st.booleans()) else "authorize"
+        fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, worker=w, job=j, faults=fs))
 
     @precondition(has_authorized)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("activate"))
     def activate(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         pick = data.draw(st.sampled_from(self._local("authorized")), label="attempt")
         self._do(self._attempt_step("activate", pick, fs))
@@ -457,21 +578,21 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         op=st.sampled_from(
             ["put-secret", "renew", "report-progress", "checkpoint", "cooperative-stop"]
         ),
-        fs=faults,
     )
-    def tend(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    def tend(self, data: st.DataObject, op: str) -> None:
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(self._attempt_step(op, pick, fs))
 
     @precondition(has_executing)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("advance"))
     def advance(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
         amount = data.draw(st.integers(1, self.max_progress), label="amount")
         self._do(self._attempt_step("advance", pick, fs, amount=amount))
 
     @precondition(has_executing)
-    @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=faults)
+    @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=step_faults("send-outcome"))
     def send_outcome(
         self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]
     ) -> None:
@@ -482,14 +603,14 @@ class JobRuntimeMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         op=st.sampled_from(["process-outcome", "record-stop", "release-lease"]),
-        fs=faults,
     )
-    def finish(self, data: st.DataObject, op: str, fs: tuple[JobFault, ...]) -> None:
+    def finish(self, data: st.DataObject, op: str) -> None:
         pick = data.draw(st.sampled_from(self._local()), label="attempt")
+        fs = data.draw(step_faults(op), label="faults")
         self._do(self._attempt_step(op, pick, fs))
 
     @precondition(has_executing)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("process-outcome"))
     def run_to_outcome(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A handler running to its end: a partial stage checkpointed and reported, a tick
         and a lease renewal, the full stage, the scripted outcome sent and processed
@@ -514,7 +635,7 @@ class JobRuntimeMachine(RuleBasedStateMachine):
         return self.run is not None and any(lease.live for lease in self._coord().leases.values())
 
     @precondition(has_live_lease)
-    @rule(data=st.data(), fs=faults)
+    @rule(data=st.data(), fs=step_faults("reap"))
     def lose_lease(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """A worker goes silent: time passes until its lease ages out, the reaper expires
         it and reaps the attempt (faults apply to the reap) — the worker may still act."""
@@ -540,11 +661,8 @@ class JobRuntimeMachine(RuleBasedStateMachine):
                 "put-secret",
             ]
         ),
-        fs=faults,
     )
-    def zombie(
-        self, data: st.DataObject, interference: str, then: str, fs: tuple[JobFault, ...]
-    ) -> None:
+    def zombie(self, data: st.DataObject, interference: str, then: str) -> None:
         """Fencing under attack: something takes an attempt's authority or coordination
         state away (a cancel, a cancel finalized, a lost lease reaped, a wipe), time passes,
         and the attempt's worker — unaware — takes its next step (faults apply to it)."""
@@ -578,28 +696,567 @@ class JobRuntimeMachine(RuleBasedStateMachine):
             kw["amount"] = self.max_progress
         elif then == "send-outcome":
             kw["outcome"] = self.run.scripted(a)
+        fs = data.draw(step_faults(then), label="faults")
         self._do(self._attempt_step(then, pick, fs, **kw))
 
-    # -- checks ------------------------------------------------------------------------------
-    @invariant()
-    def refinement(self) -> None:
-        """Checked inside every step (:meth:`JobRun.execute`): here, only the record."""
-        if self.run is not None:
-            for name in self.run.chk.actions:
-                type(self).reach.add(("action", name))
 
-    def teardown(self) -> None:
-        if self.run is None or self.failed:
+LOST_VAULT_REPLIES: tuple[JobFault, ...] = (
+    *(
+        JobFault(JobOperation.VAULT_WRITE, 1, o)
+        for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED, IOOutcome.ABORT)
+    ),
+    JobFault(JobOperation.VAULT_READ, 1, IOOutcome.ABORT),
+)
+"""What the vault credential race loses: the vault write's reply (after or without the
+write), the write itself, or the vault read."""
+LOST_CREDENTIAL_COMMITS: tuple[JobFault, ...] = tuple(
+    JobFault(JobOperation.DURABLE_WRITE, n, o)
+    for n in range(4, 0, -1)
+    for o in (IOOutcome.UNKNOWN_ABORTED, IOOutcome.UNKNOWN_COMMITTED)
+)
+"""What the durable credential race loses: the COMMIT reply of commit (4), record (3),
+begin (2) or prepare (1) — the commit's first: lost before it committed, it leaves a
+written intent with a live secret, the reconciler's cleanup case."""
+
+DURABLE_STEPS: tuple[str, ...] = tuple(
+    op for op, calls in STEP_CALLS.items() if JobOperation.DURABLE_WRITE in calls
+)
+"""The step kinds that write durably: each must see its COMMIT reply lost both ways."""
+
+
+def sweep_faults(op: str) -> tuple[JobFault, ...]:
+    """The faults the race machine's sweep cycles through on step kind ``op``: a lost
+    durable COMMIT reply (committed, then not) for a step that writes durably, then the
+    target's faults for a step that stages or reads the target.  Coordination faults are
+    not swept: they would keep the races' deeper steps (a reap after an expiry) from ever
+    being enabled; the general machines draw them.  (The vault's faults are the
+    credential races' own.)"""
+    ops = STEP_CALLS.get(op, ())
+    lost = tuple(
+        JobFault(JobOperation.DURABLE_WRITE, 1, o)
+        for o in (IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED)
+        if JobOperation.DURABLE_WRITE in ops
+    )
+    target = tuple(
+        JobFault(io, 1, o)
+        for io in (JobOperation.TARGET_READ, JobOperation.TARGET_WRITE)
+        for o in sorted(FAULT_OUTCOMES[io], key=lambda x: x.value)
+        if io in ops and op != "reconcile"
+    )
+    return lost + target
+
+
+SWEEP_OFFSETS = 9
+"""A race-machine run's offset into every cycle (sweep faults, credential faults, the
+partitions' (worker, service) pairs) is one of this many: no cycle is longer."""
+
+AUTHORITY_RACES = (
+    "cancel-then-activate",
+    "cancel-then-renew",
+    "cancel-then-report",
+    "reap-then-act",
+    "reap-then-persist",
+)
+OUTCOME_RACES = ("stale-outcome", "cancel-then-outcome", "finish-then-reconcile")
+COORDINATION_RACES = (
+    "reconcile-running",
+    "wipe-with-reservation",
+    "reservation-expires",
+    "over-capacity",
+)
+RACES: tuple[str, ...] = (
+    *AUTHORITY_RACES,
+    *OUTCOME_RACES,
+    *COORDINATION_RACES,
+    *(f"partition-{s.value}" for s in Service),
+    "credential-then-crash",
+    "credential-then-shutdown",
+)
+"""Every race the race machine composes (its reach names each one it reached)."""
+LATE_STEPS = ("checkpoint", "renew", "report-progress", "send-outcome", "put-secret", "advance")
+RUNNING_RECONCILER = (
+    "schedule-retry",
+    "reconciler-release-lease",
+    "expire-lease",
+    "reap",
+    "cleanup-stage",
+    "finalize-cancel",
+    "invalidate-checkpoint",
+    "reconciler-process-outcome",
+)
+
+
+class JobRaceMachine(JobMachineBase):
+    """The dangerous combinations, each composed in one rule step (by construction).
+
+    The general machine's search meets a race such as *cancel, then the old holder renews*
+    only when its independent rule draws line up; which races a derandomized ci run meets
+    shifts with any change to the rules or the runtime's code paths.  Here every rule
+    brings a job (a fresh one first) to the state the race needs — through the runtime's
+    own steps: submit, enqueue, reserve, authorize, activate — and then composes the race:
+
+    * authority taken away, then the holder acts: a cancel (finalized or not) before
+      ``activate``, ``renew`` or ``report-progress``; a lost lease reaped before a late
+      checkpoint, renewal, report, outcome, secret or stage;
+    * outcomes racing authority: a reaped attempt sends its outcome after a replacement
+      was authorized; an outcome sent, then the job cancelled, then processed; a finished
+      attempt, then the reconciler's per-attempt duties on it;
+    * coordination races: every reconciler duty on a running attempt; a wipe while a
+      reservation is held, then re-enqueue, a second reservation and both authorizations;
+      a reservation that ages out before its authorization; a worker reserving more jobs
+      than it has slots;
+    * a credential write losing a reply (vault or durable), then the writer crashes or
+      shuts down — only the reconciler's cleanup can finish the intent.
+
+    Nothing here knows a mutation: every step is checked by the same refinement step,
+    invariants and action properties, and the teardown's drain and quiescence judgement.
+    Steps the runtime refuses (the race's state did not arise) are recorded and skipped.
+    """
+
+    swarm: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweep: int | None = None
+        self.swept: dict[str, int] = {}  # per step kind: how many sweep faults fired
+        self.turns: dict[str, int] = {}  # per race cycle: how many of its options were used
+
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
+        """The run's handlers, then whether it sweeps faults and where each step kind's
+        cycle starts (a third of the runs compose their races fault-free)."""
+        super().setup(data)
+        self.sweep = data.draw(st.sampled_from([None, None, *range(SWEEP_OFFSETS)]), label="sweep")
+
+    def _do(self, step: JobStep) -> str:
+        """In a sweeping run, a step kind's executions (those without faults of their own)
+        carry the next of its :func:`sweep_faults` until it fires (the step made that
+        call); a step whose fault fired is retried at once, fault-free, as a caller
+        retries after a lost reply — so the race goes on from the retry's outcome.  Which
+        fault a step gets is a function of the run's own steps, not of a draw: a step
+        kind a run executes often enough sees each of its lost replies whatever the
+        search's luck."""
+        if self.sweep is None or step.faults or self.run is None:
+            return super()._do(step)
+        cycle = sweep_faults(step.op)
+        if not cycle:
+            return super()._do(step)
+        fault = cycle[(self.sweep + self.swept.get(step.op, 0)) % len(cycle)]
+        before = len(self.run.hook.fired)
+        kind = super()._do(attrs.evolve(step, faults=(fault,)))
+        if len(self.run.hook.fired) == before:
+            return kind
+        self.swept[step.op] = self.swept.get(step.op, 0) + 1
+        if step.op == "start":
+            return kind  # an incarnation id is never reused: no retry
+        return super()._do(step)
+
+    # -- composing -------------------------------------------------------------------------
+    def _job(self, data: st.DataObject, among: set[str] | None = None) -> str:
+        """A job for the race (of ``among``, when given): fresh (unsubmitted) ones first,
+        then live ones."""
+        assert self.run is not None
+        phases = {r.id: r.phase for r in self._durable().jobs}
+        submitted = self.run.submitted
+        order = sorted(
+            (j for j in self.jobs if among is None or j in among),
+            key=lambda j: (j in submitted, j in phases and phases[j].terminal, j),
+        )
+        return data.draw(st.sampled_from(order), label="job")
+
+    def _busy(self, w: str) -> int:
+        wk = self.sim.workers[w]
+        live = [la for la in wk.attempts.values() if la.state in ("authorized", "executing")]
+        return len(live) + len(wk.reservations)
+
+    def _worker(self, data: st.DataObject, avoid: str | None = None) -> str | None:
+        """An up worker with a free slot, else a new incarnation, else any up worker
+        (``avoid`` excluded): an earlier race's attempt must not block this one."""
+        up = [w for w in self._up() if w != avoid]
+        free = [w for w in up if self._busy(w) < self.concurrency]
+        if free:
+            return data.draw(st.sampled_from(free), label="worker")
+        for w in self._unstarted():
+            self._do(JobStep("start", worker=w))
+            return w
+        return data.draw(st.sampled_from(up), label="worker") if up else None
+
+    def _current(self, j: str) -> AttemptId:
+        return AttemptId(j, self.sim.stores.durable.job(j).current_token)
+
+    def _authorized(self, w: str, j: str) -> AttemptId | None:
+        """Submit, enqueue, reserve and authorize ``j`` at ``w`` (as far as each applies)."""
+        assert self.run is not None
+        if j not in self.run.submitted:
+            self._do(JobStep("submit", job=j))
+        c = self._coord()
+        if j not in c.queued and j not in c.reservations:
+            self._do(JobStep("enqueue", job=j))
+        self._do(JobStep("reserve", worker=w, job=j))
+        if self._do(JobStep("authorize", worker=w, job=j)) != "ok":
+            return None
+        return self._current(j)
+
+    def _running(self, w: str, j: str) -> AttemptId | None:
+        a = self._authorized(w, j)
+        if a is None or self._do(JobStep("activate", worker=w, job=j, token=a.token)) != "ok":
+            return None
+        return a
+
+    def _holding(
+        self, data: st.DataObject, w: str, j: str, jobs: set[str] | None = None
+    ) -> tuple[str, AttemptId] | None:
+        """A running attempt for the race: ``j`` brought to executing at ``w``, else (no
+        fresh job, no free slot) one already executing somewhere — an earlier race's
+        (of one of ``jobs``, when given)."""
+        a = self._running(w, j)
+        if a is not None:
+            return w, a
+        live = [
+            (v, b)
+            for v, b in self._local("executing")
+            if (jobs is None or b.job in jobs) and not self.sim.workers[v].attempts[b].outcome_sent
+        ]
+        return data.draw(st.sampled_from(live), label="holder") if live else None
+
+    def _with_intents(self) -> set[str]:
+        """Jobs that may still prepare a credential intent."""
+        used: dict[str, int] = {}
+        for c in self._durable().credentials:
+            used[c.job] = used.get(c.job, 0) + 1
+        return {j for j in self.jobs if used.get(j, 0) < self.max_credential_intents}
+
+    def _at(self, op: str, w: str, a: AttemptId, **kw: Any) -> str:
+        return self._do(JobStep(op, worker=w, job=a.job, token=a.token, **kw))
+
+    def _lose_lease(self, a: AttemptId) -> None:
+        for _ in range(self.lease_ticks):
+            self._do(JobStep("tick"))
+        self._do(JobStep("expire-lease", job=a.job, token=a.token))
+        self._do(JobStep("reap", job=a.job, token=a.token))
+
+    def _late(self, data: st.DataObject, w: str, a: AttemptId, then: str) -> None:
+        """The holder's next step, unaware of what happened to its authority."""
+        assert self.run is not None
+        kw: dict[str, Any] = {}
+        if then == "advance":
+            kw["amount"] = self.max_progress
+        elif then == "send-outcome":
+            kw["outcome"] = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
+        self._at(then, w, a, **kw)
+
+    def _reconcile_attempt(self, data: st.DataObject, a: AttemptId) -> None:
+        """Every reconciler duty on ``a`` (or its job), in a drawn order."""
+        for op in data.draw(st.permutations(RUNNING_RECONCILER), label="reconciler"):
+            per_attempt = op in PER_ATTEMPT_RECONCILER
+            self._do(JobStep(op, job=a.job, token=a.token if per_attempt else None))
+
+    def _raced(self, kind: str) -> None:
+        """The race's state arose: what follows is the race itself (reach, events)."""
+        type(self).reach.add(("race", kind))
+        event(f"race {kind}")
+
+    def has_worker(self) -> bool:
+        return self.run is not None and bool(self._up() or self._unstarted())
+
+    # -- races -------------------------------------------------------------------------------
+    def _race_authority(self, data: st.DataObject, kind: str) -> None:
+        """Authority taken away (a cancel, finalized or not; a lost lease reaped), then the
+        holder acts."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
             return
-        try:
-            self.run.drain()
-            self.run.judge()
-        except JobRunFailure as exc:
-            self.fail(exc)
-        reach = type(self).reach
-        for name in self.run.chk.actions:
-            reach.add(("action", name))
-        reach.add(("drain", "quiescent"))
+        if kind == "cancel-then-activate":
+            a = self._authorized(w, j)
+            if a is None:
+                return
+            self._raced(kind)
+            self._do(JobStep("cancel", job=j))
+            if data.draw(st.booleans(), label="finalize"):
+                self._do(JobStep("finalize-cancel", job=j))
+            self._at("activate", w, a)
+            self._at("record-stop", w, a)  # revoked before it was activated
+            return
+        picked = self._holding(data, w, j)
+        if picked is None:
+            return
+        w, a = picked
+        j = a.job
+        self._raced(kind)
+        if kind == "reap-then-persist":
+            # the reaped holder's durable writes, in a handler's order: a checkpoint of
+            # its partial stage, its outcome (the first one it makes may teach it that
+            # its lease is gone: what follows is then refused locally)
+            self._at("advance", w, a, amount=1)
+            self._lose_lease(a)
+            self._at("checkpoint", w, a)
+            self._late(data, w, a, "send-outcome")
+            return
+        if kind == "reap-then-act":
+            self._at("advance", w, a, amount=1)
+            self._lose_lease(a)
+            # the zombie keeps going: every late step, in a drawn order
+            for then in data.draw(st.permutations(LATE_STEPS), label="then"):
+                self._late(data, w, a, then)
+            return
+        # the job is cancelled (for a renewal: the cancel finalized too — a renewal while
+        # the cancel is only requested is a spec step), time passes but less than the
+        # lease (it is still live), and the holder, unaware, renews or reports
+        self._do(JobStep("cancel", job=j))
+        if kind == "cancel-then-renew":
+            self._do(JobStep("finalize-cancel", job=j))
+        else:
+            self._at("advance", w, a, amount=1)  # a new hint to report
+        for _ in range(self.lease_ticks - 1):
+            self._do(JobStep("tick"))
+        self._at("renew" if kind == "cancel-then-renew" else "report-progress", w, a)
+        # then it learns of the cancel and winds down
+        for then in ("cooperative-stop", "record-stop", "release-lease"):
+            self._at(then, w, a)
+
+    def _race_outcome(self, data: st.DataObject, kind: str) -> None:
+        """Outcomes racing authority: a stale outcome after a replacement was authorized;
+        an outcome, a cancel, then its processing; a finished attempt under the
+        reconciler's per-attempt duties."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
+            return
+        picked = self._holding(data, w, j)
+        if picked is None:
+            return
+        w, a = picked
+        j = a.job
+        self._raced(kind)
+        outcome = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
+        processor = data.draw(
+            st.sampled_from(["process-outcome", "reconciler-process-outcome"]), label="by"
+        )
+        if kind == "stale-outcome":
+            self._at("advance", w, a, amount=self.max_progress)
+            self._lose_lease(a)
+            self._do(JobStep("schedule-retry", job=j))
+            self._do(JobStep("enqueue", job=j))
+            other = self._worker(data, avoid=w)
+            if other is not None:
+                self._do(JobStep("reserve", worker=other, job=j))
+                self._do(JobStep("authorize", worker=other, job=j))
+            self._at("send-outcome", w, a, outcome=outcome)
+        elif kind == "cancel-then-outcome":
+            self._at("advance", w, a, amount=self.max_progress)
+            self._at("send-outcome", w, a, outcome=outcome)
+            self._do(JobStep("cancel", job=j))
+        else:  # finish-then-reconcile
+            self._at("advance", w, a, amount=self.max_progress)
+            self._at("send-outcome", w, a, outcome=outcome)
+        if processor == "process-outcome":
+            self._at("process-outcome", w, a)
+        else:
+            self._do(JobStep(processor, job=a.job, token=a.token))
+        if kind == "cancel-then-outcome":
+            self._do(JobStep("finalize-cancel", job=j))
+        # the holder winds down (each refused while it still holds authority)
+        self._at("record-stop", w, a)
+        self._at("release-lease", w, a)
+        self._reconcile_attempt(data, a)  # then the reconciler passes over the attempt
+
+    def _race_coordination(self, data: st.DataObject, kind: str) -> None:
+        """The reconciler on a running attempt; a wipe under a held reservation; a
+        reservation aging out before its authorization; more reservations than slots."""
+        j = self._job(data)
+        w = self._worker(data)
+        if w is None:
+            return
+        if kind == "reconcile-running":
+            picked = self._holding(data, w, j)
+            if picked is None:
+                return
+            w, a = picked
+            self._raced(kind)
+            # mid-way: a partial stage checkpointed (so InvalidateCheckpoint has work)
+            self._at("advance", w, a, amount=1)
+            self._at("checkpoint", w, a)
+            self._reconcile_attempt(data, a)
+            return
+        if kind == "over-capacity":
+            assert self.run is not None
+            for k in sorted(self.jobs, key=lambda x: (x != j, x)):
+                if k not in self.run.submitted:
+                    self._do(JobStep("submit", job=k))
+                self._do(JobStep("enqueue", job=k))
+                if self._do(JobStep("reserve", worker=w, job=k)) == "ok" and k != j:
+                    self._raced(kind)  # a second reservation (the slot check's test)
+            return
+        if j not in self.run.submitted:  # type: ignore[union-attr]
+            self._do(JobStep("submit", job=j))
+        self._do(JobStep("enqueue", job=j))
+        if self._do(JobStep("reserve", worker=w, job=j)) != "ok":
+            return
+        if kind == "reservation-expires":
+            self._raced(kind)
+            for _ in range(self.reservation_ticks):
+                self._do(JobStep("tick"))
+            self._do(JobStep("expire-reservation", job=j))
+            self._do(JobStep("authorize", worker=w, job=j))
+            return
+        # wipe-with-reservation
+        if self.sim.wipes >= self.max_coord_losses:
+            return
+        self._raced(kind)
+        self._do(JobStep("wipe"))
+        self._do(JobStep("enqueue", job=j))
+        other = self._worker(data, avoid=w)
+        if other is not None:
+            self._do(JobStep("reserve", worker=other, job=j))
+        self._do(JobStep("authorize", worker=w, job=j))
+        if other is not None:
+            self._do(JobStep("authorize", worker=other, job=j))
+
+    # -- the races, one rule each (so each is as likely as any other) ----------------------
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_activate(self, data: st.DataObject) -> None:
+        self._race_authority(data, "cancel-then-activate")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_renew(self, data: st.DataObject) -> None:
+        self._race_authority(data, "cancel-then-renew")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_report(self, data: st.DataObject) -> None:
+        self._race_authority(data, "cancel-then-report")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reap_then_act(self, data: st.DataObject) -> None:
+        self._race_authority(data, "reap-then-act")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reap_then_persist(self, data: st.DataObject) -> None:
+        self._race_authority(data, "reap-then-persist")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_stale_outcome(self, data: st.DataObject) -> None:
+        self._race_outcome(data, "stale-outcome")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_cancel_then_outcome(self, data: st.DataObject) -> None:
+        self._race_outcome(data, "cancel-then-outcome")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_finish_then_reconcile(self, data: st.DataObject) -> None:
+        self._race_outcome(data, "finish-then-reconcile")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reconcile_running(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "reconcile-running")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_wipe_with_reservation(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "wipe-with-reservation")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_reservation_expires(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "reservation-expires")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_over_capacity(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "over-capacity")
+
+    def _turn(self, cycle: str, options: tuple[Any, ...]) -> Any:
+        """The next of ``options`` in this run's turn for ``cycle`` (a race's fault or
+        link): by the run's own count from the run's offset, not by a draw — every
+        option (at most :data:`SWEEP_OFFSETS` of them) is the first of some run's."""
+        assert len(options) <= SWEEP_OFFSETS
+        n = self.turns.get(cycle, 0) + (self.sweep or 0)
+        return options[n % len(options)]
+
+    @precondition(has_worker)
+    @rule(data=st.data())
+    def race_partition(self, data: st.DataObject) -> None:
+        """A worker cut off from a service — mid-attempt when it runs one (or can start
+        one) — keeps taking its steps (each unavailable, or refused), time passes, the
+        link comes back and it carries on to the end.  The (worker, service) pair — of the
+        first three incarnations — is this run's next in turn (:meth:`_turn`); a pair
+        whose worker is down is skipped."""
+        j = self._job(data)
+        pairs = tuple((w, s) for w in self.workers[:3] for s in Service)
+        w, service = self._turn("partition", pairs)
+        if w in self._unstarted():
+            self._do(JobStep("start", worker=w))
+        if w not in self._up():
+            self.turns["partition"] = self.turns.get("partition", 0) + 1
+            return
+        running = [a for v, a in self._local("executing") if v == w]
+        a = running[0] if running else None
+        if a is None and self._busy(w) < self.concurrency:
+            a = self._running(w, j)
+        if self._do(JobStep("drop-link", worker=w, service=service)) != "ok":
+            return
+        self.turns["partition"] = self.turns.get("partition", 0) + 1
+        self._raced(f"partition-{service.value}")
+        if a is not None:
+            for then in ("renew", "report-progress", "advance", "checkpoint"):
+                self._late(data, w, a, then)
+        self._do(JobStep("tick"))
+        self._do(JobStep("restore-link", worker=w, service=service))
+        if a is None:
+            return
+        # it carries on to the end (freeing its slot for the next race)
+        self._at("renew", w, a)
+        self._at("advance", w, a, amount=self.max_progress)
+        assert self.run is not None
+        self._at("send-outcome", w, a, outcome=self.run.scripted(a))
+        for then in ("process-outcome", "cooperative-stop", "record-stop", "release-lease"):
+            self._at(then, w, a)
+
+    @precondition(has_worker)
+    @rule(data=st.data(), end=st.sampled_from(["crash", "shutdown"]))
+    def race_vault_credential(self, data: st.DataObject, end: str) -> None:
+        self._race_credential(data, "vault", LOST_VAULT_REPLIES, end)
+
+    @precondition(has_worker)
+    @rule(data=st.data(), end=st.sampled_from(["crash", "shutdown"]))
+    def race_durable_credential(self, data: st.DataObject, end: str) -> None:
+        self._race_credential(data, "commit", LOST_CREDENTIAL_COMMITS, end)
+
+    def _race_credential(
+        self, data: st.DataObject, cycle: str, options: tuple[JobFault, ...], end: str
+    ) -> None:
+        """A credential write loses a reply (this run's next in turn of ``options``:
+        :meth:`_turn`), then its writer goes away: the intent is left half-done for the
+        reconciler (the spec gives its cleanup no fairness; the drain's quiescence
+        requires it done)."""
+        free = self._with_intents()
+        if not free:
+            return
+        j = self._job(data, free)
+        w = self._worker(data)
+        if w is None:
+            return
+        picked = self._holding(data, w, j, free)
+        if picked is None:
+            return
+        w, a = picked
+        j = a.job
+        self._raced(f"credential-then-{end}")
+        lost: JobFault = self._turn(cycle, options)
+        before = len(self.run.hook.fired)  # type: ignore[union-attr]
+        self._at("put-secret", w, a, faults=(lost,))
+        if len(self.run.hook.fired) > before:  # type: ignore[union-attr]
+            self.turns[cycle] = self.turns.get(cycle, 0) + 1
+        self._do(JobStep(end, worker=w))
 
 
 def reach_of(machine: type[JobRuntimeMachine], kind: str) -> set[tuple[str, ...]]:
@@ -610,9 +1267,14 @@ MachineFactory = Callable[[], JobRuntimeMachine]
 
 __all__ = [
     "FAULT_CHOICES",
+    "JobMachineBase",
+    "JobRaceMachine",
+    "DURABLE_STEPS",
+    "RACES",
     "JobRuntimeMachine",
     "JobScheduleFailure",
-    "faults",
+    "STEP_CALLS",
+    "step_faults",
     "reach_of",
     "replay_command",
 ]

@@ -44,6 +44,7 @@ from remora.jobs.model import (
     Outcome,
     Phase,
     SecretState,
+    Stop,
 )
 from remora.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.jobs.simulation import SimConfig, Simulation
@@ -68,9 +69,13 @@ class ScriptedFaults:
     def __init__(self) -> None:
         self.armed: tuple[JobFault, ...] = ()
         self.counts: dict[JobOperation, int] = {}
+        self.last: dict[JobOperation, int] = {}
         self.fired: list[tuple[str, str]] = []
 
     def arm(self, faults: tuple[JobFault, ...]) -> None:
+        """Arm the next step's selectors; ``last`` keeps the calls of the step before
+        (which operations a step kind makes: the machines' reach)."""
+        self.last = self.counts
         self.armed, self.counts = faults, {}
 
     def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
@@ -144,6 +149,7 @@ class JobRun:
         self.steps: list[JobStep] = []
         self.results: list[tuple[str, str]] = []  # (op, result kind) per executed step
         self.submitted: set[str] = set()
+        self.exempt: set[AttemptId] = set()  # stagings quiescence() let pass (_orphaned_by_crash)
 
     # -- steps ----------------------------------------------------------------------------------
     def execute(self, step: JobStep) -> str:
@@ -337,7 +343,20 @@ class JobRun:
 
     # -- judgement ------------------------------------------------------------------------------
     def quiet(self) -> bool:
-        return not self.quiescence() and self.chk.quiescent()
+        return not self.quiescence() and self.alpha_quiescent()
+
+    def alpha_quiescent(self) -> bool:
+        """``SystemQuiescent`` on alpha, with the exempted stagings (the documented
+        crashed-incarnation limitation, :meth:`_orphaned_by_crash`) counted as cleaned."""
+        from remora.protocol.spec import StageCleaned
+
+        state = self.chk.state
+        if self.exempt:
+            stages = list(state.stageState)
+            for a in self.exempt:
+                stages[self.chk.alpha.attempt(a)] = StageCleaned
+            state = state._replace(stageState=tuple(stages))
+        return bool(self.chk.model.SystemQuiescent(state))
 
     def quiescence(self) -> list[str]:
         """What keeps the runtime from being quiescent (empty: quiescent)."""
@@ -366,6 +385,7 @@ class JobRun:
                 if wk.up and local.state in ("authorized", "executing"):
                     problems.append(f"{a} is still {local.state} at {w}")
         target = st.target.snapshot()
+        durable_up = {w.id: w.up for w in d.workers}
         for row in d.attempts:
             if row.pending is not None:
                 problems.append(f"{row.id} has a pending outcome")
@@ -380,6 +400,9 @@ class JobRun:
                 winner = jobs[row.job]
                 chain = self._chain(winner.id, winner.committed)
                 if row.token not in chain:
+                    if self._orphaned_by_crash(row, durable_up):
+                        self.exempt.add(row.id)
+                        continue
                     problems.append(f"the staging of {row.id} is not cleaned")
         vault = st.vault.snapshot()
         for cred in d.credentials:
@@ -395,6 +418,22 @@ class JobRun:
                 f"with secret {secret.value}"
             )
         return problems
+
+    def _orphaned_by_crash(self, row: Any, durable_up: dict[str, bool]) -> bool:
+        """The documented limitation (docs/jobs.md, "What is abstracted, and what is
+        left"): an incarnation that crashed (SIGKILL) leaves an attempt the durable store
+        cannot know is stopped — no clean exit was recorded and nothing declares a dead
+        incarnation down — so ``CleanupStage``'s guard never holds for its staging.  The
+        judgement names such stagings in ``exempt`` (the machines record it in their
+        reach) instead of failing the run; every other unclean staging fails."""
+        wk = self.sim.workers.get(row.worker)
+        return (
+            wk is not None
+            and not wk.up
+            and durable_up.get(row.worker, False)
+            and not row.stopped
+            and row.stop is not Stop.FAILED
+        )
 
     def _chain(self, job: str, token: int) -> list[int]:
         rows = {r.token: r for r in self.sim.stores.durable.snapshot().attempts if r.job == job}
@@ -424,7 +463,7 @@ class JobRun:
         problems = self.quiescence()
         if problems:
             raise JobRunFailure(f"ERROR not-quiescent: {problems[0]}", "; ".join(problems))
-        if not self.chk.quiescent():
+        if not self.alpha_quiescent():
             raise JobRunFailure("ERROR not-quiescent: alpha is not SystemQuiescent")
         bad = self.result_problems()
         if bad:

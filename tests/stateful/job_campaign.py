@@ -1,13 +1,17 @@
 """The guard-mutation campaign of the job runtime: every named mutation against the job
 machines.
 
-    python -m tests.stateful.job_campaign [--no-shrink] [--shrink-seconds N]
+    python -m tests.stateful.job_campaign [--no-shrink] [--shrink-seconds N] [--seed N]
+        [--machine NAME]
 
 Prints, per mutation: killed?, the machine that killed it, examples and seconds to the first
 failure, the shrunk trace length (steps of the exported ``job-schedule-v1`` trace; Hypothesis
 shrinking is capped at ``--shrink-seconds``, default 20, as it is slow on this machine), the
 length after ``remora reduce``'s reducer, and the failure string.  Uses the ``ci``
-profile's budget (derandomized, no database).  The shrunk
+profile's budget (derandomized, no database; ``--seed N`` runs the same budget from another
+seed — the check that what is killed does not hang on one derandomized search).  The
+machines hunt in :data:`~tests.stateful.job_machines.HUNTERS` order (the race machine
+first); ``--machine NAME`` hunts with that machine alone.  The shrunk
 traces stay in ``artifacts/job-campaign/``.  Exit 1 if any mutation survives.
 """
 
@@ -22,14 +26,14 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import Phase, seed, settings
+from hypothesis.stateful import get_state_machine_test
 
-from remora.testing.job_machines import JobRuntimeMachine, JobScheduleFailure
+from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from remora.testing.job_mutations import MUTATIONS, JobMutation, applied
 from remora.testing.job_trace import loads
 from remora.testing.profiles import register_profiles
-from tests.stateful.job_machines import JOB_MACHINES
+from tests.stateful.job_machines import HUNTERS
 
 CAMPAIGN_DIR = Path("artifacts") / "job-campaign"
 
@@ -54,7 +58,11 @@ def ci_settings(shrink: bool) -> settings:
 
 
 def hunt(
-    mutation: JobMutation, machine: type[JobRuntimeMachine], shrink: bool, artifacts: Path
+    mutation: JobMutation,
+    machine: type[JobMachineBase],
+    shrink: bool,
+    artifacts: Path,
+    at_seed: int | None = None,
 ) -> Outcome:
     counts = {"examples": 0, "first": 0.0, "first_examples": 0}
     start = time.perf_counter()
@@ -74,11 +82,15 @@ def hunt(
             super().fail(exc)  # type: ignore[arg-type]
 
     Mutant.__name__ = Mutant.__qualname__ = f"{machine.__name__}-{mutation.name}"
+    artifacts.mkdir(parents=True, exist_ok=True)  # a clean checkout has no artifacts/
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("REMORA_ARTIFACT_DIR", str(artifacts))
         try:
+            test = get_state_machine_test(Mutant, settings=ci_settings(shrink))
+            if at_seed is not None:
+                test = seed(at_seed)(test)
             with applied(mutation.name):
-                run_state_machine_as_test(Mutant, settings=ci_settings(shrink))
+                test()
         except JobScheduleFailure as exc:
             trace = loads(Path(exc.trace_path).read_text())
             reduced = None
@@ -100,12 +112,17 @@ def hunt(
     return Outcome(mutation.name, False, examples=int(counts["examples"]))
 
 
-def run_campaign(shrink: bool = True, artifacts: Path = CAMPAIGN_DIR) -> list[Outcome]:
+def run_campaign(
+    shrink: bool = True,
+    artifacts: Path = CAMPAIGN_DIR,
+    at_seed: int | None = None,
+    machines: tuple[type[JobMachineBase], ...] = HUNTERS,
+) -> list[Outcome]:
     outcomes = []
     for mutation in MUTATIONS:
         outcome = Outcome(mutation.name, False)
-        for machine in JOB_MACHINES:
-            outcome = hunt(mutation, machine, shrink, artifacts)
+        for machine in machines:
+            outcome = hunt(mutation, machine, shrink, artifacts, at_seed)
             if outcome.killed:
                 break
         outcomes.append(outcome)
@@ -148,11 +165,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--shrink-seconds", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--machine", choices=[m.__name__ for m in HUNTERS], default=None)
     args = parser.parse_args()
+    machines = tuple(m for m in HUNTERS if args.machine in (None, m.__name__))
     import hypothesis.internal.conjecture.engine as engine
 
     engine.MAX_SHRINKING_SECONDS = args.shrink_seconds  # type: ignore[misc]
-    outcomes = run_campaign(shrink=not args.no_shrink)
+    outcomes = run_campaign(shrink=not args.no_shrink, at_seed=args.seed, machines=machines)
     print(table(outcomes))
     print(f"traces: {CAMPAIGN_DIR}/hypothesis-<Machine>-<mutation>.json")
     killed = [o for o in outcomes if o.killed]

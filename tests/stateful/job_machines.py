@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remora.testing.job_machines import JobRuntimeMachine
+from remora.testing.job_machines import JobMachineBase, JobRaceMachine, JobRuntimeMachine
 
 
 class SpecSizedJobs(JobRuntimeMachine):
@@ -27,4 +27,31 @@ class LargerJobs(JobRuntimeMachine):
     spare), three attempts, two slots per worker, a global limit of three, two wipes."""
 
 
-JOB_MACHINES: tuple[type[JobRuntimeMachine], ...] = (SpecSizedJobs, LargerJobs)
+class RaceJobs(JobRaceMachine):
+    """The race machine (:class:`~remora.testing.job_machines.JobRaceMachine`): four jobs
+    so the first races of a run each get a fresh one; five incarnations, so a replacement
+    worker is at hand after the credential races' crashes and shutdowns; one slot per
+    worker, two attempts, two-tick leases and reservations (a lease outlives one tick, so
+    a race can act while it is live), a global limit of two, two credential intents per
+    job, two wipes, three partitions."""
+
+    jobs = ("j1", "j2", "j3", "j4")
+    workers = ("w1", "w2", "w3", "w4", "w5")
+    concurrency = 1
+    max_attempts = 2
+    max_progress = 2
+    lease_ticks = 2
+    reservation_ticks = 2
+    global_limit = 2
+    max_credential_intents = 2
+    max_coord_losses = 2
+    max_partitions = 3
+
+
+JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs)
+"""Every job machine of the suite (``test_job_machines.py`` judges their reach together)."""
+
+HUNTERS: tuple[type[JobMachineBase], ...] = (RaceJobs, SpecSizedJobs, LargerJobs)
+"""The campaign's order: the race machine first — it composes every dangerous combination
+by construction, so what it kills does not hang on the search's luck — then the general
+machines."""

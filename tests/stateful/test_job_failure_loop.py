@@ -19,7 +19,7 @@ from remora.testing.job_machines import JobScheduleFailure
 from remora.testing.job_run import run_trace
 from remora.testing.job_trace import loads
 from remora.testing.profiles import register_profiles
-from tests.stateful.job_machines import SpecSizedJobs
+from tests.stateful.job_machines import RaceJobs
 
 PLANTED = "release-running-lease"
 SHRUNK_BOUND = 12
@@ -34,7 +34,10 @@ def ci() -> settings:
     return settings(settings.get_profile("ci"), report_multiple_bugs=False)
 
 
-class Planted(SpecSizedJobs):
+class Planted(RaceJobs):
+    """The race machine: it composes the reconciler-on-a-running-attempt race by
+    construction (the general machines found this bug only by the search's luck)."""
+
     mutation = PLANTED
 
 

@@ -5,84 +5,90 @@ made and the runtime's own credential cleanup, each with the planted bug it catc
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.faults import Outcome as IOOutcome
 from remora.jobs import guards
 from remora.jobs.io import JobOperation
-from remora.jobs.model import Outcome
-from remora.testing.job_machines import JobRuntimeMachine, reach_of
+from remora.jobs.model import AttemptId, Outcome, Service
+from remora.protocol.trace import ACTION_PARAMS
+from remora.testing.job_machines import (
+    DURABLE_STEPS,
+    FAULT_CHOICES,
+    RACES,
+    STEP_CALLS,
+    JobMachineBase,
+    JobRuntimeMachine,
+    reach_of,
+)
 from remora.testing.job_mutations import applied
 from remora.testing.job_run import JobRun, JobRunFailure
 from remora.testing.job_trace import JobConfig, JobFault, JobStep
 from remora.testing.profiles import full_budget
-from tests.stateful.job_machines import JOB_MACHINES
+from tests.stateful.job_machines import JOB_MACHINES, LargerJobs, RaceJobs
 
-ACTIONS = {
-    "Enqueue",
-    "Reserve",
-    "AuthorizeAttempt",
-    "ActivateAttempt",
-    "RenewLease",
-    "Tick",
-    "ExpireLease",
-    "ExpireReservation",
-    "LoseCoordinationState",
-    "DropLink",
-    "RestoreLink",
-    "CrashWorker",
-    "StartIncarnation",
-    "ReapLostAttempt",
-    "ScheduleRetry",
-    "RequestCancel",
-    "FinalizeCancel",
-    "PublishCancelNotice",
-    "CooperativeStop",
-    "ReleaseLease",
-    "CleanTerminalCoordination",
-    "AdvanceAttempt",
-    "PersistCheckpoint",
-    "ReportProgress",
-    "SendOutcome",
-    "AcceptSuccess",
-    "AcceptPermanentFailure",
-    "AcceptRetryableFailureWithBudget",
-    "RejectOutcome",
-    "CleanupStage",
-    "PrepareCredentialIntent",
-    "BeginCredentialWrite",
-    "CommitCredentialVersion",
+ACTIONS = frozenset(ACTION_PARAMS) - {"Done"}
+"""Every action of the spec's ``Next`` (job and credential actions)."""
+FAULTS = frozenset((op.value, o.value) for op, o in FAULT_CHOICES)
+"""Every fault a selector can name, fired at least once: abort on every operation, and a
+lost reply (after committing or not) on every write — durable, coordination, target,
+vault."""
+LOST_COMMITS = frozenset(
+    (step, "durable-write", o)
+    for step in DURABLE_STEPS
+    for o in ("unknown-committed", "unknown-aborted")
+)
+"""A lost durable COMMIT reply, both ways, in every step kind that writes durably."""
+ENVIRONMENT = frozenset({"crash", "start", "shutdown", "wipe", "cancel", "put-secret"})
+"""Environment and client steps that must succeed at least once."""
+LINKS = frozenset(
+    (op, w, s.value)
+    for op in ("drop-link", "restore-link")
+    for w in LargerJobs.workers
+    for s in Service
+)
+"""A link dropped and restored, per worker and per service."""
+SENT = frozenset(o.value for o in Outcome)
+ACCEPTED = {
+    "success": "AcceptSuccess",
+    "retryable": "AcceptRetryableFailureWithBudget",
+    "retryable, budget exhausted": "AcceptRetryableFailureExhausted",
+    "permanent": "AcceptPermanentFailure",
+    "cancel": "FinalizeCancel",
 }
-FAULTS = {
-    ("durable-write", "abort"),
-    ("durable-write", "unknown-committed"),
-    ("durable-write", "unknown-aborted"),
-    ("coord-write", "unknown-committed"),
-    ("durable-read", "abort"),
-}
-OPS = {"crash", "start", "drop-link", "restore-link", "wipe", "cancel", "put-secret"}
-SENT = {o.value for o in Outcome}
+"""Every outcome a job can end an attempt with, accepted (the spec action that does)."""
 
 
-def missing_reach(*machines: type[JobRuntimeMachine]) -> dict[str, set[object]]:
+def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
     """What the runs of ``machines`` together did not reach."""
 
     def seen(kind: str) -> set[tuple[str, ...]]:
         return set().union(*(reach_of(m, kind) for m in machines))
 
-    gaps = {
-        "actions": ACTIONS - {r[0] for r in seen("action")},
-        "faults": FAULTS - seen("fault"),
-        "ops": OPS - {r[0] for r in seen("op") if r[1] == "ok"},
-        "outcomes sent": SENT - {r[0] for r in seen("sent")},
+    actions = {r[0] for r in seen("action")}
+    gaps: dict[str, set[object]] = {
+        "actions": set(ACTIONS - actions),
+        "faults": set(FAULTS - seen("fault")),
+        "lost commits": set(LOST_COMMITS - seen("fault-in")),
+        "environment": set(ENVIRONMENT - {r[0] for r in seen("op") if r[1] == "ok"}),
+        "links": set(LINKS - seen("link")),
+        "outcomes sent": set(SENT - {r[0] for r in seen("sent")}),
+        "outcomes accepted": {o for o, action in ACCEPTED.items() if action not in actions},
+        "races": set(RACES) - {r[0] for r in seen("race")},
         "drain": {"quiescent"} - {r[0] for r in seen("drain")},
+        # the fault tables must name every call a step kind was seen to make
+        "calls outside STEP_CALLS": {
+            r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}
+        },
     }
     return {k: v for k, v in gaps.items() if v}
 
 
 def test_job_machines() -> None:
-    """Both machines (one test, so that their reach is judged together: the spec-sized
-    one is too small to renew or checkpoint often, the larger one covers that)."""
+    """Every machine (one test, so that their reach is judged together: the spec-sized
+    one is too small to renew or checkpoint often, the larger one covers that, the race
+    machine composes the races and sweeps the lost replies)."""
     for machine in JOB_MACHINES:
         machine.reach.clear()
         run_state_machine_as_test(machine)
@@ -97,7 +103,48 @@ def test_missing_reach_names_what_a_run_did_not_do() -> None:
         pass
 
     gaps = missing_reach(Never)
-    assert gaps["actions"] == ACTIONS and gaps["drain"] == {"quiescent"}
+    assert gaps["actions"] == set(ACTIONS) and gaps["drain"] == {"quiescent"}
+    assert gaps["lost commits"] == set(LOST_COMMITS) and gaps["races"] == set(RACES)
+    assert ("reap", "durable-write", "unknown-aborted") in LOST_COMMITS
+    assert {"DestroyClaimedCredentialSecret", "AcceptRetryableFailureExhausted"} <= ACTIONS
+
+
+def test_a_removed_rule_is_a_reach_gap() -> None:
+    """Planted gap: the race machine without its partition race (its one rule that cuts
+    links) misses every link and every partition race under the same small budget with
+    which the whole machine reaches some — the reach check sees a rule go."""
+    budget = settings(
+        max_examples=25,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+    class Whole(RaceJobs):
+        pass
+
+    class Gapped(RaceJobs):
+        race_partition = None  # the rule removed
+
+    for machine in (Whole, Gapped):
+        run_state_machine_as_test(machine, settings=budget)
+    whole, gapped = missing_reach(Whole), missing_reach(Gapped)
+    assert gapped["links"] == set(LINKS)
+    assert {f"partition-{s.value}" for s in Service} <= gapped["races"]
+    assert whole.get("links", set()) != set(LINKS)
+    assert not {f"partition-{s.value}" for s in Service} <= whole.get("races", set())
+
+
+def test_a_call_outside_the_fault_table_is_a_gap() -> None:
+    """Planted: a step kind seen making a call STEP_CALLS does not list is reported (the
+    table that fault selectors are drawn from would be stale)."""
+
+    class Stale(JobRuntimeMachine):
+        pass
+
+    Stale.reach.add(("calls", "renew", "vault-write"))
+    assert missing_reach(Stale)["calls outside STEP_CALLS"] == {("renew", "vault-write")}
 
 
 # -- the finding: a retry activating beside the failed attempt's live lease ---------------
@@ -175,3 +222,53 @@ def test_the_reconciler_destroys_abandoned_secrets() -> None:
     assert run.chk.actions.get("DestroyClaimedCredentialSecret") == 1
     with pytest.raises(JobRunFailure, match="credential j1/1"):
         _abandoned_credential("skip-credential-cleanup")
+
+
+# -- the one exemption of the judgement: a crashed incarnation's staging ------------------
+
+
+def _crash_mid_stage(first: Outcome = Outcome.SUCCESS) -> JobRun:
+    """w1 stages part of its output and crashes (SIGKILL: no clean exit is recorded), or —
+    with ``first`` a failure — w1's attempt fails and a retry wins.  Drained."""
+    run = JobRun(JobConfig(jobs=("j1",), workers=("w1",)), {"j1": (first, Outcome.SUCCESS)})
+    s = JobStep
+    steps = [
+        s("start", worker="w1"),
+        s("submit", job="j1"),
+        s("enqueue", job="j1"),
+        s("reserve", worker="w1", job="j1"),
+        s("authorize", worker="w1", job="j1"),
+        s("activate", worker="w1", job="j1", token=1),
+        s("advance", worker="w1", job="j1", token=1, amount=1),
+    ]
+    if first is Outcome.SUCCESS:
+        steps.append(s("crash", worker="w1"))
+    else:
+        steps += [
+            s("send-outcome", worker="w1", job="j1", token=1, outcome=first),
+            s("process-outcome", worker="w1", job="j1", token=1),
+        ]
+    for step in steps:
+        run.execute(step)
+    run.drain()
+    return run
+
+
+def test_a_crashed_incarnations_staging_is_the_one_exemption(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runtime cannot clean a SIGKILLed incarnation's staging (docs/jobs.md, "What is
+    abstracted"): the judgement exempts exactly that staging and says so."""
+    run = _crash_mid_stage()
+    run.judge()
+    assert run.exempt == {AttemptId("j1", 1)}
+    # Narrow: a failed attempt's staging (its worker alive) left uncleaned still fails.
+    with monkeypatch.context() as m:
+        m.setattr(guards, "cleanup_eligible", lambda *a, **kw: False)
+        failed = _crash_mid_stage(Outcome.RETRYABLE)
+        with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
+            failed.judge()
+    # Planted: without the exemption the crashed run fails on that staging.
+    monkeypatch.setattr(JobRun, "_orphaned_by_crash", lambda self, row, up: False)
+    with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
+        _crash_mid_stage().judge()

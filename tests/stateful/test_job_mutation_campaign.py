@@ -1,7 +1,12 @@
 """Every named mutation of the job runtime's guards is killed by the job machines under the
 ci profile (without shrinking here, to bound CI time; ``python -m tests.stateful.
 job_campaign`` runs it with shrinking and prints the table), and the exported trace names
-the mutation, so a plain ``remora sim-jobs --replay`` fails the same way."""
+the mutation, so a plain ``remora sim-jobs --replay`` fails the same way.
+
+All fifteen are required: the race machine (``RaceJobs``, hunting first) composes each
+dangerous combination in one rule step, so a kill does not hang on the derandomized
+search's luck — which is why the same budget must also kill every one from a second,
+arbitrary seed (``SEEDS``)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import pytest
 from remora.cli import main
 from remora.testing.job_mutations import MUTATIONS, JobMutation
 from tests.stateful.job_campaign import hunt
-from tests.stateful.job_machines import JOB_MACHINES
+from tests.stateful.job_machines import HUNTERS
 
 ISSUE_EXAMPLES = {
     "accept-success-without-token-compare",
@@ -25,44 +30,27 @@ ISSUE_EXAMPLES = {
 }
 
 
-NOT_KILLED_UNDER_CI = {
-    "accept-success-without-token-compare",
-    "activate-without-authority-check",
-    "renew-after-losing-authority",
-    "keep-reservation-after-wipe",
-    "report-progress-after-cancel",
-    "skip-credential-cleanup",
-}
-"""Mutations the machines do not reliably kill within the ci budget yet (each is killed by a
-targeted schedule: ``tests/jobs/test_planted.py``, ``test_job_machines.py``).  The ci search
-is derandomized, so whether one of these is found shifts with any change to the rule set or
-to the runtime's code paths (``accept-success-without-token-compare`` was killed on the
-jobsuite branch and survives after the merge with the worker-side changes;
-``report-progress-after-cancel`` the other way round): they are expected failures, not
-strict ones, until the machine reaches them by construction (open work, issue 14)."""
-
-
-def _marked(m: JobMutation) -> object:
-    if m.name in NOT_KILLED_UNDER_CI:
-        flaky = pytest.mark.xfail(strict=False, reason="not reliably killed under ci")
-        return pytest.param(m, marks=flaky)
-    return m
-
-
 def test_catalogue_covers_the_issue_examples() -> None:
     names = {m.name for m in MUTATIONS}
     assert names >= ISSUE_EXAMPLES
-    assert len(names) >= 10
-    assert len(names - NOT_KILLED_UNDER_CI) >= 9
+    assert len(names) >= 15
 
 
-@pytest.mark.parametrize("mutation", [_marked(m) for m in MUTATIONS], ids=lambda m: m.name)
+SEEDS = (None, 20261130)
+"""The ci profile's derandomized search, and the same budget from one other seed."""
+
+
+@pytest.mark.parametrize("at_seed", SEEDS, ids=lambda s: "ci" if s is None else f"seed{s}")
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
 def test_job_mutation_is_killed(
-    mutation: JobMutation, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mutation: JobMutation,
+    at_seed: int | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     outcomes = []
-    for machine in JOB_MACHINES:
-        outcome = hunt(mutation, machine, shrink=False, artifacts=tmp_path)
+    for machine in HUNTERS:
+        outcome = hunt(mutation, machine, shrink=False, artifacts=tmp_path, at_seed=at_seed)
         outcomes.append(outcome)
         if outcome.killed:
             assert outcome.failure.startswith("ERROR ")

@@ -20,12 +20,17 @@ store: the same checks hold memory, SQLite and PostgreSQL to one contract.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
-from hypothesis.stateful import invariant
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, rule
 
+from remora.clock import LogicalClock
 from remora.context import Context
 from remora.domain import SourceRecord
+from remora.errors import Fenced, InvalidInput
 from remora.store.base import Backend, PartitionState, PartitionTail, StoreSnapshot, Token
 
 
@@ -211,3 +216,64 @@ class ObserverReadsAgree:
         self._read_state()  # before the drain: the state the steps left
         super()._judge()  # type: ignore[misc]
         self._read_state()  # the drained state: every partition at its end
+
+
+REJECTIONS = ("foreign", "invisible", "epoch", "frontier", "behind")
+"""The writes every store's fence refuses (:func:`~remora.store.base.check_fence`): a record
+of another partition, an invisible record, a token of another epoch, a token whose frontier
+is not the durable one, a record behind the durable frontier."""
+
+
+def rejected_write(
+    backend: Backend, source: Sequence[SourceRecord], partition: int, kind: str
+) -> tuple[Token, SourceRecord, type[Exception]]:
+    """A write ``backend`` must refuse (``kind`` of :data:`REJECTIONS`) on ``partition`` as it
+    stands, and the typed error it must refuse it with."""
+    row = backend.partition_row(partition)
+    installed = Token(row.epoch, row.frontier)
+    ahead = [r for r in source if r.partition == partition and r.visible]
+    ahead = [r for r in ahead if r.offset >= row.frontier] or ahead
+    record = ahead[0] if ahead else SourceRecord(partition, row.frontier, True, None, b"{}")
+    if record.offset < row.frontier and kind != "behind":
+        record = attrs.evolve(record, offset=row.frontier)
+    if kind == "foreign":
+        return installed, attrs.evolve(record, partition=partition + 1), InvalidInput
+    if kind == "invisible":
+        return installed, attrs.evolve(record, visible=False), InvalidInput
+    if kind == "epoch" or row.epoch == 0:
+        return Token(row.epoch + 1, row.frontier), record, Fenced
+    if kind == "frontier":
+        return Token(row.epoch, row.frontier + 1), record, Fenced
+    if row.frontier == 0:  # nothing behind yet: the same record under a stale epoch
+        return Token(row.epoch - 1, 0), record, Fenced
+    return installed, attrs.evolve(record, offset=row.frontier - 1), InvalidInput
+
+
+class RejectedWrites:
+    """Mixin rule for a :class:`~remora.testing.machines.WorkerScheduleMachine`: between the
+    lifecycle's steps, a write the fence must refuse is sent straight to the backend (as a
+    buggy or stale client would); it must fail with the fence's typed error and leave the
+    durable state, and the write count, exactly as they were."""
+
+    @rule(partition=st.integers(0, 7), kind=st.sampled_from(REJECTIONS))
+    def rejected_write(self, partition: int, kind: str) -> None:
+        sim = self.sim  # type: ignore[attr-defined]
+        assert sim is not None
+        p = partition % self.partitions  # type: ignore[attr-defined]
+        backend: Backend = sim.store.backend
+        token, record, error = rejected_write(backend, sim.source, p, kind)
+        before = (backend.snapshot(), backend.change_count(p))
+        try:
+            backend.process(p, token, record, Context(LogicalClock()), True)
+        except (Fenced, InvalidInput) as exc:
+            got: type[Exception] | None = type(exc)
+        else:
+            got = None
+        after = (backend.snapshot(), backend.change_count(p))
+        if got is not error or after != before:
+            self.fail(  # type: ignore[attr-defined]
+                "ERROR store-contract",
+                f"a {kind} write to partition {p} (token {token}, offset {record.offset}) "
+                f"raised {got and got.__name__}, not {error.__name__}"
+                + ("" if after == before else "; it changed the durable state"),
+            )

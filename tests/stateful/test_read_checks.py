@@ -16,13 +16,20 @@ from hypothesis.stateful import run_state_machine_as_test
 from remora.clock import LogicalClock
 from remora.context import Context
 from remora.domain import OutboxEntry, SourceRecord
+from remora.errors import Fenced
 from remora.sim.trace import SimConfig
 from remora.store import StateStore, Token
 from remora.store.base import Backend, PartitionRow, PartitionState, PartitionSummary
 from remora.store.memory import MemoryBackend
 from remora.store.sqlite import SqliteBackend
 from remora.testing.machines import ScheduleFailure
-from remora.testing.read_checks import canonical_problems, change_problems, read_problems
+from remora.testing.read_checks import (
+    REJECTIONS,
+    canonical_problems,
+    change_problems,
+    read_problems,
+    rejected_write,
+)
 from tests.common.planted import SOURCE
 from tests.stateful.machines import ManyPartitionsAndLifetimes
 
@@ -164,3 +171,61 @@ def test_the_planted_source_reaches_an_intent() -> None:
     assert len(state.outbox) >= 2 and state.row.epoch == 1
     assert Token(1, state.row.frontier) == Token(1, 3)
     assert isinstance(SOURCE[0], SourceRecord)
+
+
+# -- the fence's refusals (RejectedWrites) --------------------------------------------------
+
+
+class FenceIgnoresFrontier(MemoryBackend):
+    """The fence forgets the frontier compare: a token with a wrong frontier writes."""
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        installed = self.partition_row(partition)
+        if token.epoch == installed.epoch and installed.epoch > 0:
+            token = Token(token.epoch, installed.frontier)
+        return super().process(partition, token, record, ctx, commit)
+
+
+class InvisibleIsFenced(SqliteBackend):
+    """An invisible record is refused as a fence (the wrong typed error: a caller would
+    retire the lifetime instead of reporting bad input)."""
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        if not record.visible:
+            raise Fenced("invisible")
+        return super().process(partition, token, record, ctx, commit)
+
+
+@pytest.mark.parametrize("make", REAL, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("kind", REJECTIONS)
+def test_every_rejection_is_refused_with_its_error(make: Callable[[], Backend], kind: str) -> None:
+    backend = _filled(make())
+    ctx = Context(LogicalClock())
+    for p in (0, 1, 2):  # written, claimed only, never claimed
+        token, record, error = rejected_write(backend, SOURCE, p, kind)
+        before = backend.snapshot()
+        with pytest.raises(error):
+            backend.process(p, token, record, ctx, True)
+        assert backend.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "backend", [FenceIgnoresFrontier, InvisibleIsFenced], ids=lambda b: b.__name__
+)
+def test_the_machine_fails_on_a_wrong_fence(backend: type[Backend]) -> None:
+    with pytest.raises(ScheduleFailure, match="store-contract"):
+        run_state_machine_as_test(
+            _machine_on(backend),
+            settings=settings(
+                max_examples=60,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                deadline=None,
+                phases=[Phase.generate],
+            ),
+        )

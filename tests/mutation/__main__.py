@@ -328,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fresh-coverage", action="store_true", help="measure coverage even when cached"
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: print the table from the journal (with --resume); mutants "
+        "without a verdict count as unsampled",
+    )
     parser.add_argument("--min-score", type=float, default=0.0)
     parser.add_argument(
         "--every",
@@ -391,6 +397,13 @@ def main(argv: list[str] | None = None) -> int:
                     pending.put(m)
                 else:
                     results.append(Result(m, "unsampled"))
+        if args.report_only:
+            while not pending.empty():
+                results.append(Result(pending.get_nowait(), "unsampled"))
+        else:  # a stable shuffle: a run cut short is still a sample of every file
+            order = sorted(pending.queue, key=lambda m: hashlib.sha256(m.key.encode()).digest())
+            pending.queue.clear()
+            pending.queue.extend(order)
         total = pending.qsize()
         if journal:
             print(f"resumed: {len(mutants) - total} mutants need no run", file=sys.stderr)

@@ -29,9 +29,9 @@ Fault-boundary table (:func:`check_call`), per call of the step's own lifetime:
 * ``unknown-aborted`` — observed ``unknown``/``fenced``/``canceled``, nothing applied;
 * ``delay_ms`` — at least that much logical time passed during the call;
 * interleave ``before`` with ``stop`` — no effect, observed ``canceled``; ``after`` with
-  ``stop`` — observed ``canceled`` (an ``abort`` may still observe ``unavailable``, and an
-  effect the fence refused, e.g. a retry after a replacement claimed the partition,
-  ``fenced``); either way the attempt fails and the lifetime holds nothing and is stopped;
+  ``stop`` — observed ``canceled`` (an ``abort`` may still observe ``unavailable``, and a
+  write the fence refused, nothing applied, ``fenced``); either
+  way the attempt fails and the lifetime holds nothing and is stopped;
 * interleave ``before`` with a replacement that started (outcome not ``abort``), on
   ``process`` — fenced, no effect;
   on a seek's ``observe`` — the seek fails (an assign's recovery read may be followed by a
@@ -142,13 +142,12 @@ def check_call(
         return found
     boundary = f"interleave-{call.at}"
     if call.stop:
-        # an abort at ``after`` raises its unavailability, and an effect the fence refused
-        # raises the fence, before the cancellation is seen (nothing applied either way)
-        seen: tuple[str, ...] = (
-            ("canceled", "unavailable") if call.outcome == "abort" else ("canceled",)
-        )
-        if call.at == "after" and not call.applied:
-            seen += ("fenced",)
+        # an abort at ``after`` raises its unavailability before the cancellation is seen;
+        # a write the store's fence refused (nothing applied) raised ``Fenced`` before the
+        # stop at ``after`` ran: the fence wins, as in the outcome table
+        seen = ("canceled", "unavailable") if call.outcome == "abort" else ("canceled",)
+        if call.at == "after" and not call.applied and call.outcome != "abort":
+            seen = (*seen, "fenced")
         if obs not in seen or (call.at == "before" and call.applied):
             found.append(_v(boundary, p, f"{where} after a stop at {call.at}"))
         if attempt_result == "ok" or after.owned or not after.stopped:

@@ -20,6 +20,7 @@ mutant's result.  Exit 0 when the score (killed / (generated - equivalent)) reac
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import queue
@@ -143,19 +144,84 @@ def run_tests(
     return "killed", seconds, (lines[0] if lines else proc.stdout.strip()[-200:])[:200]
 
 
-NODE_SECONDS: dict[str, float] = {}
-"""How long each machine node took under coverage (the base of a mutant's timeout)."""
+CACHE = ROOT / ".mutants"
+"""Where the coverage pass is cached (keyed by :func:`fingerprint`) and where the default
+results journal lives (git-ignored)."""
 
 
-def covered_lines(slot: Path, files: list[Path]) -> dict[str, dict[int, set[str]]]:
+def fingerprint() -> str:
+    """A hash of everything a verdict depends on: every copied file except the mutation
+    harness itself (so judging an equivalent does not invalidate results), the machine
+    nodes and the test command.  A cached coverage pass or a journaled result is reused
+    only under the same fingerprint."""
+    digest = hashlib.sha256()
+    digest.update(repr((MACHINE_TESTS, TEST_COMMAND, sys.version_info[:2])).encode())
+    for name in COPIED:
+        source = ROOT / name
+        files = sorted(source.rglob("*.py")) if source.is_dir() else [source]
+        for f in files:
+            rel = f.relative_to(ROOT)
+            if rel.parts[:2] == ("tests", "mutation") or "__pycache__" in rel.parts:
+                continue
+            digest.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@attrs.frozen
+class Coverage:
+    """The unmutated machines, measured once: per file and line, the nodes that execute it;
+    per node, its time under coverage (the base of a mutant's timeout)."""
+
+    reached: dict[str, dict[int, frozenset[str]]]
+    node_seconds: dict[str, float]
+
+    def nodes_for(self, m: Site) -> tuple[str, ...]:
+        """The machine nodes that execute any line of ``m``, cheapest first (a killed
+        mutant usually dies in the first node that reaches it)."""
+        lines = self.reached.get(m.path, {})
+        names: set[str] = set()
+        for n in range(m.line, m.end_line + 1):
+            names |= lines.get(n, frozenset())
+        return tuple(sorted(names, key=lambda n: (self.node_seconds[n], MACHINE_TESTS.index(n))))
+
+    def dump(self) -> str:
+        return json.dumps(
+            {
+                "node_seconds": self.node_seconds,
+                "reached": {
+                    path: {str(line): sorted(nodes) for line, nodes in lines.items()}
+                    for path, lines in self.reached.items()
+                },
+            }
+        )
+
+    @classmethod
+    def load(cls, text: str) -> Coverage:
+        doc = json.loads(text)
+        return cls(
+            {
+                path: {int(line): frozenset(nodes) for line, nodes in lines.items()}
+                for path, lines in doc["reached"].items()
+            },
+            {k: float(v) for k, v in doc["node_seconds"].items()},
+        )
+
+
+class BaselineFailed(Exception):
+    """The unmutated code fails a machine: no mutant can be judged."""
+
+
+def measure_coverage(slot: Path, files: list[Path]) -> Coverage:
     """Per line, the machine nodes that execute it on the unmutated code (one coverage run
-    per node, each recorded under the node's id as its context)."""
+    per node, each recorded under the node's id as its context).  A node that fails here
+    fails on the unmutated code: :class:`BaselineFailed`."""
     env = env_for_tests()
     data = slot / ".coverage-mutants"
     env["COVERAGE_FILE"] = str(data)
+    node_seconds: dict[str, float] = {}
     for node in MACHINE_TESTS:
         began = time.perf_counter()
-        subprocess.run(
+        proc = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -170,9 +236,12 @@ def covered_lines(slot: Path, files: list[Path]) -> dict[str, dict[int, set[str]
             cwd=slot,
             env=env,
             capture_output=True,
-            check=True,
+            text=True,
         )
-        NODE_SECONDS[node] = time.perf_counter() - began
+        if proc.returncode != 0:
+            raise BaselineFailed(f"{node}: {proc.stdout.strip()[-400:]}")
+        node_seconds[node] = time.perf_counter() - began
+        print(f"  {node}: {node_seconds[node]:.1f} s under coverage", file=sys.stderr)
     report = slot / "coverage.json"
     for command in (["combine"], ["json", "--show-contexts", "-o", str(report)]):
         subprocess.run(
@@ -183,20 +252,52 @@ def covered_lines(slot: Path, files: list[Path]) -> dict[str, dict[int, set[str]
             check=True,
         )
     measured = json.loads(report.read_text())["files"]
-    out: dict[str, dict[int, set[str]]] = {}
+    reached: dict[str, dict[int, frozenset[str]]] = {}
     for f in files:
-        contexts = measured.get(str(f.relative_to(ROOT)), {}).get("contexts", {})
-        out[str(f.relative_to(ROOT))] = {
-            int(line): {c for c in names if c} for line, names in contexts.items()
+        rel = str(f.relative_to(ROOT))
+        contexts = measured.get(rel, {}).get("contexts", {})
+        reached[rel] = {
+            int(line): frozenset(c for c in names if c) for line, names in contexts.items()
         }
-    return out
+    return Coverage(reached, node_seconds)
 
 
-def nodes_for(m: Site, reached: dict[str, dict[int, set[str]]]) -> tuple[str, ...]:
-    """The machine nodes that execute any line of ``m`` (in :data:`MACHINE_TESTS` order)."""
-    lines = reached.get(m.path, {})
-    names = set().union(*(lines.get(n, set()) for n in range(m.line, m.end_line + 1)))
-    return tuple(n for n in MACHINE_TESTS if n in names)
+def cached_coverage(slot: Path, files: list[Path], key: str, fresh: bool) -> Coverage:
+    """The coverage pass for ``key``, from ``.mutants/coverage-<key>.json`` when present
+    (and not ``fresh``), else measured and saved there."""
+    path = CACHE / f"coverage-{key}.json"
+    if path.exists() and not fresh:
+        print(f"coverage: cached ({path.relative_to(ROOT)})", file=sys.stderr)
+        return Coverage.load(path.read_text())
+    print("coverage: the machines on unmutated code, one node at a time ...", file=sys.stderr)
+    coverage = measure_coverage(slot, files)
+    CACHE.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(coverage.dump())
+    tmp.replace(path)
+    return coverage
+
+
+def mutant_timeout(nodes: tuple[str, ...], coverage: Coverage) -> float:
+    """Twice the nodes' time under coverage (already slower than a plain run), at least a
+    minute: a mutant that makes a machine loop or stall is killed by the timeout."""
+    return max(60.0, 2 * sum(coverage.node_seconds[n] for n in nodes))
+
+
+def read_journal(path: Path, key: str) -> dict[str, dict[str, object]]:
+    """The results journaled under fingerprint ``key`` (the last line per mutant wins);
+    lines of other fingerprints — results for other code — are ignored."""
+    done: dict[str, dict[str, object]] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by an interrupted run
+        if isinstance(doc, dict) and doc.get("fingerprint") == key:
+            done[str(doc["key"])] = doc
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,11 +307,33 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=[],
-        help="keep mutants whose key or description contains this text (repeatable)",
+        help="keep mutants whose key or description contains this text (repeatable), "
+        "e.g. --only remora/store/sqlite.py",
     )
     parser.add_argument("--limit", type=int, default=None, help="run at most N mutants")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
-    parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=CACHE / "results.jsonl",
+        help="the results journal: one JSON line per mutant, appended as each finishes "
+        "(default .mutants/results.jsonl)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the journal's results for the same code (fingerprint): run only the "
+        "mutants without one",
+    )
+    parser.add_argument(
+        "--fresh-coverage", action="store_true", help="measure coverage even when cached"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: print the table from the journal (with --resume); mutants "
+        "without a verdict count as unsampled",
+    )
     parser.add_argument("--min-score", type=float, default=0.0)
     parser.add_argument(
         "--every",
@@ -220,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         "exact, the score is estimated from the sample)",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.every < 1:
+        print("--jobs and --every must be at least 1", file=sys.stderr)
+        return 2
 
     files = target_files(TARGETS)
     mutants: list[Site] = []
@@ -235,19 +361,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(mutants)} mutants")
         return 0
 
+    key = fingerprint()
+    journal = read_journal(args.json, key) if args.resume else {}
     with tempfile.TemporaryDirectory(prefix="remora-mutants-") as tmp:
         base = Path(tmp)
         slots = [make_slot(base, i) for i in range(max(1, args.jobs))]
-        print("baseline: the machines on unmutated code, with coverage ...", file=sys.stderr)
-        status, baseline, detail = run_tests(slots[0], timeout=3600)
-        if status != "survived":
-            print(f"the unmutated code fails the machines: {detail}", file=sys.stderr)
+        try:
+            coverage = cached_coverage(slots[0], files, key, args.fresh_coverage)
+        except BaselineFailed as exc:
+            print(f"the unmutated code fails the machines: {exc}", file=sys.stderr)
             return 2
-        reached = covered_lines(slots[0], files)
         print(
-            f"baseline {baseline:.1f} s; per-mutant timeout twice its machines' time under "
-            f"coverage (at least 60 s); "
-            f"{len(mutants)} mutants over {len(files)} files, {len(slots)} jobs",
+            f"fingerprint {key}; machine seconds under coverage: "
+            + ", ".join(f"{n.split('::')[-1]} {s:.0f}" for n, s in coverage.node_seconds.items())
+            + f"; {len(mutants)} mutants over {len(files)} files, {len(slots)} jobs",
             file=sys.stderr,
         )
 
@@ -257,18 +384,33 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutants:
             if m.key in EQUIVALENT:
                 results.append(Result(m, "equivalent", detail=EQUIVALENT[m.key]))
-            elif not nodes_for(m, reached):
+            elif not coverage.nodes_for(m):
                 results.append(Result(m, "not-reached"))
+            elif m.key in journal:
+                doc = journal[m.key]
+                results.append(
+                    Result(m, str(doc["status"]), float(doc["seconds"]), str(doc["detail"]))  # type: ignore[arg-type]
+                )
             else:
                 sampled += 1
                 if (sampled - 1) % args.every == 0:
                     pending.put(m)
                 else:
                     results.append(Result(m, "unsampled"))
+        if args.report_only:
+            while not pending.empty():
+                results.append(Result(pending.get_nowait(), "unsampled"))
+        else:  # a stable shuffle: a run cut short is still a sample of every file
+            order = sorted(pending.queue, key=lambda m: hashlib.sha256(m.key.encode()).digest())
+            pending.queue.clear()
+            pending.queue.extend(order)
         total = pending.qsize()
+        if journal:
+            print(f"resumed: {len(mutants) - total} mutants need no run", file=sys.stderr)
         done = Counter[str]()
         lock = threading.Lock()
         started = time.perf_counter()
+        args.json.parent.mkdir(parents=True, exist_ok=True)
 
         def work(slot: Path) -> None:
             while True:
@@ -280,13 +422,17 @@ def main(argv: list[str] | None = None) -> int:
                 original = target.read_text()
                 target.write_text(apply(original, m))
                 try:
-                    nodes = nodes_for(m, reached)
-                    timeout = max(60.0, 2 * sum(NODE_SECONDS[n] for n in nodes))
-                    status, seconds, detail = run_tests(slot, timeout, nodes)
+                    nodes = coverage.nodes_for(m)
+                    status, seconds, detail = run_tests(
+                        slot, mutant_timeout(nodes, coverage), nodes
+                    )
                 finally:
                     target.write_text(original)
                 with lock:
                     results.append(Result(m, status, seconds, detail))
+                    with args.json.open("a") as out:  # journaled at once: a cut run keeps it
+                        out.write(json.dumps(as_json(Result(m, status, seconds, detail), key)))
+                        out.write("\n")
                     done[status] += 1
                     n = sum(done.values())
                     if sys.stderr.isatty() or n % 10 == 0 or n == total:
@@ -304,10 +450,21 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             t.join()
 
-    return report(results, args.json, args.min_score)
+    return report(results, args.min_score)
 
 
-def report(results: list[Result], json_path: Path | None, min_score: float) -> int:
+def as_json(r: Result, key: str) -> dict[str, object]:
+    return {
+        "key": r.site.key,
+        "where": r.site.describe(),
+        "status": r.status,
+        "seconds": round(r.seconds, 2),
+        "detail": r.detail,
+        "fingerprint": key,
+    }
+
+
+def report(results: list[Result], min_score: float) -> int:
     results.sort(key=lambda r: (r.site.path, r.site.line, r.site.key))
     counts = Counter(r.status for r in results)
     generated = len(results)
@@ -356,23 +513,6 @@ def report(results: list[Result], json_path: Path | None, min_score: float) -> i
         print("\nequivalent (why no test can tell them apart):")
         for r in equivalents:
             print(f"  {r.site.key}: {r.detail}")
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(
-            json.dumps(
-                [
-                    {
-                        "key": r.site.key,
-                        "where": r.site.describe(),
-                        "status": r.status,
-                        "seconds": round(r.seconds, 2),
-                        "detail": r.detail,
-                    }
-                    for r in results
-                ],
-                indent=1,
-            )
-        )
     return 0 if score >= min_score else 1
 
 

@@ -8,6 +8,7 @@ from remora.sim.trace import SimConfig
 from remora.store import StateStore
 from remora.store.sqlite import SqliteStore
 from remora.testing.machines import Handle, WorkerScheduleMachine
+from remora.testing.read_checks import ObserverReadsAgree, RejectedWrites
 from remora.testing.strategies import SelectorDraft, selector_drafts
 
 
@@ -44,8 +45,9 @@ class SinglePartitionHeavyFaults(WorkerScheduleMachine):
         return self._if_ok(attempt, handle, started)
 
 
-class ManyPartitionsAndLifetimes(WorkerScheduleMachine):
-    """Three partitions and many lifetimes: assignment churn, replacements, stops."""
+class ManyPartitionsAndLifetimes(ObserverReadsAgree, RejectedWrites, WorkerScheduleMachine):
+    """Three partitions and many lifetimes: assignment churn, replacements, stops; every
+    observer read agrees with the snapshot (:class:`ObserverReadsAgree`)."""
 
     partitions = 3
 

@@ -8,14 +8,19 @@ from hypothesis.stateful import run_state_machine_as_test
 from remora.sim.trace import SimConfig
 from remora.store import StateStore
 from remora.store.sqlite import SqliteStore
+from remora.testing.group_checks import SourceChecks
 from remora.testing.group_machine import GroupRunMachine
+
+
+class GroupRunChecked(SourceChecks, GroupRunMachine):
+    """The group machine with the source-identity and awkward-value rules."""
 
 
 def sqlite_store(config: SimConfig) -> StateStore:
     return SqliteStore(":memory:")
 
 
-class GroupRunOnSqlite(GroupRunMachine):
+class GroupRunOnSqlite(GroupRunChecked):
     store_factory = sqlite_store
 
 
@@ -30,7 +35,7 @@ def budget() -> settings:
 
 
 def test_group_machine_on_memory() -> None:
-    run_state_machine_as_test(GroupRunMachine, settings=budget())
+    run_state_machine_as_test(GroupRunChecked, settings=budget())
 
 
 def test_group_machine_on_sqlite() -> None:

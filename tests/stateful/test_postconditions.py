@@ -329,3 +329,48 @@ def test_a_stop_after_an_applied_effect_may_not_be_observed_fenced() -> None:
     assert "postcondition-interleave-after" in [
         v.kind for v in check_call(wrote, "fenced", stopped)
     ]
+
+
+def test_a_fenced_write_then_a_stop_after_it_is_not_a_violation() -> None:
+    """Regression (a false positive the many-partitions machine found once its draws
+    shifted): a replacement before call 1 moved the epoch, so call 2's write was refused by
+    the store's fence (nothing applied) before the stop interleaved after it ran — the
+    fence wins, as in the outcome table."""
+    steps = (
+        Step("start", 0),
+        Step("start", 1),
+        Step("assign", 1, 0),
+        Step("seek", 1, 0),
+        Step(
+            "process",
+            1,
+            0,
+            (sel("process", "unknown-committed", at="after", replacement=2),),
+        ),
+        Step(
+            "process",
+            2,
+            0,
+            (
+                sel("process", "abort", at="before", replacement=3),
+                sel("process", "commit", 2, at="after", stop=True, replacement=4),
+            ),
+        ),
+    )
+    sim = replay(trace(*steps))
+    assert [c.observation for c in sim.calls if c.lifetime == 2 and c.selected][-1] == "fenced"
+    assert not [v for v in sim.violations if v.kind.startswith("postcondition-")]
+
+
+def test_the_stop_after_row_still_refuses_a_fenced_call_that_applied() -> None:
+    """The relaxed row keeps its teeth: ``fenced`` after a stop is allowed only when the
+    write did not happen."""
+    from remora.sim.rules import After
+
+    after = After({}, True, None)
+    stopped = call(at="after", stop=True, observation="fenced")
+    assert "postcondition-interleave-after" in [
+        v.kind for v in check_call(stopped, "fenced", after)
+    ]
+    refused = attrs.evolve(stopped, applied=False, writes=())
+    assert check_call(refused, "fenced", after) == []

@@ -1,0 +1,51 @@
+"""The mutation harness's bookkeeping: the coverage cache, the journal, the node order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.mutation.__main__ import (
+    MACHINE_TESTS,
+    Coverage,
+    fingerprint,
+    mutant_timeout,
+    read_journal,
+)
+from tests.mutation.operators import sites
+
+SOURCE = "def f(x):\n    if x > 1:\n        return x + 1\n    return 0\n"
+
+
+def test_the_journal_keeps_this_codes_results_and_survives_a_cut_line(tmp_path: Path) -> None:
+    journal = tmp_path / "results.jsonl"
+    lines = [
+        {"key": "a", "status": "survived", "seconds": 1, "detail": "", "fingerprint": "old"},
+        {"key": "a", "status": "killed", "seconds": 2, "detail": "x", "fingerprint": "new"},
+        {"key": "b", "status": "survived", "seconds": 3, "detail": "", "fingerprint": "new"},
+        {"key": "b", "status": "killed", "seconds": 4, "detail": "y", "fingerprint": "new"},
+    ]
+    journal.write_text("".join(json.dumps(d) + "\n" for d in lines) + '{"key": "c", "sta')
+    done = read_journal(journal, "new")
+    assert {k: d["status"] for k, d in done.items()} == {"a": "killed", "b": "killed"}
+    assert read_journal(journal, "other") == {}
+    assert read_journal(tmp_path / "missing.jsonl", "new") == {}
+
+
+def test_coverage_round_trips_and_orders_nodes_cheapest_first() -> None:
+    cheap, dear = MACHINE_TESTS[0], MACHINE_TESTS[1]
+    cov = Coverage(
+        {"m.py": {2: frozenset({dear, cheap}), 3: frozenset({dear})}}, {cheap: 5.0, dear: 1.0}
+    )
+    again = Coverage.load(cov.dump())
+    assert again == cov
+    by_line = {s.line: s for s in sites("m.py", SOURCE)}
+    assert again.nodes_for(by_line[2]) == (dear, cheap)  # 1 s before 5 s
+    assert again.nodes_for(by_line[4]) == ()  # not reached
+    assert mutant_timeout((dear,), again) == 60.0
+    assert mutant_timeout((dear, cheap), Coverage({}, {dear: 40.0, cheap: 5.0})) == 90.0
+
+
+def test_the_fingerprint_is_stable() -> None:
+    assert fingerprint() == fingerprint()
+    assert len(fingerprint()) == 16

@@ -1,0 +1,61 @@
+"""The group machine's source rules (:mod:`remora.testing.group_checks`) shown catching
+planted bugs: each patch breaks one production function only inside the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+import remora.domain.amendment
+import remora.worker.source_identity as identity
+from remora.store import StateStore
+from remora.testing import group_checks
+from tests.stateful.test_group_machine import GroupRunChecked
+
+SHORT = settings(
+    max_examples=40,
+    stateful_step_count=12,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.generate],  # the failure is the point, not its shrinking
+)
+
+
+def _record_nothing(store: StateStore, log: Any, partitions: Any = None) -> None:
+    """record_source that forgets to move the last mark."""
+
+
+def _accept_everything(store: StateStore, log: Any, **kwargs: Any) -> None:
+    """check_source that never refuses a changed source (always as if ``accept``)."""
+    kwargs["accept"] = True
+    identity.check_source(store, log, **kwargs)
+
+
+def _never_unstorable(doc: Any) -> bool:
+    """The fold's unstorable-text walk that finds nothing (NUL reaches the store)."""
+    return False
+
+
+PLANTED: list[tuple[str, Callable[..., Any]]] = [
+    ("remora.testing.group_checks.record_source", _record_nothing),
+    ("remora.testing.group_checks.check_source", _accept_everything),
+    ("remora.domain.amendment.unstorable_in", _never_unstorable),
+]
+
+
+@pytest.mark.parametrize(("target", "bug"), PLANTED, ids=[t.rsplit(".", 1)[1] for t, _ in PLANTED])
+def test_the_group_machine_catches(target: str, bug: Callable[..., Any]) -> None:
+    assert group_checks.AWKWARD_KINDS > 0 and remora.domain.amendment is not None
+    with mock.patch(target, bug), pytest.raises(AssertionError):
+        run_state_machine_as_test(GroupRunChecked, settings=SHORT)
+
+
+def test_the_group_machine_passes_unpatched() -> None:
+    run_state_machine_as_test(GroupRunChecked, settings=SHORT)

@@ -199,3 +199,22 @@ def test_a_version_1_postgres_database_is_named_then_upgraded(
         assert main(["run", str(EXAMPLES), "--dsn", dsn]) == 0
         assert main(["status", "--dsn", dsn, "--json"]) == 0
         capsys.readouterr()
+
+
+def test_a_record_below_the_first_processed_one_is_refused() -> None:
+    """Found by the group machine's source-identity rule: a store that accepted a source
+    without its first record, then met the original again, saw its marks unchanged and
+    accepted it silently — the restored record 0 below the frontier would never be
+    processed, and an edit of it went unnoticed."""
+    value = b'{"body": {"n": 0}, "op": "submit", "revision": 1, "subject": "s"}'
+    full = [SourceRecord(0, 0, True, "s", value), SourceRecord(0, 1, True, "t", value)]
+    store = MemoryStore()
+    said: list[str] = []
+    WorkerGroup(store, MemorySourceLog(full), workers=1).run()
+    check_source(store, MemorySourceLog(full), accept=False, say=said.append)
+    record_source(store, MemorySourceLog(full))
+    dropped = MemorySourceLog(full[1:])
+    check_source(store, dropped, accept=True, say=said.append)
+    assert any("source changed" in s for s in said)
+    with pytest.raises(SourceMismatch, match="offset 0 precedes the first record"):
+        check_source(store, MemorySourceLog(full), accept=False, say=said.append)

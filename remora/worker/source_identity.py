@@ -76,6 +76,14 @@ def check_source(
                 )
         else:
             problem = _differs(log, partition, known.first, "first")
+            head = log.next_visible(partition, 0)
+            if problem is None and head is not None and head.offset < known.first.offset:
+                # a record appeared below the first one processed (e.g. a source the store
+                # accepted without it, then the original again): it would never be processed
+                problem = (
+                    f"a record at offset {head.offset} precedes the first record it "
+                    f"processed, at offset {known.first.offset}"
+                )
             if problem is None and known.last is not None:
                 problem = _differs(log, partition, known.last, "last")
             if problem is not None:

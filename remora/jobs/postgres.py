@@ -123,6 +123,24 @@ def _index_exists(cur: Any, statement: str) -> bool:
     return bool(row and row[0])
 
 
+#: The class id of the stage's advisory locks (two-key locks: apart from the one-key
+#: migration lock).
+STAGE_LOCK_CLASS = 0x5354  # "ST"
+
+
+def _lock_attempt(cur: Any, a: AttemptId) -> None:
+    """Serialize the stage writes and the cleanup of one attempt (a transaction-scoped
+    advisory lock, taken by a statement of its own so that the next statement's snapshot
+    sees what the previous holder committed).  Without it a write racing ``CleanupStage``
+    checked for the cleaned mark in a snapshot from before the cleanup committed, and a row
+    at a new progress did not conflict with the rows the cleanup updated: the zombie's write
+    went in beside the cleanup (``tests/jobs/test_stage_race.py``)."""
+    cur.execute(
+        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+        (STAGE_LOCK_CLASS, f"{a.job}#{a.token}"),
+    )
+
+
 class _PgStore:
     def __init__(self, dsn: str) -> None:
         self.backend = PostgresJobsBackend(dsn)
@@ -154,6 +172,7 @@ class PostgresTarget(_PgStore):
 
     def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
         def body(cur: Any) -> None:
+            _lock_attempt(cur, a)
             # One statement when the write is allowed (the usual case); the reason for a
             # refusal is read only then.
             done = cur.execute(
@@ -213,6 +232,7 @@ class PostgresTarget(_PgStore):
 
     def cleanup(self, actor: Actor, a: AttemptId) -> bool:
         def body(cur: Any) -> bool:
+            _lock_attempt(cur, a)
             row = cur.execute(
                 "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
                 "WHERE job = %s AND token = %s",

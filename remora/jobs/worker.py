@@ -123,6 +123,9 @@ class Worker:
         self.reservations: dict[str, str] = {}  # job -> rid
         #: The job row each attempt was authorized on (handler, payload): read once.
         self.rows: dict[AttemptId, JobRow] = {}
+        #: When each authorized attempt's activation was last refused (tried again at
+        #: most once a tick: :meth:`_awaiting_activation`).
+        self.refused: dict[AttemptId, float] = {}
         #: Set when a handler finishes: wakes the production loop (:meth:`run`).
         self.wake = threading.Event()
         self._lock = threading.RLock()
@@ -539,6 +542,12 @@ class Worker:
         running: dict[AttemptId, Future[None]],
         contexts: dict[AttemptId, AttemptContext],
     ) -> bool:
+        # An attempt authorized earlier whose activation was refused first (the job is no
+        # longer queued: nothing else would pick it up again).
+        for a in self._awaiting_activation():
+            if self._activate_again(a):
+                self._start(pool, running, contexts, a)
+                return True
         # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
         # contend for the same job), not the whole coordination state.
         for job in self.stores.coordination.candidates(self.actor, 8):
@@ -552,13 +561,61 @@ class Worker:
             try:
                 self.activate(a)
             except NotEnabled:
+                # Usually the job's previous attempt still holds a live lease (its worker
+                # has accepted its failure but not yet released the lease): activation is
+                # only delayed, a later pass tries again (_awaiting_activation).
+                self.refused[a] = self.stores.clock.now()
                 return False
-            actx = AttemptContext(self, a)
-            contexts[a] = actx
-            fut = pool.submit(actx.execute)
-            fut.add_done_callback(lambda _: self.wake.set())
-            running[a] = fut
+            self._start(pool, running, contexts, a)
             return True
+        return False
+
+    def _start(
+        self,
+        pool: ThreadPoolExecutor,
+        running: dict[AttemptId, Future[None]],
+        contexts: dict[AttemptId, AttemptContext],
+        a: AttemptId,
+    ) -> None:
+        actx = AttemptContext(self, a)
+        contexts[a] = actx
+        fut = pool.submit(actx.execute)
+        fut.add_done_callback(lambda _: self.wake.set())
+        running[a] = fut
+
+    def _awaiting_activation(self) -> list[AttemptId]:
+        """This worker's authorized attempts whose reservation it still holds: their
+        activation was refused (``ActivateAttempt`` waits for another attempt's live lease
+        to end, :func:`~remora.jobs.guards.other_live_lease`) and may be tried again.
+        Given up, they would stay authorized until the reservation expired and the reaper
+        took them back — a wasted attempt, and the checkpoint lost with it.  Each is tried
+        at most once a tick (a try takes the job's durable lock)."""
+        due = self.stores.clock.now() - self.stores.config.tick_ms / 1000
+        with self._lock:
+            return sorted(
+                a
+                for a, local in self.attempts.items()
+                if local.state == AUTHORIZED
+                and self.reservations.get(a.job) == local.rid
+                and self.refused.get(a, due) <= due
+            )
+
+    def _activate_again(self, a: AttemptId) -> bool:
+        """Try a refused activation again; when the reservation is gone (it expired) stop
+        trying: the attempt can never activate, the reaper takes it back."""
+        try:
+            self.activate(a)
+            self.refused.pop(a, None)
+            return True
+        except NotEnabled:
+            self.refused[a] = self.stores.clock.now()
+        rid = self._local(a).rid
+        held = self.stores.coordination.view(self.actor, a.job).reservations.get(a.job)
+        if held is None or held.worker != self.id or held.rid != rid:
+            with self._lock:
+                if self.reservations.get(a.job) == rid:
+                    del self.reservations[a.job]
+                self.refused.pop(a, None)
         return False
 
 

@@ -13,13 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 pytest.importorskip("psycopg", reason="the PostgreSQL job tests need psycopg")
 
 from remora.jobs.durable import open_postgres
 from remora.jobs.io import StepRecord
-from remora.jobs.model import AttemptId, JobsConfig, Phase
+from remora.jobs.model import AttemptId, DurableSnapshot, JobsConfig, LogEntry, Phase
 from remora.jobs.postgres import PostgresTarget
 from remora.jobs.refinement import constants_of_run, merge_records, validate_run
 from tests.common.services import require_redis
@@ -71,6 +72,33 @@ def finish(proc: subprocess.Popen[str]) -> str:
         raise AssertionError(f"process did not end: {out}{err}") from None
     assert proc.returncode == 0, f"exit {proc.returncode}: {out}{err}"
     return out
+
+
+def job_evidence(dsn: str, job_id: str, snap: DurableSnapshot, log: list[LogEntry]) -> str:
+    """Everything the stores hold about one job (its row, attempts, every stage row with its
+    bytes, its log entries in order): printed when a committed result is wrong, so a rare
+    failure under load can be diagnosed from the report alone."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        stage_rows = conn.execute(
+            "SELECT token, progress, cleaned, data FROM remora_jobs_stage WHERE job = %s "
+            "ORDER BY token, progress",
+            (job_id,),
+        ).fetchall()
+    return json.dumps(
+        {
+            "job": [attrs.asdict(j) for j in snap.jobs if j.id == job_id],
+            "attempts": [attrs.asdict(a) for a in snap.attempts if a.job == job_id],
+            "stage": [
+                [t, p, c, None if d is None else bytes(d).decode(errors="replace")]
+                for t, p, c, d in stage_rows
+            ],
+            "log": [attrs.asdict(e) for e in log if e.key == job_id],
+        },
+        indent=1,
+        default=str,
+    )
 
 
 def test_worker_processes_on_postgres_and_redis(pg_dsn: str, tmp_path: Path) -> None:
@@ -125,8 +153,13 @@ def test_worker_processes_on_postgres_and_redis(pg_dsn: str, tmp_path: Path) -> 
             assert len(terminal) == 1, (job_id, terminal)
             if result is not None:
                 winner = AttemptId(job_id, job.committed)
-                assert target.data(winner, job.max_progress) == result
-                assert stage[winner].progress == job.max_progress
+                got = target.data(winner, job.max_progress)
+                if got != result or stage[winner].progress != job.max_progress:
+                    evidence = job_evidence(pg_dsn, job_id, snap, log)
+                    (tmp_path / f"evidence-{job_id}.json").write_text(evidence)
+                    raise AssertionError(
+                        f"{job_id}: committed {got!r}, expected {result!r}\n{evidence}"
+                    )
         # Non-winners' staging is cleaned (a winner's resumed-from predecessor handed its
         # staging over: it is part of the winner's).
         rows = {(r.job, r.token): r for r in snap.attempts}

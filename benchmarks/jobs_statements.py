@@ -99,11 +99,40 @@ def main() -> None:
     execute = psycopg.Cursor.execute
     command = redis.Redis.execute_command
 
+    fetch_pipeline = psycopg.Cursor._fetch_pipeline
+    pipeline_exit = psycopg.Pipeline.__exit__
+    pipeline_sync = psycopg.Pipeline.sync
+
+    def counting_here() -> bool:
+        return counting.is_set() and threading.current_thread().name != WATCHER
+
     def counted_execute(self: Any, query: Any, *a: Any, **k: Any) -> Any:
-        if counting.is_set() and threading.current_thread().name != WATCHER:
+        if counting_here():
             counts["pg"] += 1
             kinds[" ".join(str(query).split())[:70]] += 1
+            if self.connection._pipeline is None:
+                counts["pg_trips"] += 1  # outside a pipeline every statement waits
         return execute(self, query, *a, **k)
+
+    def counted_fetch_pipeline(self: Any) -> None:
+        # A fetch in pipeline mode waits for the server only if the reply is not in yet.
+        if counting_here() and not self.pgresult and self.connection._pipeline is not None:
+            counts["pg_trips"] += 1
+        fetch_pipeline(self)
+
+    def counted_exit(self: Any, *a: Any) -> None:
+        if counting_here():
+            counts["pg_trips"] += 1  # the Sync: waits for every reply still out
+        pipeline_exit(self, *a)
+
+    def counted_sync(self: Any) -> None:
+        if counting_here():
+            counts["pg_trips"] += 1
+        pipeline_sync(self)
+
+    psycopg.Cursor._fetch_pipeline = counted_fetch_pipeline  # type: ignore[method-assign]
+    psycopg.Pipeline.__exit__ = counted_exit  # type: ignore[method-assign]
+    psycopg.Pipeline.sync = counted_sync  # type: ignore[method-assign]
 
     def counted_command(self: Any, *a: Any, **k: Any) -> Any:
         if counting.is_set() and threading.current_thread().name != WATCHER:
@@ -166,6 +195,7 @@ def main() -> None:
                 "jobs": n,
                 "seconds": round(seconds, 2),
                 "pg_statements_per_job": round(counts["pg"] / n, 1),
+                "pg_round_trips_per_job": round(counts["pg_trips"] / n, 1),
                 "redis_calls_per_job": round(counts["redis"] / n, 1),
             }
         )

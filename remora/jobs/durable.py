@@ -284,26 +284,35 @@ class DurableStore:
         return sql.replace("?", self.backend.placeholder)
 
     def _lock(self, cur: Any, job_id: str, *, lock: bool = True) -> Locked:
-        row = cur.execute(
+        first = cur.execute(
             self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?")
             + (self.backend.lock_clause if lock else ""),
             (job_id,),
-        ).fetchone()
-        if row is None:
-            raise UnknownJob(f"no job {job_id!r}")
+        )
         if self.backend.fold_statements:
             # A second statement, not subqueries of the locking one: under READ COMMITTED a
             # statement that waited for the row lock re-reads the locked row but evaluates
             # its subqueries in the snapshot it started with — the attempts would be those
             # from before the transaction it waited for (found by trace validation: a
-            # RejectOutcome of an outcome that had just been accepted).
-            rest = cur.execute(LOCKED_ROWS, (job_id, job_id)).fetchone()
+            # RejectOutcome of an outcome that had just been accepted).  Sent before the
+            # lock's reply is read (its own cursor): in pipeline mode both travel together,
+            # and the server still runs this one — with a fresh snapshot — only once the
+            # lock was granted.
+            rest_cur = cur.connection.cursor()
+            rest_cur.execute(LOCKED_ROWS, (job_id, job_id))
+            row = first.fetchone()
+            if row is None:
+                raise UnknownJob(f"no job {job_id!r}")
+            rest = rest_cur.fetchone()
             return Locked(
                 _job(tuple(row)),
                 {int(a[1]): _attempt(tuple(a)) for a in rest[0] or ()},
                 {int(c[1]): _credential(tuple(c)) for c in rest[1] or ()},
                 frozenset(rest[2] or ()),
             )
+        row = first.fetchone()
+        if row is None:
+            raise UnknownJob(f"no job {job_id!r}")
         attempts = cur.execute(
             self._q(f"SELECT {ATTEMPT_COLUMNS} FROM remora_jobs_attempt WHERE job = ?"),
             (job_id,),

@@ -97,7 +97,50 @@ class PostgresJobsBackend(PostgresBackend):
                 raise self._failure(exc, None, "jobs schema migration") from exc
 
     def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T:
-        return self._write(ctx, commit, what, body)
+        """:meth:`PostgresBackend._write` in pipeline mode: the same statements, in the same
+        order, in one transaction, but a statement whose result nobody waits for travels
+        with the next ones.  ``BEGIN``, the row lock and the locked read go out together
+        (one round trip: the read is still a statement of its own, so its snapshot is taken
+        after the lock was granted); the writes, whose results the body does not read, go
+        out with ``COMMIT`` (one round trip).
+
+        A failure is classified as before: once ``COMMIT`` was handed to the pipeline an
+        error with a server reply on a live connection is definitive (the server rolled
+        back; a write's error also surfaces here, and it is definitive too: the transaction
+        aborted, so the ``COMMIT`` rolled back), and a connection lost is an
+        :class:`~remora.errors.UnknownResult` after the lost session was settled, which the
+        callers resolve by re-reading as they always did."""
+        return self.write_then(ctx, commit, what, lambda cur: _now(body(cur)))
+
+    def write_then(
+        self, ctx: Context, commit: bool, what: str, body: Callable[[Any], Callable[[], T]]
+    ) -> T:
+        """:meth:`write` whose ``body`` returns a function that reads its statements'
+        results once ``COMMIT``'s reply is in: a transaction whose writes decide nothing
+        before its end takes one round trip (the stage write)."""
+        with self._connection(ctx) as conn:
+            committing = False  # True once COMMIT may have reached the server
+            try:
+                with conn.cursor() as cur:
+                    with conn.pipeline():
+                        cur.execute("BEGIN")
+                        then = body(cur)
+                        ctx.check()  # canceled while we worked: roll back rather than commit
+                        if commit:
+                            committing = True
+                            self._commit(cur)
+                        else:
+                            cur.execute("ROLLBACK")
+                    # Leaving the pipeline block sent the Sync and read every reply.
+                    return then()
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                if committing:
+                    raise self._commit_failure(exc, conn, ctx, what) from exc
+                raise self._failure(exc, ctx, what) from exc
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
 
     def read(self, what: str, body: Callable[[Any], T]) -> T:
         return self._read(what, body)
@@ -112,6 +155,10 @@ class PostgresJobsBackend(PostgresBackend):
             except psycopg.Error as exc:
                 _rollback_quietly(conn)
                 raise self._failure(exc, None, what) from exc
+
+
+def _now(value: T) -> Callable[[], T]:
+    return lambda: value
 
 
 def _index_exists(cur: Any, statement: str) -> bool:
@@ -171,39 +218,38 @@ class PostgresTarget(_PgStore):
     """Target staging in PostgreSQL (``remora_jobs_stage``)."""
 
     def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
-        def body(cur: Any) -> None:
+        def body(cur: Any) -> Callable[[], bool]:
             _lock_attempt(cur, a)
-            # One statement when the write is allowed (the usual case); the reason for a
-            # refusal is read only then.
-            done = cur.execute(
+            # One statement whose condition is the refusal check, sent with the lock, and
+            # COMMIT sent without waiting for its result: one round trip.  A refused write
+            # committed an empty transaction; the reason is read only then (both facts it
+            # reads, the cleaned mark and the highest progress, only ever grow).
+            inserted = cur.connection.cursor()
+            inserted.execute(
                 "INSERT INTO remora_jobs_stage (job, token, progress, data) "
                 "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
                 "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
                 "RETURNING 1",
                 (a.job, a.token, progress, data, a.job, a.token, progress),
-            ).fetchone()
-            if done is not None:
-                return
-            rows = cur.execute(
-                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
-                "WHERE job = %s AND token = %s",
-                (a.job, a.token),
-            ).fetchone()
-            if rows is not None and rows[1]:
-                raise NotEnabled(f"staging of {a} was cleaned")
-            if rows is not None and rows[0] is not None and progress <= rows[0]:
-                raise NotEnabled(f"{a}: progress {progress} is not ahead")
-            cur.execute(
-                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
-                "VALUES (%s, %s, %s, %s)",
-                (a.job, a.token, progress, data),
             )
+            return lambda: inserted.fetchone() is not None
+
+        def effect(commit: bool) -> None:
+            done = self.backend.write_then(actor.ctx, commit, JobOperation.TARGET_WRITE.value, body)
+            if done or not commit:
+                return
+            info = self.info(None, a)
+            if info is not None and info.cleaned:
+                raise NotEnabled(f"staging of {a} was cleaned")
+            if info is not None and progress <= info.progress:
+                raise NotEnabled(f"{a}: progress {progress} is not ahead")
+            raise NotEnabled(f"{a}: the stage write at {progress} was refused")  # not reached
 
         def applied() -> bool:
             info = self.info(None, a)
             return info is not None and info.progress >= progress and not info.cleaned
 
-        self._write(actor, JobOperation.TARGET_WRITE, a.job, body, applied, None)
+        resolved_call(actor, JobOperation.TARGET_WRITE, a.job, effect, applied, lambda: None)
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:

@@ -182,9 +182,11 @@ def main() -> None:
 
             counting.set()
             started = time.monotonic()
+            cpu = time.process_time()
             threading.Thread(target=watch, name=WATCHER, daemon=True).start()
             worker.run(stop=stop, reconcile_every=RECONCILE_EVERY)
             seconds = time.monotonic() - started
+            cpu = time.process_time() - cpu
             counting.clear()
         finally:
             stores.close()
@@ -194,6 +196,7 @@ def main() -> None:
             {
                 "jobs": n,
                 "seconds": round(seconds, 2),
+                "cpu_ms_per_job": round(cpu * 1000 / n, 2),
                 "pg_statements_per_job": round(counts["pg"] / n, 1),
                 "pg_round_trips_per_job": round(counts["pg_trips"] / n, 1),
                 "redis_calls_per_job": round(counts["redis"] / n, 1),

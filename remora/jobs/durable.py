@@ -267,9 +267,17 @@ class Locked:
     attempts: Mapping[int, AttemptRow]
     credentials: Mapping[int, CredentialRow]
     workers_down: frozenset[str] = frozenset()
+    #: The first row of the caller's extra read (``transact(…, also=…)``), read under the
+    #: lock in the same round trip; ``None`` when there was none.
+    also: Any = None
 
 
 Decide = Callable[[Locked], Change]
+
+#: An extra read taken under a job's lock with its locked read: ``(sql, params)`` in the
+#: backend's placeholders (e.g. the stage row ``AcceptSuccess``'s guard needs, when the
+#: target lives in the durable store's database).
+Also = tuple[str, Any]
 
 
 class DurableStore:
@@ -283,7 +291,9 @@ class DurableStore:
     def _q(self, sql: str) -> str:
         return sql.replace("?", self.backend.placeholder)
 
-    def _lock(self, cur: Any, job_id: str, *, lock: bool = True) -> Locked:
+    def _lock(
+        self, cur: Any, job_id: str, *, lock: bool = True, also: Also | None = None
+    ) -> Locked:
         first = cur.execute(
             self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?")
             + (self.backend.lock_clause if lock else ""),
@@ -300,6 +310,10 @@ class DurableStore:
             # lock was granted.
             rest_cur = cur.connection.cursor()
             rest_cur.execute(LOCKED_ROWS, (job_id, job_id))
+            also_cur = None
+            if also is not None:  # a statement of its own too, after the lock
+                also_cur = cur.connection.cursor()
+                also_cur.execute(*also)
             row = first.fetchone()
             if row is None:
                 raise UnknownJob(f"no job {job_id!r}")
@@ -309,6 +323,7 @@ class DurableStore:
                 {int(a[1]): _attempt(tuple(a)) for a in rest[0] or ()},
                 {int(c[1]): _credential(tuple(c)) for c in rest[1] or ()},
                 frozenset(rest[2] or ()),
+                None if also_cur is None else also_cur.fetchone(),
             )
         row = first.fetchone()
         if row is None:
@@ -327,6 +342,7 @@ class DurableStore:
             {int(a[1]): _attempt(tuple(a)) for a in attempts},
             {int(c[1]): _credential(tuple(c)) for c in creds},
             frozenset(r[0] for r in down),
+            None if also is None else cur.execute(*also).fetchone(),
         )
 
     def _apply(self, cur: Any, locked: Locked, change: Change, actor: str, seq: int) -> int:
@@ -379,15 +395,18 @@ class DurableStore:
         )
 
     # -- writes ---------------------------------------------------------------------------
-    def transact(self, actor: Actor, job_id: str, decide: Decide) -> Change:
+    def transact(
+        self, actor: Actor, job_id: str, decide: Decide, *, also: Also | None = None
+    ) -> Change:
         """One durable spec action on ``job_id``: lock, ``decide`` (raises
         :class:`NotEnabled` when the guard is false), write, log, commit.  The action is
-        recorded for ``actor``; an unknown result is resolved by re-reading the log."""
+        recorded for ``actor``; an unknown result is resolved by re-reading the log.
+        ``also``: an extra read under the lock, handed to ``decide`` as ``Locked.also``."""
         seq = actor.next_seq()
         box: list[tuple[Change, int]] = []
 
         def body(cur: Any) -> tuple[Change, int]:
-            locked = self._lock(cur, job_id)
+            locked = self._lock(cur, job_id, also=also)
             change = decide(locked)
             version = self._apply(cur, locked, change, actor.name, seq)
             return change, version
@@ -780,6 +799,7 @@ def open_postgres(dsn: str, *, migrate: bool = True) -> DurableStore:
 __all__ = [
     "SCHEMA_VERSION",
     "TABLES",
+    "Also",
     "Backend",
     "DurableStore",
     "Locked",

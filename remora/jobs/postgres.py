@@ -22,7 +22,7 @@ import psycopg
 
 from remora.context import Context
 from remora.errors import InvalidInput
-from remora.jobs.durable import SCHEMA_VERSION, TABLES
+from remora.jobs.durable import SCHEMA_VERSION, TABLES, Also, DurableStore
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
 from remora.store.postgres import PostgresBackend, _rollback_quietly
@@ -157,6 +157,19 @@ class PostgresJobsBackend(PostgresBackend):
                 raise self._failure(exc, None, what) from exc
 
 
+def _info_query(a: AttemptId) -> Also:
+    return (
+        "SELECT max(progress), max(cleaned) FROM remora_jobs_stage WHERE job = %s AND token = %s",
+        (a.job, a.token),
+    )
+
+
+def _stage_info(row: Any) -> StageInfo | None:
+    if row is None or row[0] is None:
+        return None
+    return StageInfo(int(row[0]), bool(row[1]))
+
+
 def _now(value: T) -> Callable[[], T]:
     return lambda: value
 
@@ -253,19 +266,26 @@ class PostgresTarget(_PgStore):
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:
-            row = self.backend.read_one(
-                "stage info",
-                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
-                "WHERE job = %s AND token = %s",
-                (a.job, a.token),
-            )
-            if row is None or row[0] is None:
-                return None
-            return StageInfo(int(row[0]), bool(row[1]))
+            return _stage_info(self.backend.read_one("stage info", *_info_query(a)))
 
         if actor is None:
             return read()
         return io_call(actor, JobOperation.TARGET_READ, a.job, read)
+
+    def locked_info(self, durable: DurableStore, a: AttemptId) -> Also | None:
+        """:meth:`info`'s read for ``durable.transact(…, also=…)`` when this target lives in
+        the durable store's database (the same DSN): then it travels with the job's locked
+        read instead of taking a round trip of its own (``AcceptSuccess``'s guard);
+        ``None`` otherwise."""
+        backend = durable.backend
+        if not isinstance(backend, PostgresJobsBackend) or backend.dsn != self.backend.dsn:
+            return None
+        return _info_query(a)
+
+    def info_from(self, actor: Actor, a: AttemptId, row: Any) -> StageInfo | None:
+        """:meth:`info` from the row :meth:`locked_info`'s read returned: the same modeled
+        call (link gate, fault seam), its effect already taken under the lock."""
+        return io_call(actor, JobOperation.TARGET_READ, a.job, lambda commit: _stage_info(row))
 
     def data(self, a: AttemptId, progress: int | None = None) -> bytes | None:
         row = self.backend.read_one(

@@ -765,11 +765,19 @@ def process_outcome(stores: Stores, actor: Actor, a: AttemptId, error: str = "")
     """``ProcessOutcome(a)`` (by the attempt's worker, or the reconciler for an outcome whose
     sender went away): the target's record of the attempt is read under the job's lock."""
 
+    # A target in the durable store's database (PostgresTarget on the same DSN) is read
+    # with the job's locked read, in its round trip; any other target by its own call.
+    locked_info = getattr(stores.target, "locked_info", None)
+    also = None if locked_info is None else locked_info(stores.durable, a)
+
     def decide(lk: Any) -> Change:
-        stage = stores.target.info(actor, a)
+        if also is None:
+            stage = stores.target.info(actor, a)
+        else:
+            stage = stores.target.info_from(actor, a, lk.also)  # type: ignore[attr-defined]
         return guards.process_outcome(lk.job, lk.attempts, a.token, stage, error)
 
-    return stores.durable.transact(actor, a.job, decide)
+    return stores.durable.transact(actor, a.job, decide, also=also)
 
 
 def prepare_credential(stores: Stores, actor: Actor, a: AttemptId) -> IntentId:

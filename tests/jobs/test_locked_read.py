@@ -11,8 +11,10 @@ must see the change."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -23,8 +25,10 @@ import psycopg
 from remora.clock import MonotonicClock
 from remora.context import Context
 from remora.jobs.durable import Locked, open_postgres
+from remora.jobs.guards import Change
 from remora.jobs.io import Actor
-from remora.jobs.model import JobsConfig
+from remora.jobs.model import AttemptId, JobsConfig, NotEnabled, StageInfo
+from remora.jobs.postgres import PostgresTarget
 
 pytestmark = pytest.mark.services
 
@@ -65,3 +69,58 @@ def test_a_locked_read_that_waited_sees_the_committed_attempts(pg_dsn: str) -> N
         assert set(seen[0].attempts) == {1}, seen[0]
     finally:
         durable.close()
+
+
+def test_an_extra_read_under_the_lock_sees_what_the_lock_holder_committed(pg_dsn: str) -> None:
+    """``transact(…, also=…)`` (``AcceptSuccess``'s stage read when the target shares the
+    durable store's database) sends the extra read with the locked read, before the lock is
+    granted; as a statement of its own the server runs it only once the lock was granted,
+    with a fresh snapshot, so it sees the stage row the lock holder committed."""
+    durable = open_postgres(pg_dsn)
+    target = PostgresTarget(pg_dsn)
+    actor = Actor("t", Context(MonotonicClock()))
+    try:
+        durable.submit(actor, "j1", "noop", "null", JobsConfig())
+        a = AttemptId("j1", 1)
+        also = target.locked_info(durable, a)
+        assert also is not None
+        seen: list[Any] = []
+
+        def decide(lk: Locked) -> Change:
+            seen.append(lk.also)
+            raise NotEnabled("only looking")
+
+        def run() -> None:
+            with contextlib.suppress(NotEnabled):
+                durable.transact(actor, "j1", decide, also=also)
+
+        with psycopg.connect(pg_dsn, autocommit=True) as other:
+            other.execute("BEGIN")
+            other.execute("SELECT 1 FROM remora_jobs_job WHERE id = 'j1' FOR UPDATE")
+            other.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "VALUES ('j1', 1, 3, 'x')"
+            )
+            reader = threading.Thread(target=run)
+            reader.start()
+            _await_lock_wait(other)
+            other.execute("COMMIT")
+            reader.join(timeout=30)
+        assert seen, "the locked read did not finish"
+        assert target.info_from(actor, a, seen[0]) == StageInfo(3, False), seen[0]
+    finally:
+        target.close()
+        durable.close()
+
+
+def _await_lock_wait(other: psycopg.Connection[Any]) -> None:
+    """Return once a session waits for a lock (the server reports the wait)."""
+    for _ in range(500):
+        row = other.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        ).fetchone()
+        if row and row[0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the locked read never waited for the row lock")

@@ -11,11 +11,17 @@ import pytest
 
 pytest.importorskip("psycopg", reason="the PostgreSQL job tests need psycopg")
 
-from remora.clock import LogicalClock
-from remora.errors import Unavailable
+import psycopg
+
+from remora.clock import LogicalClock, MonotonicClock
+from remora.context import Context
+from remora.errors import StoreError, Unavailable
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_postgres
+from remora.jobs.guards import Change
+from remora.jobs.io import Actor
 from remora.jobs.model import JobsConfig, Outcome, Phase
+from remora.jobs.postgres import PostgresTarget
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
 from tests.jobs import test_actions as A
@@ -31,13 +37,19 @@ def proxy(pg_dsn: str) -> Iterator[PgProxy]:
     proxy.close()
 
 
+@pytest.mark.parametrize("same_database", [False, True], ids=["memory-target", "pg-target"])
 @pytest.mark.parametrize(("cut", "committed"), [(Cut.AFTER, True), (Cut.BEFORE, False)])
-def test_lost_accept_success_commit(pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool) -> None:
+def test_lost_accept_success_commit(
+    pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool, same_database: bool
+) -> None:
+    """The transition's writes travel with its COMMIT (pipeline mode); with the target in
+    the durable store's database its stage read travels with the locked read too."""
+
     def build(clock: LogicalClock, config: JobsConfig) -> Stores:
         return Stores(
             open_postgres(proxy.dsn(pg_dsn)),
             MemoryCoordination(clock, config),
-            MemoryTarget(),
+            PostgresTarget(proxy.dsn(pg_dsn)) if same_database else MemoryTarget(),
             MemoryVault(),
             clock,
             config,
@@ -68,3 +80,34 @@ def test_lost_accept_success_commit(pg_dsn: str, proxy: PgProxy, cut: Cut, commi
         run.sim.close()
     finally:
         A.BACKENDS = None
+
+
+def test_a_write_failing_beside_its_commit_is_a_definite_failure(pg_dsn: str) -> None:
+    """In pipeline mode a transition's writes go out with its COMMIT, so a write's error
+    arrives after the COMMIT was sent.  It is still definitive (the transaction aborted, the
+    COMMIT rolled back, the server said so on a live connection): a failure, not an unknown
+    result for the log re-read to resolve.  Provoked by a log row at the version the
+    transition is about to take (a unique violation of the folded write)."""
+    durable = open_postgres(pg_dsn)
+    actor = Actor("t", Context(MonotonicClock()))
+    try:
+        durable.submit(actor, "j1", "noop", "null", JobsConfig())
+        with psycopg.connect(pg_dsn, autocommit=True) as other:
+            other.execute(
+                "INSERT INTO remora_jobs_log (subject, version, action, params, actor, "
+                "actor_seq, result) VALUES ('j1', 2, 'x', '{}', 'planted', 1, '')"
+            )
+        seen: list[str] = []
+
+        def decide(lk: object) -> Change:
+            seen.append("decided")
+            return Change("RequestCancel", {"j": "j1"})
+
+        with pytest.raises(StoreError, match="UniqueViolation") as raised:
+            durable.transact(actor, "j1", decide)
+        assert type(raised.value) is StoreError, raised.value  # not Unavailable/UnknownResult
+        assert seen == ["decided"]
+        assert durable.job("j1").version == 1  # nothing committed
+        assert durable.find_log("t", 2) is None
+    finally:
+        durable.close()

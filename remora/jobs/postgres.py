@@ -6,7 +6,10 @@ connection pool, error mapping and lost-COMMIT settling (a broken connection dur
 ``COMMIT`` is an :class:`~remora.errors.UnknownResult` only after the server session
 finished its transaction); it owns its own schema (``remora_jobs_*`` tables, version in
 ``remora_jobs_config``), created under the same advisory lock.  Job rows are locked with
-``SELECT … FOR UPDATE``.
+``SELECT … FOR UPDATE``.  Write transactions run in psycopg's pipeline mode
+(:meth:`PostgresJobsBackend.write`): the same statements in the same order, but those whose
+results nobody waits for travel together — a durable transition takes two round trips
+(``BEGIN``, lock and locked read; writes and ``COMMIT``), a stage write one.
 
 :class:`PostgresTarget` stages each attempt's snapshots in ``remora_jobs_stage``;
 :class:`PostgresVault` keeps secrets in ``remora_jobs_vault`` (a destroyed secret keeps its

@@ -18,6 +18,7 @@ row with ``secret = NULL``).  Both may live in the durable store's database.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -46,6 +47,9 @@ class PostgresJobsBackend(PostgresBackend):
     placeholder = "%s"
     lock_clause = " FOR UPDATE"
     fold_statements = True
+    #: Pipeline mode needs libpq 14 or later (psycopg's binary wheels bundle one); without
+    #: it the same statements run one round trip each.
+    pipelined = psycopg.Pipeline.is_supported()
 
     def schema_version(self) -> int | None:
         def body(cur: psycopg.Cursor[Any]) -> int | None:
@@ -125,7 +129,7 @@ class PostgresJobsBackend(PostgresBackend):
             committing = False  # True once COMMIT may have reached the server
             try:
                 with conn.cursor() as cur:
-                    with conn.pipeline():
+                    with conn.pipeline() if self.pipelined else contextlib.nullcontext():
                         cur.execute("BEGIN")
                         then = body(cur)
                         ctx.check()  # canceled while we worked: roll back rather than commit

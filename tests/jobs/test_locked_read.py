@@ -33,8 +33,13 @@ from remora.jobs.postgres import PostgresTarget
 pytestmark = pytest.mark.services
 
 
-def test_a_locked_read_that_waited_sees_the_committed_attempts(pg_dsn: str) -> None:
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipeline", "no-pipeline"])
+def test_a_locked_read_that_waited_sees_the_committed_attempts(
+    pg_dsn: str, pipelined: bool
+) -> None:
+    """Also without pipeline mode (libpq before 14): one round trip per statement."""
     durable = open_postgres(pg_dsn)
+    durable.backend.pipelined = pipelined  # type: ignore[attr-defined]
     actor = Actor("t", Context(MonotonicClock()))
     try:
         durable.submit(actor, "j1", "noop", "null", JobsConfig())

@@ -28,9 +28,11 @@ from remora.jobs.postgres import PostgresTarget
 pytestmark = pytest.mark.services
 
 
-def test_a_write_racing_the_cleanup_of_its_attempt_is_refused(pg_dsn: str) -> None:
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipeline", "no-pipeline"])
+def test_a_write_racing_the_cleanup_of_its_attempt_is_refused(pg_dsn: str, pipelined: bool) -> None:
     open_postgres(pg_dsn).close()  # the schema
     cleaner, zombie = PostgresTarget(pg_dsn), PostgresTarget(pg_dsn)
+    cleaner.backend.pipelined = zombie.backend.pipelined = pipelined
     a = AttemptId("j1", 1)
     clock = MonotonicClock()
     try:

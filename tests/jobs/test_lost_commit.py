@@ -111,3 +111,32 @@ def test_a_write_failing_beside_its_commit_is_a_definite_failure(pg_dsn: str) ->
         assert durable.find_log("t", 2) is None
     finally:
         durable.close()
+
+
+def test_a_connection_is_not_reused_after_a_failed_pipelined_transaction(pg_dsn: str) -> None:
+    """psycopg prepares a statement on its sixth execution.  In pipeline mode a statement
+    queued behind a failed one is skipped by the server, its ``Parse`` too, yet psycopg
+    counts it as prepared: a connection reused after five or more transitions failing
+    beside their ``COMMIT`` failed every later transition (``prepared statement "_pg3_…"
+    does not exist``).  The store drops a connection whose call failed."""
+    durable = open_postgres(pg_dsn)
+    actor = Actor("t", Context(MonotonicClock()))
+
+    def cancel(lk: object) -> Change:
+        return Change("RequestCancel", {"j": "j1"})
+
+    try:
+        durable.submit(actor, "j1", "noop", "null", JobsConfig())
+        with psycopg.connect(pg_dsn, autocommit=True) as other:
+            other.execute(
+                "INSERT INTO remora_jobs_log (subject, version, action, params, actor, "
+                "actor_seq, result) VALUES ('j1', 2, 'x', '{}', 'planted', 1, '')"
+            )
+            for _ in range(8):
+                with pytest.raises(StoreError, match="UniqueViolation"):
+                    durable.transact(actor, "j1", cancel)
+            other.execute("DELETE FROM remora_jobs_log WHERE actor = 'planted'")
+        durable.transact(actor, "j1", cancel)
+        assert durable.job("j1").version == 2
+    finally:
+        durable.close()

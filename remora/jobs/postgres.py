@@ -22,7 +22,7 @@ import psycopg
 
 from remora.context import Context
 from remora.errors import InvalidInput
-from remora.jobs.durable import SCHEMA_VERSION, TABLES
+from remora.jobs.durable import SCHEMA_VERSION, TABLES, add_missing_columns
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
 from remora.store.postgres import PostgresBackend, _rollback_quietly
@@ -36,6 +36,8 @@ EXTRA_TABLES = (
     """CREATE TABLE IF NOT EXISTS remora_jobs_vault (
         job TEXT NOT NULL, sequence INTEGER NOT NULL, secret BYTEA,
         PRIMARY KEY (job, sequence))""",
+    # Incarnations declared down: their stage writes are refused (PostgresTarget.fence).
+    """CREATE TABLE IF NOT EXISTS remora_jobs_stage_fence (worker TEXT PRIMARY KEY)""",
 )
 
 
@@ -43,6 +45,7 @@ class PostgresJobsBackend(PostgresBackend):
     placeholder = "%s"
     lock_clause = " FOR UPDATE"
     fold_statements = True
+    server_clock = True
 
     def schema_version(self) -> int | None:
         def body(cur: psycopg.Cursor[Any]) -> int | None:
@@ -77,6 +80,7 @@ class PostgresJobsBackend(PostgresBackend):
                             # process starting beside running workers deadlocked with them.
                             continue
                         cur.execute(statement)
+                    add_missing_columns(cur, postgres=True)
                     row = cur.execute(
                         "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
                     ).fetchone()
@@ -170,7 +174,32 @@ class _PgStore:
 class PostgresTarget(_PgStore):
     """Target staging in PostgreSQL (``remora_jobs_stage``)."""
 
-    def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
+    def fence(self, actor: Actor, worker: str) -> None:
+        """Refuse ``worker``'s later stage writes.  A write whose statement began before
+        the fence committed may still go in — but it holds its attempt's advisory lock
+        until it commits, so it is serialized before that attempt's cleanup, which removes
+        it (``tests/jobs/test_stage_race.py``)."""
+
+        def body(cur: Any) -> None:
+            cur.execute(
+                "INSERT INTO remora_jobs_stage_fence (worker) VALUES (%s) "
+                "ON CONFLICT (worker) DO NOTHING",
+                (worker,),
+            )
+
+        def applied() -> bool:
+            row = self.backend.read_one(
+                "stage fence",
+                "SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s",
+                (worker,),
+            )
+            return row is not None
+
+        self._write(actor, JobOperation.TARGET_WRITE, "", body, applied, None)
+
+    def write(
+        self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
+    ) -> None:
         def body(cur: Any) -> None:
             _lock_attempt(cur, a)
             # One statement when the write is allowed (the usual case); the reason for a
@@ -179,11 +208,17 @@ class PostgresTarget(_PgStore):
                 "INSERT INTO remora_jobs_stage (job, token, progress, data) "
                 "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
                 "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
+                "AND NOT EXISTS (SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s) "
                 "RETURNING 1",
-                (a.job, a.token, progress, data, a.job, a.token, progress),
+                (a.job, a.token, progress, data, a.job, a.token, progress, worker),
             ).fetchone()
             if done is not None:
                 return
+            fenced = cur.execute(
+                "SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s", (worker,)
+            ).fetchone()
+            if fenced is not None:
+                raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
             rows = cur.execute(
                 "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
                 "WHERE job = %s AND token = %s",

@@ -412,9 +412,9 @@ class JobMachineBase(RuleBasedStateMachine):
         for name in self.run.chk.actions:
             reach.add(("action", name))
         reach.add(("drain", "quiescent"))
-        if self.run.exempt:
-            reach.add(("drain", "exempt: a crashed incarnation's staging"))
-            event("drain exempt: a crashed incarnation's staging")
+        if any(w in self.run.sim.down and self.run.sim.workers[w].killed for w in self.run.sim.workers):
+            reach.add(("drain", "a killed incarnation declared down"))
+            event("drain: a killed incarnation declared down")
 
     # -- time and whole reconcile passes (every machine) -------------------------------------
     def something_ages(self) -> bool:

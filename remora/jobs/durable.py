@@ -525,7 +525,8 @@ class DurableStore:
 
         def body(cur: Any) -> None:
             row = cur.execute(
-                self._q("SELECT up FROM remora_jobs_worker WHERE id = ?") + self.backend.lock_clause,
+                self._q("SELECT up FROM remora_jobs_worker WHERE id = ?")
+                + self.backend.lock_clause,
                 (worker_id,),
             ).fetchone()
             if row is None or not row[0]:
@@ -606,9 +607,7 @@ class DurableStore:
 
         def body(cur: Any) -> None:
             row = cur.execute(
-                self._q(
-                    f"SELECT up, seen, {self._now_sql()} FROM remora_jobs_worker WHERE id = ?"
-                )
+                self._q(f"SELECT up, seen, {self._now_sql()} FROM remora_jobs_worker WHERE id = ?")
                 + self.backend.lock_clause,
                 (*self._now_param(now), worker_id),
             ).fetchone()

@@ -129,7 +129,7 @@ class JobsConfig:
     global_limit: int = 64
     max_credential_intents: int = 4
     #: An incarnation whose heartbeat is this many ticks old may be declared down
-    #: (``CrashWorker``); 0: three lease periods (``3 × lease_ticks``).
+    #: (``CrashWorker``); 0: three lease periods (``3 * lease_ticks``).
     down_after_ticks: int = 0
 
     def __attrs_post_init__(self) -> None:

@@ -116,9 +116,10 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "put-secret": (_O.DURABLE_READ, _O.DURABLE_WRITE, _O.VAULT_READ, _O.VAULT_WRITE),
 }
 """The operations each step kind may call (environment steps — crash, wipe, link
-changes — call none; a tick renews the running incarnations' heartbeats).  Fault selectors are drawn from a step's own operations, so a drawn
-fault fires instead of naming a call the step never makes; ``test_job_machines.py``
-checks every call a run observed is listed here."""
+changes — call none; a tick renews the running incarnations' heartbeats).  Fault
+selectors are drawn from a step's own operations, so a drawn fault fires instead of naming
+a call the step never makes; ``test_job_machines.py`` checks every call a run observed is
+listed here."""
 
 _durable_unknown = st.tuples(
     st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED]), st.integers(1, 2)

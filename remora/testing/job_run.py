@@ -44,7 +44,6 @@ from remora.jobs.model import (
     Outcome,
     Phase,
     SecretState,
-    Stop,
 )
 from remora.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.jobs.simulation import SimConfig, Simulation

@@ -105,11 +105,17 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
     """(c) A worker process holding running attempts is SIGKILLed; a new incarnation (a new
     process, a new id) starts.  The killed incarnation's leases expire (or, for an attempt
     killed before its activation, its reservation), its attempts are reaped and retried; it
-    never comes back."""
+    never comes back.  Its heartbeat expires (``down_after_ticks``: one lease here) and the
+    new incarnation's reconciler declares it down — one ``CrashWorker`` in the durable log
+    — and then cleans the staging its attempts left."""
     import signal
 
+    from remora.jobs.model import AttemptId
+    from remora.jobs.postgres import PostgresTarget
+
     started = time.monotonic()
-    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=10, nap=0.5)
+    config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
+    batch = Batch(pg_dsn, redis_url, tmp_path, config, n=10, nap=0.5)
     try:
         victim = batch.worker()
         killed: list[str] = []
@@ -138,11 +144,29 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
         assert lost <= reaped, (lost, reaped)
         workers = {w.id for w in snap.workers}
         assert len(workers) == 2 and victim_id in workers
+        # The declaration: the spec's CrashWorker(victim), by the other incarnation.
+        declared = [
+            e
+            for e in batch.durable.log()
+            if e.action == "CrashWorker" and e.params["w"] == victim_id
+        ]
+        assert len(declared) == 1 and not declared[0].actor.startswith(victim_id), declared
+        target = PostgresTarget(batch.dsn)
+        try:
+            staged = {a: target.info(None, AttemptId.parse(a)) for a in lost}
+        finally:
+            target.close()
+        left = {a for a, info in staged.items() if info is not None and not info.cleaned}
+        assert not left, f"the killed incarnation's staging was not cleaned: {left}"
+        cleaned = sum(1 for info in staged.values() if info is not None)
+        assert cleaned, "the victim staged nothing (nap stages half at once)"
         print(
             f"\nsigkill: pid {victim.pid} ({victim_id}) killed holding {len(lost)} attempt(s), "
             f"all reaped ({report.actions.get('ExpireLease', 0)} leases expired, "
             f"{report.actions.get('ExpireReservation', 0)} reservations expired, "
-            f"{report.actions['ReapLostAttempt']} reaps), "
+            f"{report.actions['ReapLostAttempt']} reaps), declared down by "
+            f"{declared[0].actor} ({len(declared)} CrashWorker), {cleaned} staging(s) "
+            "cleaned, "
             f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
             f"wall {time.monotonic() - started:.1f}s"
         )

@@ -892,10 +892,15 @@ def open_sqlite(path: str | Path = ":memory:") -> DurableStore:
     return DurableStore(SqliteJobsBackend(path))
 
 
-def open_postgres(dsn: str, *, migrate: bool = True) -> DurableStore:
+def open_postgres(dsn: str, *, migrate: bool = True, injected_clock: bool = False) -> DurableStore:
+    """``injected_clock``: heartbeats on the caller's clock instead of the server's (a
+    simulation on PostgreSQL, whose time is logical)."""
     from remora.jobs.postgres import PostgresJobsBackend
 
-    return DurableStore(PostgresJobsBackend(dsn, migrate=migrate))
+    backend = PostgresJobsBackend(dsn, migrate=migrate)
+    if injected_clock:
+        backend.server_clock = False
+    return DurableStore(backend)
 
 
 __all__ = [

@@ -94,7 +94,7 @@ def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Store
 
     def build(clock: LogicalClock, config: JobsConfig) -> Stores:
         stores = Stores(
-            durable=open_postgres(pg_dsn),
+            durable=open_postgres(pg_dsn, injected_clock=True),
             coordination=RedisCoordination(
                 url, config, namespace=f"remora-test:{secrets.token_hex(6)}", clock=clock
             ),
@@ -214,9 +214,13 @@ def test_reservation_ids_are_unique_across_wipes() -> None:
     )
     actor = Actor("w1", Context(clock))
     try:
+        assert not coord.enqueue(actor, "j1")  # a fresh namespace: no down marks yet
+        coord.publish_down(actor, [])
         assert coord.enqueue(actor, "j1")
         first = coord.reserve(actor, "j1", "w1", 0, 4)
         coord.wipe(actor)
+        assert not coord.enqueue(actor, "j1")  # the wipe forgot the marks
+        coord.publish_down(actor, [])
         assert coord.enqueue(actor, "j1")
         second = coord.reserve(actor, "j1", "w1", 0, 4)
         assert first and second and first != second

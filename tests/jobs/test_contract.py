@@ -24,6 +24,7 @@ from remora.jobs.model import JobsConfig
 from remora.jobs.stores import Stores
 from remora.jobs.target import DirectoryTarget, DirectoryVault
 from tests.jobs import test_actions as A
+from tests.jobs import test_declare_down as D
 
 SCENARIOS: list[Callable[[], None]] = [
     A.test_success_path,
@@ -45,6 +46,10 @@ SCENARIOS: list[Callable[[], None]] = [
     A.test_incremental_pass_cleans_a_job_that_finished_between_passes,
     A.test_narrow_reads_agree_with_the_snapshot,
     A.test_an_enqueue_wakes_an_idle_worker,
+    D.test_a_killed_incarnation_is_declared_down_after_its_heartbeat_expired,
+    D.test_a_live_incarnation_declared_down_is_fenced_everywhere,
+    D.test_a_killed_owners_checkpoint_is_resumed_not_invalidated,
+    D.test_a_wipe_does_not_let_a_declared_down_incarnation_reserve,
 ]
 NAMES = [getattr(f, "__name__", "failures") for f in SCENARIOS]
 NAMES[8], NAMES[9] = "failure-permanent", "failure-retryable"

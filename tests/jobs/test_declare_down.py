@@ -164,29 +164,34 @@ def attrs_evolve(c: Any, **kw: Any) -> Any:
     return attrs.evolve(c, **kw)
 
 
-def test_a_wipe_does_not_let_a_declared_down_incarnation_reserve(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def reserved_after_wipe(*, republished: bool = True) -> object:
+    """w1 is declared down, the coordination store is wiped, a job is enqueued again:
+    what w1's ``Reserve`` of it returns."""
+    run = Run(concurrency=2, jobs_config=attrs.evolve(SMALL, global_limit=3))
+    cut_off(run)
+    run.ok(run.sim.wipe)
+    assert "w1" not in run.sim.stores.coordination.snapshot().down
+    run.ok(lambda: run.sim.submit("j2"))
+    run.ok(lambda: run.r.enqueue("j2"))
+    assert ("w1" in run.sim.stores.coordination.snapshot().down) is republished
+    return run(lambda: run.w1.reserve("j2"))
+
+
+def test_a_wipe_does_not_let_a_declared_down_incarnation_reserve() -> None:
     """A wipe forgets the down marks; nothing is enqueued again until they are
     republished (from the durable store), so the declared-down incarnation cannot reserve
-    the re-enqueued job.  Planted: an Enqueue that does not wait for the marks."""
-
-    def reserved_after_wipe() -> object:
-        run = Run(concurrency=2, jobs_config=attrs.evolve(SMALL, global_limit=3))
-        cut_off(run)
-        run.ok(run.sim.wipe)
-        assert "w1" not in run.sim.stores.coordination.snapshot().down
-        run.ok(lambda: run.sim.submit("j2"))
-        run.ok(lambda: run.r.enqueue("j2"))
-        return run(lambda: run.w1.reserve("j2"))
-
+    the re-enqueued job."""
     assert reserved_after_wipe() is None
+
+
+def test_planted_enqueue_without_the_marks_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: an Enqueue that does not wait for the down marks after a wipe."""
     real = guards.can_enqueue
     monkeypatch.setattr(
         guards, "can_enqueue", lambda c, job, marked=True: real(c, job, marked=True)
     )
     with pytest.raises(RefinementViolation, match="Reserve"):
-        reserved_after_wipe()
+        reserved_after_wipe(republished=False)
 
 
 def test_a_killed_owners_checkpoint_is_resumed_not_invalidated() -> None:

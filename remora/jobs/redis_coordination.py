@@ -273,14 +273,19 @@ READS: dict[str, str] = {
     "View": r"""
 local job = ARGV[7]
 local leases = {}
+local downs = {}
 for i = 8, #ARGV do
   local v = redis.call('HGET', k('lease'), ARGV[i])
-  if v then table.insert(leases, ARGV[i]); table.insert(leases, v) end
+  if v then
+    table.insert(leases, ARGV[i]); table.insert(leases, v)
+    -- the down marks of these leases' holders (CooperativeStop reads them)
+    if is_down(split(v)[1]) then table.insert(downs, split(v)[1]) end
+  end
 end
 return {redis.call('SISMEMBER', k('queued'), job), redis.call('HGET', k('res'), job) or '',
         redis.call('SISMEMBER', k('notice'), job), redis.call('HGET', k('progress'), job) or '',
         redis.call('HGET', k('floor'), job) or '', redis.call('SISMEMBER', k('cancel'), job),
-        leases, string.format('%d', now)}
+        leases, string.format('%d', now), downs}
 """,
     # Coordination.active: everything but dead leases and the mirror.
     "Active": r"""
@@ -615,10 +620,10 @@ class RedisCoordination:
         keys = [str(a) for a in attempts]
 
         def read(commit: bool = True) -> CoordSnapshot:
-            queued, res, notice, progress, floor, cancel, leases, now = self._read(
+            queued, res, notice, progress, floor, cancel, leases, now, downs = self._read(
                 "View", [job, *keys]
             )
-            return _snapshot(
+            snap = _snapshot(
                 [job] if int(queued) else [],
                 {job: res} if _d(res) else {},
                 _pairs(leases),
@@ -628,6 +633,7 @@ class RedisCoordination:
                 [job] if int(cancel) else [],
                 int(_d(now)),
             )
+            return attrs.evolve(snap, down=frozenset(_d(w) for w in downs or ()))
 
         if actor is None:
             return read()

@@ -542,9 +542,12 @@ class Worker:
             while not stop.is_set():
                 self.wake.clear()
                 now = self.stores.clock.now()
-                if now - self.beat_at >= beat_every and _quietly(self.heartbeat) is False:
-                    # Declared down by another incarnation: stop at once; the process
-                    # ends (a new one is a new incarnation).
+                if not self.up or (
+                    now - self.beat_at >= beat_every and _quietly(self.heartbeat) is False
+                ):
+                    # Declared down by another incarnation (learned from the heartbeat or
+                    # from a down mark): stop at once; the process ends (a new one is a new
+                    # incarnation).
                     failed.append(WorkerDown(f"worker {self.id} was declared down"))
                     break
                 for a, fut in list(running.items()):

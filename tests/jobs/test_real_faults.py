@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,6 +172,82 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
             f"wall {time.monotonic() - started:.1f}s"
         )
     finally:
+        batch.close()
+
+
+def test_a_partitioned_worker_is_declared_down_and_fenced(
+    pg_dsn: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A live worker A loses its PostgreSQL link (a TCP proxy cut) while it runs a job and
+    keeps its Redis link: it cannot renew its heartbeat, so worker B declares it down
+    (``CrashWorker``, after one lease here).  The declaration's Redis mark refuses A's lease
+    renewals — its lease expires although A still runs — and B takes the job over; A
+    learns it is down (from the mark its stop reads, or from its heartbeat once the link
+    is back) and the process exits (1, one line), never to act again.  Every job succeeds once and the recorded run validates."""
+    started = time.monotonic()
+    config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
+    batch = Batch(pg_dsn, redis_url, tmp_path, config, n=4, nap=3.0)
+    proxy = TcpProxy(pg_upstream(pg_dsn))
+    try:
+        a = batch.worker(dsn=via(pg_dsn, proxy.port))
+        batch.workers.remove(a)  # it is expected to exit 1: judged below
+        a_ids: list[str] = []
+        held: list[str] = []
+
+        def a_running() -> bool:
+            snap = batch.durable.snapshot()
+            ids = [w.id for w in snap.workers if f"-{a.pid}-" in w.id]
+            running = {j.id for j in snap.jobs if j.phase is Phase.RUNNING}
+            mine = [str(x.id) for x in snap.attempts if x.worker in ids and x.job in running]
+            a_ids[:], held[:] = ids, mine
+            return bool(mine)
+
+        batch.wait_until("A to run a job", a_running)
+        batch.worker()  # B
+        (a_id,) = a_ids
+        proxy.cut()
+
+        def declared() -> list[Any]:
+            return [
+                e
+                for e in batch.durable.log()
+                if e.action == "CrashWorker" and e.params["w"] == a_id
+            ]
+
+        batch.wait_until("B to declare A down", lambda: bool(declared()))
+        # A keeps running (and trying to renew through Redis) past its lease; it learns it
+        # is down from the mark (its stop reads it) or, once the link is back, from its
+        # heartbeat.
+        time.sleep(CONFIG["lease_ticks"] * CONFIG["tick_ms"] / 1000 * 2)
+        proxy.restore()
+        out, err = a.communicate(timeout=60)
+        assert a.returncode == 1, (a.returncode, out, err)
+        assert "declared down" in err and len(err.strip().splitlines()) == 1, err
+        batch.finish()
+        report, merged = batch.verify()
+        (decl,) = declared()
+        assert not decl.actor.startswith(a_id)
+        # A's lease ended although A ran on: expired (its renewals refused by the mark) or
+        # released by B's reconciler (an attempt of an incarnation that is down).
+        ended = {
+            r.params["a"]
+            for r in merged
+            if r.action == "ExpireLease"
+            or (r.action == "ReleaseLease" and not r.actor.startswith(a_id))
+        }
+        reaped = {r.params["a"] for r in merged if r.action == "ReapLostAttempt"}
+        assert set(held) <= ended & reaped, (held, ended, reaped)
+        print(
+            f"\npartition: A ({a_id}) cut from PostgreSQL holding {held}; declared down by "
+            f"{decl.actor}; its lease(s) ended while it ran and were reaped; A exited 1 "
+            f"({err.strip()}); {report.steps} spec steps validated in {report.seconds:.2f}s, "
+            f"wall {time.monotonic() - started:.1f}s"
+        )
+    finally:
+        proxy.close()
+        if a.poll() is None:
+            a.kill()
+            a.communicate()
         batch.close()
 
 

@@ -183,7 +183,8 @@ def test_a_partitioned_worker_is_declared_down_and_fenced(
     (``CrashWorker``, after one lease here).  The declaration's Redis mark refuses A's lease
     renewals — its lease expires although A still runs — and B takes the job over; A
     learns it is down (from the mark its stop reads, or from its heartbeat once the link
-    is back) and the process exits (1, one line), never to act again.  Every job succeeds once and the recorded run validates."""
+    is back) and the process exits (1, one line), never to act again.  Every job succeeds
+    once and the recorded run validates."""
     started = time.monotonic()
     config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
     batch = Batch(pg_dsn, redis_url, tmp_path, config, n=4, nap=3.0)

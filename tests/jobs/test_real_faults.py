@@ -121,6 +121,8 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
         victim = batch.worker()
         killed: list[str] = []
 
+        stage = PostgresTarget(batch.dsn)
+
         def victim_running() -> bool:
             snap = batch.durable.snapshot()
             ids = [w.id for w in snap.workers if f"-{victim.pid}-" in w.id]
@@ -128,9 +130,14 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
             mine = [a for a in snap.attempts if a.worker in ids and a.job in running]
             if mine:
                 killed[:] = ids
-            return bool(mine)
+            # killed once it staged something (nap stages half at once): the declaration
+            # must then clean it
+            return any(stage.info(None, a.id) is not None for a in mine)
 
-        batch.wait_until("the victim to run a job", victim_running)
+        try:
+            batch.wait_until("the victim to stage", victim_running)
+        finally:
+            stage.close()
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         assert victim.returncode == -signal.SIGKILL

@@ -424,6 +424,7 @@ class Worker:
             return False
         lease = coord.leases.get(a)
         reason = ""
+        lk = None
         if lease is None or not lease.live:
             reason = "lease lost"
         elif a.job in coord.notices:
@@ -438,6 +439,15 @@ class Worker:
             elif lk is not None and not lk.job.current_authority(a.token):
                 reason = "authority lost"
         if not reason:
+            return False
+        if lk is None:
+            # A stop read from the coordination store alone: its mark of this incarnation
+            # may be gone (a wipe forgets the marks, and the view carries only the marks of
+            # its leases' holders), so the durable store confirms the incarnation is still
+            # up — else the stop waits (Unavailable) until it can tell.
+            lk = self.stores.durable.read_locked(self.actor, a.job)
+        if self.id in lk.workers_down:
+            self.declared_down()  # declared down: stopped in the spec already
             return False
         local.state = STOPPED
         local.error = reason

@@ -229,3 +229,30 @@ def test_memory_coordination_refuses_a_marked_incarnation() -> None:
     assert isinstance(coord, MemoryCoordination)
     coord.mark_down(run.r.actor, "w1")
     assert run.ok(lambda: run.w1.reserve("j1")) is None
+
+
+def test_a_stop_after_a_wipe_asks_the_durable_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a wipe the declared-down incarnation's mark is gone and its lease too: its
+    cooperative stop (the lease is lost) must not be recorded — the attempt is stopped in
+    the spec already.  The stop asks the durable store first (waits while it cannot
+    reach it).  Planted: a durable read that does not report the incarnation down."""
+    from remora.errors import Unavailable
+    from remora.jobs.durable import DurableStore
+
+    def stop_after_wipe() -> object:
+        run = Run()
+        a = cut_off(run)
+        run.ok(run.sim.wipe)
+        assert isinstance(run(lambda: run.w1.cooperative_stop(a)), Unavailable)  # waits
+        run.ok(lambda: run.sim.restore_link("w1", Service.DURABLE))
+        return run(lambda: run.w1.cooperative_stop(a))
+
+    assert stop_after_wipe() is False
+    real = DurableStore.read_locked
+    monkeypatch.setattr(
+        DurableStore,
+        "read_locked",
+        lambda self, actor, job: attrs.evolve(real(self, actor, job), workers_down=frozenset()),
+    )
+    with pytest.raises(RefinementViolation, match="CooperativeStop"):
+        stop_after_wipe()

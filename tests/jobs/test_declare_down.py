@@ -256,3 +256,25 @@ def test_a_stop_after_a_wipe_asks_the_durable_store(monkeypatch: pytest.MonkeyPa
     )
     with pytest.raises(RefinementViolation, match="CooperativeStop"):
         stop_after_wipe()
+
+
+def test_an_embedded_worker_declares_the_earlier_incarnations_down_at_start() -> None:
+    """Embedded mode: the worker holding the store's lock knows every other incarnation
+    still up is a dead process, and declares it down at start (``CrashWorker``), without
+    waiting for its heartbeat to expire."""
+    from remora.cli.jobs import declare_earlier_incarnations_down
+    from remora.jobs.worker import Worker
+
+    run = Run()
+    a = run.running()
+    run.ok(lambda: run.w1.advance(a, 1, b"half"))
+    run.ok(lambda: run.sim.crash("w1"))
+    w2 = run.sim.worker("w2")
+    run.ok(lambda: run.sim.start("w2"))
+    assert isinstance(w2, Worker)
+    declared = run.ok(
+        lambda: declare_earlier_incarnations_down(run.sim.stores, w2, run.sim.recorder)
+    )
+    assert declared == 1
+    run.saw("CrashWorker")
+    assert not run.sim.stores.durable.worker_up("w1") and run.sim.stores.durable.worker_up("w2")

@@ -289,6 +289,8 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
 
     try:
         w.start()
+        if not args.redis:
+            declare_earlier_incarnations_down(stores, w, recorder)
         w.run(stop=stop, poll=args.poll, reconcile_every=args.reconcile_every, on_idle=idle)
         # A last pass: clean staging and coordination of what just finished.
         Reconciler(stores, f"{worker_id}.final", recorder=recorder).reconcile_once()
@@ -297,6 +299,18 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
             signal.signal(sig, handler)
         stores.close()
     return EXIT_OK
+
+
+def declare_earlier_incarnations_down(stores: Any, w: Worker, recorder: Any) -> int:
+    """Embedded mode: this process holds the store's worker lock, so every other
+    incarnation still up is a dead process — declared down now (``CrashWorker``, its
+    ``OtherCapacity`` given by this one), without waiting for its heartbeat to expire, so
+    its staging can be cleaned and a checkpoint it owned resumed."""
+    r = Reconciler(stores, f"{w.id}.start", recorder=recorder, incarnation=w.id)
+    _, rows = stores.durable.liveness(stores.clock.now())
+    return sum(
+        r.declare_down(other, down_after=float("-inf")) for other, _, _ in rows if other != w.id
+    )
 
 
 def cancel(args: argparse.Namespace) -> int:

@@ -66,6 +66,7 @@ def narrow(c: CoordSnapshot, job: str, attempts: Iterable[AttemptId] = ()) -> Co
         {job: c.floors[job]} if job in c.floors else {},
         frozenset({job} & c.cancels),
         c.now_ms,
+        c.down,
     )
 
 
@@ -118,6 +119,12 @@ class Coordination(Protocol):
 
     def mark_cancel(self, actor: Actor, job: str) -> None: ...
 
+    def mark_down(self, actor: Actor, worker: str) -> None: ...
+
+    def publish_down(self, actor: Actor, workers: Iterable[str]) -> None: ...
+
+    def is_marked(self, actor: Actor) -> bool: ...
+
     def wipe(self, actor: Actor) -> None: ...
 
     def snapshot(self, actor: Actor | None = None) -> CoordSnapshot: ...
@@ -159,6 +166,10 @@ class _Data:
     progress: dict[str, LiveProgress] = attrs.field(factory=dict)
     floors: dict[str, int] = attrs.field(factory=dict)
     cancels: set[str] = attrs.field(factory=set)
+    down: set[str] = attrs.field(factory=set)
+    #: The down marks are in place (a fresh store: nothing was declared down before it
+    #: existed; after a wipe: not until :meth:`MemoryCoordination.publish_down`).
+    marked: bool = True
 
 
 class MemoryCoordination:
@@ -191,6 +202,7 @@ class MemoryCoordination:
             dict(d.floors),
             frozenset(d.cancels),
             self._now(),
+            frozenset(d.down),
         )
 
     def _op(
@@ -218,6 +230,7 @@ class MemoryCoordination:
                     progress=dict(self._data.progress),
                     floors=dict(self._data.floors),
                     cancels=set(self._data.cancels),
+                    down=set(self._data.down),
                 )
                 result = body(self._data, snap, snap.now_ms)
                 if not commit:
@@ -243,7 +256,7 @@ class MemoryCoordination:
     # -- spec actions -----------------------------------------------------------------------
     def enqueue(self, actor: Actor, job: str) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_enqueue(c, job):
+            if not guards.can_enqueue(c, job, marked=d.marked):
                 return False
             d.queued.add(job)
             return True
@@ -388,12 +401,44 @@ class MemoryCoordination:
 
         self._op(actor, "", {"j": job, "cancel": True}, job, body)
 
+    def mark_down(self, actor: Actor, worker: str) -> None:
+        """The mirror's down mark of ``worker``, raised before its declaration commits:
+        ``Reserve``, ``ActivateAttempt``, ``RenewLease`` and ``ReportProgress`` of a
+        marked incarnation are refused.  Not a spec step."""
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            d.down.add(worker)
+            return False
+
+        self._op(actor, "", {"w": worker, "down": True}, "", body)
+
+    def publish_down(self, actor: Actor, workers: Iterable[str]) -> None:
+        """Republish the down marks of ``workers`` (every incarnation the durable store
+        holds down) after a wipe; ``Enqueue`` is refused until then.  Not a spec step."""
+        ids = sorted(workers)
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            d.down.update(ids)
+            d.marked = True
+            return False
+
+        self._op(actor, "", {"down": ids}, "", body)
+
+    def is_marked(self, actor: Actor) -> bool:
+        """Whether the down marks are in place (false after a wipe until republished)."""
+
+        def read(commit: bool) -> bool:
+            with self._lock:
+                return self._data.marked
+
+        return bool(io_call(actor, JobOperation.COORD_READ, "", read))
+
     # -- faults and reads -------------------------------------------------------------------
     def wipe(self, actor: Actor) -> None:
         """``LoseCoordinationState``: everything is gone (the log records the wipe)."""
 
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            self._data = _Data()
+            self._data = _Data(marked=False)
             return True
 
         self._op(actor, "LoseCoordinationState", {}, "", body)

@@ -81,7 +81,8 @@ TABLES = (
         stop TEXT NOT NULL, stopped INTEGER NOT NULL, committed INTEGER NOT NULL,
         pending TEXT NOT NULL, PRIMARY KEY (job, token))""",
     """CREATE TABLE IF NOT EXISTS remora_jobs_worker (
-        id TEXT PRIMARY KEY, up INTEGER NOT NULL, version INTEGER NOT NULL)""",
+        id TEXT PRIMARY KEY, up INTEGER NOT NULL, version INTEGER NOT NULL,
+        seen DOUBLE PRECISION NOT NULL DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS remora_jobs_credential (
         job TEXT NOT NULL, sequence INTEGER NOT NULL, state TEXT NOT NULL,
         durable INTEGER NOT NULL, token INTEGER NOT NULL, PRIMARY KEY (job, sequence))""",
@@ -99,6 +100,29 @@ TABLES = (
     "CREATE INDEX IF NOT EXISTS remora_jobs_attempt_pending ON remora_jobs_attempt (job) "
     "WHERE pending <> ''",
 )
+
+#: Columns added after a table was first released: ``(table, column, definition)``, added on
+#: first start by :func:`add_missing_columns` (``seen``: the incarnation's last heartbeat,
+#: seconds on the durable store's clock).
+ADDED_COLUMNS = (("remora_jobs_worker", "seen", "DOUBLE PRECISION NOT NULL DEFAULT 0"),)
+
+
+def add_missing_columns(cur: Any, *, postgres: bool) -> None:
+    """Add the :data:`ADDED_COLUMNS` a database created by an older version lacks (checked
+    first: ``ALTER TABLE`` locks its table even when it changes nothing)."""
+    for table, column, definition in ADDED_COLUMNS:
+        if postgres:
+            found = cur.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = %s "
+                "AND column_name = %s AND table_schema = current_schema()",
+                (table, column),
+            ).fetchone()
+        else:
+            names = [r[1] for r in cur.execute(f"PRAGMA table_info({table})").fetchall()]
+            found = column in names
+        if not found:
+            cur.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
 
 TERMINAL_SQL = "('Succeeded', 'Failed', 'Cancelled')"
 
@@ -167,6 +191,8 @@ class Backend(Protocol):
     #: statement (data-modifying ``WITH``) — and single-statement reads without
     #: ``BEGIN``/``COMMIT`` (:meth:`read_one`).
     fold_statements: bool
+    #: ``now()`` comes from the server (PostgreSQL) rather than the injected clock.
+    server_clock: bool
 
     def read_one(self, what: str, sql: str, params: Any) -> Any: ...
 
@@ -494,8 +520,9 @@ class DurableStore:
             reread,
         )
 
-    def register_worker(self, actor: Actor, worker_id: str) -> None:
-        """``StartIncarnation(w)``: a fresh incarnation id (an id is never reused)."""
+    def register_worker(self, actor: Actor, worker_id: str, now: float = 0.0) -> None:
+        """``StartIncarnation(w)``: a fresh incarnation id (an id is never reused); its
+        heartbeat starts now (``now``: the injected clock, unless the server has one)."""
         seq = actor.next_seq()
         subject = f"worker:{worker_id}"
 
@@ -506,8 +533,11 @@ class DurableStore:
             if exists is not None:
                 raise InvalidInput(f"worker incarnation {worker_id!r} was used before")
             cur.execute(
-                self._q("INSERT INTO remora_jobs_worker (id, up, version) VALUES (?, 1, 1)"),
-                (worker_id,),
+                self._q(
+                    "INSERT INTO remora_jobs_worker (id, up, version, seen) "
+                    f"VALUES (?, 1, 1, {self._now_sql()})"
+                ),
+                (worker_id, *self._now_param(now)),
             )
             self._log(cur, subject, 1, "StartIncarnation", {"w": worker_id}, actor.name, seq, "")
 
@@ -522,10 +552,108 @@ class DurableStore:
         subject = f"worker:{worker_id}"
 
         def body(cur: Any) -> None:
+            row = cur.execute(
+                self._q("SELECT up FROM remora_jobs_worker WHERE id = ?")
+                + self.backend.lock_clause,
+                (worker_id,),
+            ).fetchone()
+            if row is None or not row[0]:
+                raise NotEnabled(f"worker {worker_id} is not up")  # declared down already
             cur.execute(
                 self._q(
                     "UPDATE remora_jobs_worker SET up = 0, version = 2 WHERE id = ? AND up = 1"
                 ),
+                (worker_id,),
+            )
+            self._log(cur, subject, 2, "CrashWorker", {"w": worker_id}, actor.name, seq, "")
+
+        self._write_resolved(actor, seq, subject, body, lambda: None)
+        actor.record(seq, "CrashWorker", {"w": worker_id}, store="durable", key=subject, version=2)
+
+    # -- incarnation liveness ------------------------------------------------------------------
+    def _now_sql(self) -> str:
+        """The durable store's clock: PostgreSQL's (so hosts need no synchronized clocks),
+        else the injected one (a parameter, :meth:`_now_param`)."""
+        if self.backend.server_clock:
+            return "extract(epoch from clock_timestamp())"
+        return "?"
+
+    def _now_param(self, now: float) -> tuple[float, ...]:
+        return () if self.backend.server_clock else (now,)
+
+    def heartbeat(self, actor: Actor, worker_id: str, now: float = 0.0) -> bool:
+        """Renew the incarnation's heartbeat (``seen``) — not a spec step, one statement in
+        a transaction, taken every few ticks by the worker, never per job.  False when the
+        incarnation is down (declared down by another one, or shut down): it must stop."""
+
+        def body(cur: Any) -> bool:
+            row = cur.execute(
+                self._q(
+                    f"UPDATE remora_jobs_worker SET seen = {self._now_sql()} "
+                    "WHERE id = ? AND up = 1 RETURNING 1"
+                ),
+                (*self._now_param(now), worker_id),
+            ).fetchone()
+            return row is not None
+
+        return bool(
+            io_call(
+                actor,
+                JobOperation.DURABLE_WRITE,
+                f"worker:{worker_id}",
+                lambda commit: self.backend.write(actor.ctx, commit, "heartbeat", body),
+            )
+        )
+
+    def liveness(self, now: float = 0.0) -> tuple[float, list[tuple[str, bool, float]]]:
+        """The durable clock's ``now`` and every incarnation that is up: ``(id, up, seen)``
+        (the reconciler's read for :meth:`declare_down`; one statement)."""
+        now_sql = self._now_sql() if self.backend.server_clock else repr(float(now))
+
+        def body(cur: Any) -> tuple[float, list[tuple[str, bool, float]]]:
+            rows = cur.execute(
+                f"SELECT id, up, seen, {now_sql} FROM remora_jobs_worker WHERE up = 1"
+            ).fetchall()
+            at = float(rows[0][3]) if rows else now
+            return at, [(r[0], bool(r[1]), float(r[2])) for r in rows]
+
+        return self.backend.read("liveness", body)
+
+    def declare_down(
+        self, actor: Actor, worker_id: str, by: str, down_after: float, now: float = 0.0
+    ) -> None:
+        """``CrashWorker(w)`` declared by ``by`` (:func:`guards.declare_down`: ``w`` is up,
+        another incarnation is up, ``w``'s heartbeat is ``down_after`` seconds old — on the
+        durable store's clock, read in this transaction).  The worker's row is locked, so
+        a heartbeat serializes with the declaration; the log row ``(worker:w, 2,
+        CrashWorker)`` is the same a clean shutdown writes, so at most one of them commits.
+        The caller raises the coordination and target fences *before* (see
+        :meth:`Reconciler.declare_down`).  Raises :class:`NotEnabled` when the guard is
+        false."""
+        seq = actor.next_seq()
+        subject = f"worker:{worker_id}"
+
+        def body(cur: Any) -> None:
+            row = cur.execute(
+                self._q(f"SELECT up, seen, {self._now_sql()} FROM remora_jobs_worker WHERE id = ?")
+                + self.backend.lock_clause,
+                (*self._now_param(now), worker_id),
+            ).fetchone()
+            others = cur.execute(
+                self._q("SELECT count(*) FROM remora_jobs_worker WHERE up = 1 AND id <> ?"),
+                (worker_id,),
+            ).fetchone()
+            guards.declare_down(
+                worker_id,
+                by,
+                up=row is not None and bool(row[0]),
+                seen=float(row[1]) if row is not None else 0.0,
+                now=float(row[2]) if row is not None else 0.0,
+                down_after=down_after,
+                others_up=bool(others and int(others[0]) > 0),
+            )
+            cur.execute(
+                self._q("UPDATE remora_jobs_worker SET up = 0, version = 2 WHERE id = ?"),
                 (worker_id,),
             )
             self._log(cur, subject, 2, "CrashWorker", {"w": worker_id}, actor.name, seq, "")
@@ -741,6 +869,7 @@ class SqliteJobsBackend(SqliteBackend):
     placeholder = "?"
     lock_clause = ""
     fold_statements = False
+    server_clock = False
 
     def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         super().__init__(path, lock_timeout)
@@ -752,6 +881,7 @@ class SqliteJobsBackend(SqliteBackend):
             try:
                 for statement in TABLES:
                     self._conn.execute(statement)
+                add_missing_columns(self._conn, postgres=False)
                 row = self._conn.execute(
                     "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
                 ).fetchone()
@@ -790,10 +920,15 @@ def open_sqlite(path: str | Path = ":memory:") -> DurableStore:
     return DurableStore(SqliteJobsBackend(path))
 
 
-def open_postgres(dsn: str, *, migrate: bool = True) -> DurableStore:
+def open_postgres(dsn: str, *, migrate: bool = True, injected_clock: bool = False) -> DurableStore:
+    """``injected_clock``: heartbeats on the caller's clock instead of the server's (a
+    simulation on PostgreSQL, whose time is logical)."""
     from remora.jobs.postgres import PostgresJobsBackend
 
-    return DurableStore(PostgresJobsBackend(dsn, migrate=migrate))
+    backend = PostgresJobsBackend(dsn, migrate=migrate)
+    if injected_clock:
+        backend.server_clock = False
+    return DurableStore(backend)
 
 
 __all__ = [

@@ -93,6 +93,31 @@ def durably_stopped(row: AttemptRow, worker_up: bool) -> bool:
     return row.stop is Stop.FAILED or row.stopped or (not row.committed and not worker_up)
 
 
+# -- incarnations ----------------------------------------------------------------------------
+
+
+def declare_down(
+    worker: str,
+    by: str,
+    *,
+    up: bool,
+    seen: float,
+    now: float,
+    down_after: float,
+    others_up: bool,
+) -> None:
+    """``CrashWorker(w)`` declared by another incarnation ``by``: ``workerState[w] =
+    WorkerUp`` (``up``), ``OtherCapacity(w)`` (``others_up``: another incarnation is up
+    durably — the declaring one, when it is an incarnation), and the runtime's own
+    condition that ``w`` has not renewed its heartbeat for ``down_after`` seconds (``seen``
+    and ``now`` on one clock: PostgreSQL's, or the injected one).  Raises
+    :class:`NotEnabled` when the guard is false."""
+    need(worker != by, "an incarnation does not declare itself down")
+    need(up, f"worker {worker} is not up")
+    need(others_up, f"OtherCapacity({worker}): no other incarnation is up")
+    need(now - seen >= down_after, f"the heartbeat of {worker} is fresh")
+
+
 # -- durable job actions -------------------------------------------------------------------
 
 
@@ -150,9 +175,13 @@ def authorize(
     )
 
 
-def persist_checkpoint(job: JobRow, attempts: Attempts, token: int, progress: int) -> Change:
-    """``PersistCheckpoint(a)`` (the worker checked ``AttemptExecuting`` locally)."""
-    _attempt(attempts, token)
+def persist_checkpoint(
+    job: JobRow, attempts: Attempts, token: int, progress: int, *, worker_up: bool = True
+) -> Change:
+    """``PersistCheckpoint(a)`` (the worker checked ``AttemptExecuting`` locally;
+    ``worker_up``: its incarnation is not declared down, read under the job's lock)."""
+    row = _attempt(attempts, token)
+    need(worker_up, f"worker {row.worker} is not up")
     need(job.current_authority(token), f"attempt {token} is not the current authority")
     need(job.phase is Phase.RUNNING, f"phase is {job.phase.value}, not Running")
     need(progress > 0, "no progress to checkpoint")
@@ -178,10 +207,14 @@ def invalidate_checkpoint(job: JobRow) -> Change:
     )
 
 
-def send_outcome(job: JobRow, attempts: Attempts, token: int, outcome: Outcome) -> Change:
+def send_outcome(
+    job: JobRow, attempts: Attempts, token: int, outcome: Outcome, *, worker_up: bool = True
+) -> Change:
     """``SendOutcome(a, o)``: the request is durably in flight (the worker checked
-    ``AttemptExecuting`` and, for success, a complete stage)."""
+    ``AttemptExecuting`` and, for success, a complete stage; ``worker_up``: its incarnation
+    is not declared down, read under the job's lock)."""
     row = _attempt(attempts, token)
+    need(worker_up, f"worker {row.worker} is not up")
     need(row.pending is None, "an outcome is already in flight")
     need(not row.committed and row.stop is not Stop.FAILED, "the attempt is finished")
     return Change(
@@ -449,10 +482,12 @@ def live_count(c: CoordSnapshot) -> int:
     return len(c.reservations) + sum(1 for lease in c.leases.values() if lease.live)
 
 
-def can_enqueue(c: CoordSnapshot, job: str) -> bool:
+def can_enqueue(c: CoordSnapshot, job: str, *, marked: bool = True) -> bool:
     """``Enqueue(j)``'s coordination conjuncts (the durable ones are read under the job's
-    lock by the reconciler)."""
-    return job not in c.queued and job not in c.reservations
+    lock by the reconciler).  ``marked``: the mirror's down marks are in place (a wipe
+    forgets them; nothing is enqueued again until they are republished, so a declared-down
+    incarnation cannot ``Reserve`` a job after a wipe)."""
+    return marked and job not in c.queued and job not in c.reservations
 
 
 def can_reserve(
@@ -462,7 +497,8 @@ def can_reserve(
     (``executing`` is ``Cardinality(ExecutingFor(w))``, the worker's own count)."""
     mine = sum(1 for r in c.reservations.values() if r.worker == worker)
     return (
-        job in c.queued
+        worker not in c.down
+        and job in c.queued
         and job not in c.reservations
         and live_count(c) < global_limit
         and mine + executing < local_limit
@@ -485,6 +521,7 @@ def can_activate(c: CoordSnapshot, a: AttemptId, worker: str, rid: str) -> bool:
     return (
         r is not None
         and r.worker == worker
+        and worker not in c.down
         and r.rid == rid
         and mirror_allows(c, a, running=True)
         and not other_live_lease(c, a)
@@ -508,6 +545,7 @@ def can_renew(c: CoordSnapshot, a: AttemptId, worker: str, tick_ms: int, limit: 
         lease is not None
         and lease.live
         and lease.worker == worker
+        and worker not in c.down
         and age(c.now_ms, lease.at_ms, tick_ms, limit) > 0
         and mirror_allows(c, a, running=False)
     )
@@ -521,6 +559,7 @@ def can_report_progress(c: CoordSnapshot, a: AttemptId, progress: int) -> bool:
     return (
         lease is not None
         and lease.live
+        and lease.worker not in c.down
         and mirror_allows(c, a, running=True)
         and (current is None or current.attempt != a or current.progress != progress)
     )

@@ -128,6 +128,9 @@ class JobsConfig:
     reservation_ticks: int = 10
     global_limit: int = 64
     max_credential_intents: int = 4
+    #: An incarnation whose heartbeat is this many ticks old may be declared down
+    #: (``CrashWorker``); 0: three lease periods (``3 * lease_ticks``).
+    down_after_ticks: int = 0
 
     def __attrs_post_init__(self) -> None:
         for name in ("max_attempts", "max_progress", "tick_ms", "lease_ticks"):
@@ -135,6 +138,14 @@ class JobsConfig:
                 raise ValueError(f"{name} must be at least 1")
         if self.reservation_ticks < 1 or self.global_limit < 1:
             raise ValueError("reservation_ticks and global_limit must be at least 1")
+        if self.down_after_ticks < 0:
+            raise ValueError("down_after_ticks must not be negative")
+
+    @property
+    def down_after_s(self) -> float:
+        """Seconds without a heartbeat after which an incarnation may be declared down."""
+        ticks = self.down_after_ticks or 3 * self.lease_ticks
+        return ticks * self.tick_ms / 1000
 
     def to_json(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -277,6 +288,8 @@ class CoordSnapshot:
     floors: dict[str, int]  # mirror: tokens <= floor are revoked (raised before durable)
     cancels: frozenset[str]  # mirror: cancel requested (set before durable)
     now_ms: int
+    #: mirror: incarnations declared down (marked before the durable declaration commits)
+    down: frozenset[str] = frozenset()
 
 
 # -- target ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import psycopg
 
 from remora.context import Context
 from remora.errors import InvalidInput
-from remora.jobs.durable import SCHEMA_VERSION, TABLES, Also, DurableStore
+from remora.jobs.durable import SCHEMA_VERSION, TABLES, Also, DurableStore, add_missing_columns
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
 from remora.store.postgres import PostgresBackend, _rollback_quietly
@@ -40,6 +40,8 @@ EXTRA_TABLES = (
     """CREATE TABLE IF NOT EXISTS remora_jobs_vault (
         job TEXT NOT NULL, sequence INTEGER NOT NULL, secret BYTEA,
         PRIMARY KEY (job, sequence))""",
+    # Incarnations declared down: their stage writes are refused (PostgresTarget.fence).
+    """CREATE TABLE IF NOT EXISTS remora_jobs_stage_fence (worker TEXT PRIMARY KEY)""",
 )
 
 
@@ -47,6 +49,7 @@ class PostgresJobsBackend(PostgresBackend):
     placeholder = "%s"
     lock_clause = " FOR UPDATE"
     fold_statements = True
+    server_clock = True
     #: Pipeline mode needs libpq 14 or later (psycopg's binary wheels bundle one); without
     #: it the same statements run one round trip each.
     pipelined = psycopg.Pipeline.is_supported()
@@ -84,6 +87,7 @@ class PostgresJobsBackend(PostgresBackend):
                             # process starting beside running workers deadlocked with them.
                             continue
                         cur.execute(statement)
+                    add_missing_columns(cur, postgres=True)
                     row = cur.execute(
                         "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
                     ).fetchone()
@@ -237,7 +241,32 @@ class _PgStore:
 class PostgresTarget(_PgStore):
     """Target staging in PostgreSQL (``remora_jobs_stage``)."""
 
-    def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
+    def fence(self, actor: Actor, worker: str) -> None:
+        """Refuse ``worker``'s later stage writes.  A write whose statement began before
+        the fence committed may still go in — but it holds its attempt's advisory lock
+        until it commits, so it is serialized before that attempt's cleanup, which removes
+        it (``tests/jobs/test_stage_race.py``)."""
+
+        def body(cur: Any) -> None:
+            cur.execute(
+                "INSERT INTO remora_jobs_stage_fence (worker) VALUES (%s) "
+                "ON CONFLICT (worker) DO NOTHING",
+                (worker,),
+            )
+
+        def applied() -> bool:
+            row = self.backend.read_one(
+                "stage fence",
+                "SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s",
+                (worker,),
+            )
+            return row is not None
+
+        self._write(actor, JobOperation.TARGET_WRITE, "", body, applied, None)
+
+    def write(
+        self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
+    ) -> None:
         def body(cur: Any) -> Callable[[], bool]:
             _lock_attempt(cur, a)
             # One statement whose condition is the refusal check, sent with the lock, and
@@ -249,8 +278,9 @@ class PostgresTarget(_PgStore):
                 "INSERT INTO remora_jobs_stage (job, token, progress, data) "
                 "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
                 "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
+                "AND NOT EXISTS (SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s) "
                 "RETURNING 1",
-                (a.job, a.token, progress, data, a.job, a.token, progress),
+                (a.job, a.token, progress, data, a.job, a.token, progress, worker),
             )
             return lambda: inserted.fetchone() is not None
 
@@ -258,6 +288,11 @@ class PostgresTarget(_PgStore):
             done = self.backend.write_then(actor.ctx, commit, JobOperation.TARGET_WRITE.value, body)
             if done or not commit:
                 return
+            fenced = self.backend.read_one(
+                "stage fence", "SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s", (worker,)
+            )
+            if fenced is not None:
+                raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
             info = self.info(None, a)
             if info is not None and info.cleaned:
                 raise NotEnabled(f"staging of {a} was cleaned")

@@ -54,8 +54,12 @@ class Reconciler:
         recorder: Recorder = NULL_RECORDER,
         links: Links | None = None,
         durable_only: bool = False,
+        incarnation: str = "",
     ) -> None:
         self.stores = stores
+        #: The incarnation this reconciler runs in (its worker), if any: it never declares
+        #: itself down, and being up it gives ``OtherCapacity`` to the others.
+        self.incarnation = incarnation
         #: Take only the steps that need no coordination state (``remora jobs reconcile``
         #: beside workers whose coordination store is private to their process).
         self.durable_only = durable_only
@@ -143,6 +147,58 @@ class Reconciler:
         reading the reservation under that lock cannot see it vanish before it commits."""
         coord = self.stores.coordination
         return self._locked(job, lambda lk: coord.expire_reservation(self.actor, job))
+
+    # -- incarnations ----------------------------------------------------------------------------
+    def declare_down(self, worker: str, *, down_after: float | None = None) -> bool:
+        """``CrashWorker(w)`` of an incarnation whose heartbeat expired (``down_after``
+        seconds, default the deployment's :attr:`JobsConfig.down_after_s`; ``-inf``: the
+        caller knows it is dead, e.g. the embedded worker holding the store's lock).
+
+        The guard is evaluated first (a dry run on a read), then the fences are raised —
+        the coordination mirror's down mark (``Reserve``, ``ActivateAttempt``,
+        ``RenewLease``, ``ReportProgress`` of ``w`` refused) and the target's (its stage
+        writes refused) — and only then the durable declaration commits, re-checking the
+        guard under the worker row's lock; like the floor before ``ReapLostAttempt``, the
+        fences never claim more than the durable store will hold.  From the commit on,
+        ``w``'s attempts are stopped in the spec, so ``CleanupStage`` may remove their
+        staging and a checkpoint they own may be resumed."""
+        stores = self.stores
+        after = stores.config.down_after_s if down_after is None else down_after
+        by = self.incarnation or self.actor.name
+        now = stores.clock.now()
+        at, rows = stores.durable.liveness(now)
+        seen = {w: s for w, _, s in rows}
+        try:  # the guard, on a read (a dry run before the fences are raised)
+            guards.declare_down(
+                worker,
+                by,
+                up=worker in seen,
+                seen=seen.get(worker, 0.0),
+                now=at,
+                down_after=after,
+                others_up=any(w != worker for w in seen),
+            )
+        except NotEnabled:
+            return False
+        stores.coordination.mark_down(self.actor, worker)
+        stores.target.fence(self.actor, worker)
+        try:
+            stores.durable.declare_down(self.actor, worker, by, after, now)
+        except NotEnabled:
+            return False
+        return True
+
+    def declare_expired(self) -> int:
+        """Declare down every other incarnation whose heartbeat expired (one durable read
+        per pass, not per job)."""
+        stores = self.stores
+        at, rows = stores.durable.liveness(stores.clock.now())
+        after = stores.config.down_after_s
+        steps = 0
+        for w, _, seen in rows:
+            if w != self.incarnation and at - seen >= after:
+                steps += _ok(partial(self.declare_down, w))
+        return steps
 
     # -- durable ---------------------------------------------------------------------------------
     def reap(self, a: AttemptId) -> bool:
@@ -298,7 +354,7 @@ class Reconciler:
             return self._durable_only()
         if not full:
             return self._incremental()
-        steps = 0
+        steps = self.declare_expired()
         snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
         down = {w.id for w in stores.durable.snapshot().workers if not w.up}
         for a, lease in sorted(snap.leases.items()):
@@ -377,7 +433,7 @@ class Reconciler:
         left to the periodic full pass."""
         stores = self.stores
         cfg = stores.config
-        steps = 0
+        steps = self.declare_expired()
         dsnap = stores.durable.active_snapshot(self._mark, self._in_flight)
         snap = stores.coordination.active(self.actor)
         down = {w.id for w in dsnap.workers if not w.up}

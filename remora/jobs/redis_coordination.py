@@ -13,6 +13,10 @@ job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``l
 attempts whose lease is live — an index, so that the scripts and reads that need the live
 leases do not scan the released and expired ones, which ``lease`` keeps), ``notice`` (set),
 ``progress`` (hash job → ``attempt|n``), ``floor`` (hash job → token), ``cancel`` (set),
+``down`` (set: incarnations declared down — marked before the declaration commits;
+``Reserve``, ``ActivateAttempt``, ``RenewLease`` and ``ReportProgress`` of a marked
+incarnation are refused), ``marks`` (present while the down marks are in place: a wipe
+removes it, and ``Enqueue`` is refused until the marks are republished),
 ``rid`` (counter), ``log`` (stream).
 
 Reads: :meth:`RedisCoordination.snapshot` (everything, for status and tests),
@@ -36,6 +40,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
 import redis
 
 from remora.clock import Clock
@@ -77,6 +82,9 @@ local function log(action, params)
   return redis.call('XADD', k('log'), '*', 'action', action, 'params', params,
                     'actor', ARGV[4], 'seq', ARGV[5])
 end
+local function is_down(worker)
+  return redis.call('SISMEMBER', k('down'), worker) == 1
+end
 local function floor_ok(job, token, running)
   local f = tonumber(redis.call('HGET', k('floor'), job) or '0')
   if token <= f then return false end
@@ -95,6 +103,7 @@ end
 SCRIPTS: dict[str, str] = {
     "Enqueue": r"""
 local job = ARGV[7]
+if redis.call('EXISTS', k('marks')) == 0 then return {0, ''} end
 if redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('res'), job) == 1
 then return {0, ''} end
 if not dry then
@@ -109,8 +118,8 @@ return {1, log('Enqueue', ARGV[6])}
 local job, worker = ARGV[7], ARGV[8]
 local executing, local_limit = tonumber(ARGV[9]), tonumber(ARGV[10])
 local global_limit = tonumber(ARGV[11])
-if redis.call('SISMEMBER', k('queued'), job) == 0 or redis.call('HEXISTS', k('res'), job) == 1
-then return {0, ''} end
+if is_down(worker) or redis.call('SISMEMBER', k('queued'), job) == 0
+   or redis.call('HEXISTS', k('res'), job) == 1 then return {0, ''} end
 local mine = 0
 for _, v in ipairs(redis.call('HVALS', k('res'))) do
   if split(v)[1] == worker then mine = mine + 1 end
@@ -130,7 +139,8 @@ local worker, rid, progress = ARGV[10], ARGV[11], ARGV[12]
 local r = redis.call('HGET', k('res'), job)
 if not r then return {0, ''} end
 local parts = split(r)
-if parts[1] ~= worker or parts[2] ~= rid or not floor_ok(job, token, true) then return {0, ''} end
+if parts[1] ~= worker or parts[2] ~= rid or is_down(worker) or not floor_ok(job, token, true)
+then return {0, ''} end
 -- stronger than the spec: no other attempt of the job holds a live lease
 for _, b in ipairs(redis.call('SMEMBERS', k('live'))) do
   if b ~= a and string.match(b, '^(.*)#%d+$') == job then
@@ -152,7 +162,7 @@ local worker, limit = ARGV[10], tonumber(ARGV[11])
 local l = redis.call('HGET', k('lease'), a)
 if not l then return {0, ''} end
 local parts = split(l)
-if parts[3] ~= '1' or parts[1] ~= worker or age(tonumber(parts[2]), limit) == 0
+if parts[3] ~= '1' or parts[1] ~= worker or is_down(worker) or age(tonumber(parts[2]), limit) == 0
    or not floor_ok(job, token, false) then return {0, ''} end
 if not dry then redis.call('HSET', k('lease'), a, worker .. '|' .. now .. '|1') end
 return {1, log('RenewLease', ARGV[6])}
@@ -160,7 +170,8 @@ return {1, log('RenewLease', ARGV[6])}
     "ReportProgress": r"""
 local job, a, token, progress = ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10]
 local l = redis.call('HGET', k('lease'), a)
-if not l or split(l)[3] ~= '1' or not floor_ok(job, token, true) then return {0, ''} end
+if not l or split(l)[3] ~= '1' or is_down(split(l)[1]) or not floor_ok(job, token, true)
+then return {0, ''} end
 local cur = redis.call('HGET', k('progress'), job)
 if cur == a .. '|' .. progress then return {0, ''} end
 if not dry then redis.call('HSET', k('progress'), job, a .. '|' .. progress) end
@@ -243,6 +254,17 @@ return {0, ''}
 if not dry then redis.call('SADD', k('cancel'), ARGV[7]) end
 return {0, ''}
 """,
+    "MarkDown": r"""
+if not dry then redis.call('SADD', k('down'), ARGV[7]) end
+return {0, ''}
+""",
+    "PublishDown": r"""
+if not dry then
+  for i = 7, #ARGV do redis.call('SADD', k('down'), ARGV[i]) end
+  redis.call('SET', k('marks'), '1')
+end
+return {0, ''}
+""",
 }
 
 # Read-only scripts (one round trip, one atomic view); ARGV as above, dry.
@@ -251,14 +273,19 @@ READS: dict[str, str] = {
     "View": r"""
 local job = ARGV[7]
 local leases = {}
+local downs = {}
 for i = 8, #ARGV do
   local v = redis.call('HGET', k('lease'), ARGV[i])
-  if v then table.insert(leases, ARGV[i]); table.insert(leases, v) end
+  if v then
+    table.insert(leases, ARGV[i]); table.insert(leases, v)
+    -- the down marks of these leases' holders (CooperativeStop reads them)
+    if is_down(split(v)[1]) then table.insert(downs, split(v)[1]) end
+  end
 end
 return {redis.call('SISMEMBER', k('queued'), job), redis.call('HGET', k('res'), job) or '',
         redis.call('SISMEMBER', k('notice'), job), redis.call('HGET', k('progress'), job) or '',
         redis.call('HGET', k('floor'), job) or '', redis.call('SISMEMBER', k('cancel'), job),
-        leases, string.format('%d', now)}
+        leases, string.format('%d', now), downs}
 """,
     # Coordination.active: everything but dead leases and the mirror.
     "Active": r"""
@@ -283,6 +310,8 @@ KEY_NAMES = (
     "progress",
     "floor",
     "cancel",
+    "down",
+    "marks",
     "rid",
     "log",
 )
@@ -498,6 +527,22 @@ class RedisCoordination:
     def mark_cancel(self, actor: Actor, job: str) -> None:
         self._op(actor, "", {"j": job, "cancel": True}, job, "MarkCancel", [job])
 
+    def mark_down(self, actor: Actor, worker: str) -> None:
+        self._op(actor, "", {"w": worker, "down": True}, "", "MarkDown", [worker])
+
+    def publish_down(self, actor: Actor, workers: Iterable[str]) -> None:
+        ids = sorted(workers)
+        self._op(actor, "", {"down": ids}, "", "PublishDown", ids)
+
+    def is_marked(self, actor: Actor) -> bool:
+        def read(commit: bool) -> bool:
+            try:
+                return bool(self.client.exists(f"{self.ns}:marks"))
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis marks: {exc}") from exc
+
+        return bool(io_call(actor, JobOperation.COORD_READ, "", read))
+
     # -- faults and reads -----------------------------------------------------------------
     def wipe(self, actor: Actor) -> None:
         """``LoseCoordinationState``: a real wipe, then the wipe is logged."""
@@ -531,14 +576,23 @@ class RedisCoordination:
         def read(commit: bool = True) -> CoordSnapshot:
             try:
                 pipe = self.client.pipeline(transaction=True)
-                for name in ("queued", "res", "lease", "notice", "progress", "floor", "cancel"):
+                for name in (
+                    "queued",
+                    "res",
+                    "lease",
+                    "notice",
+                    "progress",
+                    "floor",
+                    "cancel",
+                    "down",
+                ):
                     key = f"{self.ns}:{name}"
-                    if name in ("queued", "notice", "cancel"):
+                    if name in ("queued", "notice", "cancel", "down"):
                         pipe.smembers(key)
                     else:
                         pipe.hgetall(key)
                 pipe.time()
-                queued, res, lease, notice, progress, floor, cancel, t = pipe.execute()
+                queued, res, lease, notice, progress, floor, cancel, down, t = pipe.execute()
             except redis.RedisError as exc:
                 raise Unavailable(f"redis snapshot: {exc}") from exc
             now = (
@@ -546,7 +600,8 @@ class RedisCoordination:
                 if self.clock is not None
                 else int(t[0]) * 1000 + int(t[1]) // 1000
             )
-            return _snapshot(queued, res, lease, notice, progress, floor, cancel, now)
+            snap = _snapshot(queued, res, lease, notice, progress, floor, cancel, now)
+            return attrs.evolve(snap, down=frozenset(_d(x) for x in down))
 
         if actor is None:
             return read()
@@ -565,10 +620,10 @@ class RedisCoordination:
         keys = [str(a) for a in attempts]
 
         def read(commit: bool = True) -> CoordSnapshot:
-            queued, res, notice, progress, floor, cancel, leases, now = self._read(
+            queued, res, notice, progress, floor, cancel, leases, now, downs = self._read(
                 "View", [job, *keys]
             )
-            return _snapshot(
+            snap = _snapshot(
                 [job] if int(queued) else [],
                 {job: res} if _d(res) else {},
                 _pairs(leases),
@@ -578,6 +633,7 @@ class RedisCoordination:
                 [job] if int(cancel) else [],
                 int(_d(now)),
             )
+            return attrs.evolve(snap, down=frozenset(_d(w) for w in downs or ()))
 
         if actor is None:
             return read()

@@ -110,7 +110,7 @@ def constants_for(
 
 @attrs.frozen
 class WorkerView:
-    """One incarnation as alpha sees it."""
+    """One incarnation as alpha sees it (``up``: the durable store's worker row)."""
 
     started: bool
     up: bool
@@ -344,10 +344,15 @@ class RefinementChecker:
             for r in sim.recorder.steps
             if r.action == "ActivateAttempt"
         )
+        durable = sim.stores.durable.snapshot()
+        durable_up = {row.id: row.up for row in durable.workers}
         workers = {
             w: WorkerView(
                 started=w in sim.started,
-                up=wk.up,
+                # ``workerState`` is the durable store's: a process that died without a
+                # record (a SIGKILL) is still up — a stutter — until another incarnation
+                # declares it down (that declaration is the ``CrashWorker`` step).
+                up=durable_up.get(w, False),
                 attempts={a: la.state for a, la in wk.attempts.items()},
                 down_links=frozenset(wk.actor.links.down),
                 recovered_links=frozenset(wk.actor.links.recovered),
@@ -355,7 +360,7 @@ class RefinementChecker:
             for w, wk in sim.workers.items()
         }
         return RuntimeView(
-            durable=sim.stores.durable.snapshot(),
+            durable=durable,
             coordination=sim.stores.coordination.snapshot(),
             activated=activated,
             target=sim.stores.target.snapshot(),

@@ -10,6 +10,7 @@ steps and checks each against the spec.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -17,11 +18,12 @@ import attrs
 
 from remora.clock import LogicalClock
 from remora.context import Context
+from remora.errors import RemoraError
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_sqlite
 from remora.jobs.io import Actor, Links, MemoryRecorder
-from remora.jobs.model import JobsConfig, Service
+from remora.jobs.model import JobsConfig, NotEnabled, Service
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
@@ -116,9 +118,15 @@ class Simulation:
         self.started.add(w)
 
     def crash(self, w: str) -> None:
-        """``CrashWorker(w)``."""
+        """A SIGKILL: the process is gone without a record — a stutter, the incarnation
+        stays up in the spec until :meth:`declare_down` (or a reconcile pass) declares it
+        down once its heartbeat expired: that is the ``CrashWorker(w)`` step."""
         self.workers[w].crash()
         self.down.add(w)
+
+    def declare_down(self, w: str) -> bool:
+        """``CrashWorker(w)`` declared by the reconciler (its heartbeat expired)."""
+        return self.reconciler.declare_down(w)
 
     def shutdown(self, w: str) -> None:
         """A clean shutdown (``CrashWorker(w)`` recorded durably)."""
@@ -152,9 +160,15 @@ class Simulation:
         self.wipes += 1
 
     def tick(self) -> None:
-        """``Tick``: one tick of logical time (ages of leases and reservations grow)."""
+        """``Tick``: one tick of logical time (ages of leases and reservations grow).  Every
+        incarnation whose process runs renews its heartbeat on the tick (not a spec step);
+        a killed one does not, so its heartbeat expires."""
         self.clock.advance(self.config.jobs_config.tick_ms)
         self.env.record(self.env.next_seq(), "Tick", {})
+        for wk in self.workers.values():
+            if wk.up:
+                with contextlib.suppress(RemoraError, NotEnabled):
+                    wk.heartbeat()  # a link down: the heartbeat is missed
 
     def close(self) -> None:
         self.stores.close()

@@ -69,7 +69,15 @@ class Stores:
             row = lk.job
             if row.phase is not Phase.QUEUED or not row.dispatch_needed:
                 return False
-            return self.coordination.enqueue(actor, job_id)
+            coord = self.coordination
+            if coord.enqueue(actor, job_id):
+                return True
+            # Refused: already queued or reserved, or the down marks were wiped — then
+            # republish them (every incarnation the durable store holds down) and try again.
+            if coord.is_marked(actor):
+                return False
+            coord.publish_down(actor, lk.workers_down)
+            return coord.enqueue(actor, job_id)
 
         return bool(self.durable.with_lock(actor, job_id, act))
 

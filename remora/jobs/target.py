@@ -45,7 +45,15 @@ def check_id(kind: str, value: str) -> str:
 
 
 class Target(Protocol):
-    def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None: ...
+    def write(
+        self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
+    ) -> None: ...
+
+    def fence(self, actor: Actor, worker: str) -> None:
+        """Refuse every later stage write of ``worker`` (raised before its declaration
+        as down commits; a write already under way is serialized before any cleanup of
+        its attempt).  Not a spec step."""
+        ...
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None: ...
 
@@ -95,11 +103,25 @@ class MemoryTarget:
     def __init__(self) -> None:
         self._stages: dict[AttemptId, dict[int, bytes]] = {}
         self._cleaned: dict[AttemptId, int] = {}  # progress when cleaned
+        self._fenced: set[str] = set()  # incarnations declared down
         self._lock = threading.Lock()
 
-    def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
+    def fence(self, actor: Actor, worker: str) -> None:
         def body() -> None:
             with self._lock:
+                self._fenced.add(worker)
+
+        _write_call(
+            actor, JobOperation.TARGET_WRITE, "", body, lambda: worker in self._fenced, None
+        )
+
+    def write(
+        self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
+    ) -> None:
+        def body() -> None:
+            with self._lock:
+                if worker and worker in self._fenced:
+                    raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
                 if a in self._cleaned:
                     raise NotEnabled(f"staging of {a} was cleaned")
                 parts = self._stages.setdefault(a, {})
@@ -180,9 +202,30 @@ class DirectoryTarget:
             return {}
         return {int(p.stem): p for p in d.glob("*.stage") if p.stem.isdigit()}
 
-    def write(self, actor: Actor, a: AttemptId, progress: int, data: bytes) -> None:
+    def _fence_mark(self, worker: str) -> Path:
+        return self.root / ".fenced" / check_id("worker", worker)
+
+    def fence(self, actor: Actor, worker: str) -> None:
         def body() -> None:
             with self._lock:
+                _atomic_write(self._fence_mark(worker), b"")
+
+        _write_call(
+            actor,
+            JobOperation.TARGET_WRITE,
+            "",
+            body,
+            lambda: self._fence_mark(worker).exists(),
+            None,
+        )
+
+    def write(
+        self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
+    ) -> None:
+        def body() -> None:
+            with self._lock:
+                if worker and self._fence_mark(worker).exists():
+                    raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
                 if (self._dir(a) / "cleaned").exists():
                     raise NotEnabled(f"staging of {a} was cleaned")
                 parts = self._parts(a)

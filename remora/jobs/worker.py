@@ -128,6 +128,11 @@ class Worker:
         self.refused: dict[AttemptId, float] = {}
         #: Set when a handler finishes: wakes the production loop (:meth:`run`).
         self.wake = threading.Event()
+        #: When the heartbeat was last renewed (the injected clock).
+        self.beat_at = 0.0
+        #: The process is gone (simulation of a SIGKILL): it takes no more steps, and
+        #: nothing records that — until another incarnation declares it down.
+        self.killed = False
         self._lock = threading.RLock()
 
     # -- helpers ------------------------------------------------------------------------------
@@ -178,30 +183,53 @@ class Worker:
     # -- incarnation ----------------------------------------------------------------------------
     @serial
     def start(self) -> None:
-        """``StartIncarnation(w)``: register the fresh id durably."""
-        self.stores.durable.register_worker(self.actor, self.id)
+        """``StartIncarnation(w)``: register the fresh id durably (its heartbeat starts)."""
+        now = self.stores.clock.now()
+        self.stores.durable.register_worker(self.actor, self.id, now)
+        self.beat_at = now
         self.up = True
 
     def crash(self) -> None:
-        """``CrashWorker(w)`` as a fault (simulation): the process is gone, no I/O."""
+        """A SIGKILL (simulation): the process is gone — no I/O, nothing recorded, and its
+        memory is frozen as it was.  Not a spec step: the incarnation stays ``WorkerUp``
+        (its attempts executing) until another incarnation declares it down
+        (:meth:`Reconciler.declare_down`: that declaration is the ``CrashWorker(w)``)."""
         self._need_up()
         self.up = False
+        self.killed = True
         self.ctx.cancel()
+
+    @serial
+    def heartbeat(self) -> bool:
+        """Renew the incarnation's heartbeat in the durable store (not a spec step; one
+        statement every few ticks, never per job).  False when the incarnation was
+        declared down: it stops at once (:meth:`declared_down`) and must not act again —
+        the process ends, and a new one starts as a fresh incarnation."""
+        self._need_up()
+        now = self.stores.clock.now()
+        if self.stores.durable.heartbeat(self.actor, self.id, now):
+            self.beat_at = now
+            return True
+        self.declared_down()
+        return False
+
+    def declared_down(self) -> None:
+        """The incarnation learned it is down (declared by another one): its attempts are
+        stopped in the spec already (``CrashWorker``), so this records nothing."""
+        self.up = False
         for local in self.attempts.values():
             if local.state in (AUTHORIZED, EXECUTING):
                 local.state = STOPPED
-        self.actor.record(self.actor.next_seq(), "CrashWorker", {"w": self.id})
 
     @serial
     def shutdown(self) -> None:
         """A clean exit: the incarnation goes down durably (``CrashWorker(w)``); its
-        attempts stop, so their staging becomes eligible for cleanup."""
+        attempts stop, so their staging becomes eligible for cleanup.  When it was
+        declared down meanwhile, it only stops."""
         self._need_up()
-        self.stores.durable.retire_worker(self.actor, self.id)
-        self.up = False
-        for local in self.attempts.values():
-            if local.state in (AUTHORIZED, EXECUTING):
-                local.state = STOPPED
+        with contextlib.suppress(NotEnabled):
+            self.stores.durable.retire_worker(self.actor, self.id)
+        self.declared_down()
 
     # -- dispatch -----------------------------------------------------------------------------
     @serial
@@ -237,7 +265,7 @@ class Worker:
                 self.id,
                 rid,
                 reserved=r is not None and r.worker == self.id and r.rid == rid,
-                worker_up=self.up,
+                worker_up=self.up and self.id not in lk.workers_down,
                 owner_stopped=owner_stopped,
             )
 
@@ -313,6 +341,8 @@ class Worker:
 
         def block(lk: Any) -> bool:
             row = lk.job
+            if self.id in lk.workers_down:
+                coord.mark_down(self.actor, self.id)
             if not row.current_authority(a.token) or row.phase.terminal:
                 coord.raise_floor(self.actor, a.job, a.token)
             if row.cancel_requested:
@@ -330,7 +360,7 @@ class Worker:
                 f"{a}: amount {amount} not in {local.progress + 1}..{local.max_progress}"
             )
         seq = self.actor.next_seq()
-        self.stores.target.write(self.actor, a, amount, data)
+        self.stores.target.write(self.actor, a, amount, data, worker=self.id)
         local.progress = amount
         self.actor.record(seq, "AdvanceAttempt", {"a": str(a), "amount": amount})
 
@@ -342,7 +372,9 @@ class Worker:
         self.stores.durable.transact(
             self.actor,
             a.job,
-            lambda lk: guards.persist_checkpoint(lk.job, lk.attempts, a.token, progress),
+            lambda lk: guards.persist_checkpoint(
+                lk.job, lk.attempts, a.token, progress, worker_up=self.id not in lk.workers_down
+            ),
         )
 
     @serial
@@ -352,7 +384,11 @@ class Worker:
         if outcome is Outcome.SUCCESS and local.progress != local.max_progress:
             raise NotEnabled(f"{a}: success needs a complete stage")
         self.stores.durable.transact(
-            self.actor, a.job, lambda lk: guards.send_outcome(lk.job, lk.attempts, a.token, outcome)
+            self.actor,
+            a.job,
+            lambda lk: guards.send_outcome(
+                lk.job, lk.attempts, a.token, outcome, worker_up=self.id not in lk.workers_down
+            ),
         )
         local.outcome_sent = True
 
@@ -381,8 +417,14 @@ class Worker:
         if local.outcome_sent and self.learn_outcome(a) and local.state != EXECUTING:
             return False
         coord = self.stores.coordination.view(self.actor, a.job, (a,))
+        if self.id in coord.down:
+            # Declared down (the mark precedes the durable declaration): the attempt is
+            # stopped in the spec already; the incarnation stops, recording nothing.
+            self.declared_down()
+            return False
         lease = coord.leases.get(a)
         reason = ""
+        lk = None
         if lease is None or not lease.live:
             reason = "lease lost"
         elif a.job in coord.notices:
@@ -397,6 +439,15 @@ class Worker:
             elif lk is not None and not lk.job.current_authority(a.token):
                 reason = "authority lost"
         if not reason:
+            return False
+        if lk is None:
+            # A stop read from the coordination store alone: its mark of this incarnation
+            # may be gone (a wipe forgets the marks, and the view carries only the marks of
+            # its leases' holders), so the durable store confirms the incarnation is still
+            # up — else the stop waits (Unavailable) until it can tell.
+            lk = self.stores.durable.read_locked(self.actor, a.job)
+        if self.id in lk.workers_down:
+            self.declared_down()  # declared down: stopped in the spec already
             return False
         local.state = STOPPED
         local.error = reason
@@ -465,7 +516,14 @@ class Worker:
 
         if self.registry is None:
             raise UnknownHandler("a worker needs a handler registry (--app)")
-        reconciler = Reconciler(self.stores, f"{self.id}.reconciler", recorder=self.actor.recorder)
+        reconciler = Reconciler(
+            self.stores,
+            f"{self.id}.reconciler",
+            recorder=self.actor.recorder,
+            incarnation=self.id,
+        )
+        # The heartbeat: a few times per ``down_after`` (not per job).
+        beat_every = self.stores.config.down_after_s / 3
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=self.id)
         running: dict[AttemptId, Future[None]] = {}
         contexts: dict[AttemptId, AttemptContext] = {}
@@ -494,6 +552,14 @@ class Worker:
             while not stop.is_set():
                 self.wake.clear()
                 now = self.stores.clock.now()
+                if not self.up or (
+                    now - self.beat_at >= beat_every and _quietly(self.heartbeat) is False
+                ):
+                    # Declared down by another incarnation (learned from the heartbeat or
+                    # from a down mark): stop at once; the process ends (a new one is a new
+                    # incarnation).
+                    failed.append(WorkerDown(f"worker {self.id} was declared down"))
+                    break
                 for a, fut in list(running.items()):
                     if fut.done():
                         running.pop(a)

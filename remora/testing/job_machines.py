@@ -85,7 +85,8 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "start": (_O.DURABLE_WRITE,),
     "shutdown": (_O.DURABLE_WRITE,),
     "reconcile": tuple(JobOperation),
-    "enqueue": (_O.COORD_WRITE, _O.DURABLE_READ),
+    "enqueue": (_O.COORD_READ, _O.COORD_WRITE, _O.DURABLE_READ),
+    "tick": (_O.DURABLE_WRITE,),  # the running incarnations' heartbeats
     "publish-cancel-notice": (_O.COORD_WRITE, _O.DURABLE_READ),
     "clean-terminal": (_O.COORD_WRITE, _O.DURABLE_READ),
     "clear-stale-progress": (_O.COORD_WRITE, _O.DURABLE_READ),
@@ -114,10 +115,11 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "release-lease": (_O.COORD_WRITE,),
     "put-secret": (_O.DURABLE_READ, _O.DURABLE_WRITE, _O.VAULT_READ, _O.VAULT_WRITE),
 }
-"""The operations each step kind may call (environment steps — tick, crash, wipe, link
-changes — call none).  Fault selectors are drawn from a step's own operations, so a drawn
-fault fires instead of naming a call the step never makes; ``test_job_machines.py``
-checks every call a run observed is listed here."""
+"""The operations each step kind may call (environment steps — crash, wipe, link
+changes — call none; a tick renews the running incarnations' heartbeats).  Fault
+selectors are drawn from a step's own operations, so a drawn fault fires instead of naming
+a call the step never makes; ``test_job_machines.py`` checks every call a run observed is
+listed here."""
 
 _durable_unknown = st.tuples(
     st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED]), st.integers(1, 2)
@@ -412,9 +414,10 @@ class JobMachineBase(RuleBasedStateMachine):
         for name in self.run.chk.actions:
             reach.add(("action", name))
         reach.add(("drain", "quiescent"))
-        if self.run.exempt:
-            reach.add(("drain", "exempt: a crashed incarnation's staging"))
-            event("drain exempt: a crashed incarnation's staging")
+        sim = self.run.sim
+        if any(wk.killed and not sim.stores.durable.worker_up(w) for w, wk in sim.workers.items()):
+            reach.add(("drain", "a killed incarnation declared down"))
+            event("drain: a killed incarnation declared down")
 
     # -- time and whole reconcile passes (every machine) -------------------------------------
     def something_ages(self) -> bool:

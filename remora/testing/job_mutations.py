@@ -132,6 +132,10 @@ def _skip_credential_cleanup(self: Reconciler, job: Any) -> int:
     return 0
 
 
+def _never_declare_down(self: Reconciler, worker: str, **kwargs: Any) -> bool:
+    return False
+
+
 MUTATIONS: tuple[JobMutation, ...] = (
     JobMutation(
         "accept-success-without-token-compare",
@@ -248,6 +252,14 @@ MUTATIONS: tuple[JobMutation, ...] = (
         Reconciler,
         "clean_credentials",
         _skip_credential_cleanup,
+    ),
+    JobMutation(
+        "never-declare-down",
+        "the reconciler never declares an incarnation down whose heartbeat expired (a "
+        "SIGKILLed worker's staging stays, its checkpoint is not resumed)",
+        Reconciler,
+        "declare_down",
+        _never_declare_down,
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}

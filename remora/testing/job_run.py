@@ -44,7 +44,6 @@ from remora.jobs.model import (
     Outcome,
     Phase,
     SecretState,
-    Stop,
 )
 from remora.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.jobs.simulation import SimConfig, Simulation
@@ -149,7 +148,6 @@ class JobRun:
         self.steps: list[JobStep] = []
         self.results: list[tuple[str, str]] = []  # (op, result kind) per executed step
         self.submitted: set[str] = set()
-        self.exempt: set[AttemptId] = set()  # stagings quiescence() let pass (_orphaned_by_crash)
 
     # -- steps ----------------------------------------------------------------------------------
     def execute(self, step: JobStep) -> str:
@@ -291,7 +289,11 @@ class JobRun:
         if cfg.drain_worker not in sim.started:
             self._drain_step(partial(sim.start, cfg.drain_worker), "start")
         spare = sim.workers[cfg.drain_worker]
-        patience = max(cfg.lease_ticks, cfg.reservation_ticks) + 2
+        # A killed incarnation is declared down once its heartbeat expired (the
+        # reconcile pass): time must be let run that long before the drain gives up.
+        jc = sim.config.jobs_config
+        down_after = round(jc.down_after_s * 1000 / jc.tick_ms)
+        patience = max(cfg.lease_ticks, cfg.reservation_ticks, down_after) + 2
         idle, seen = 0, -1
         for _ in range(rounds):
             if self.quiet():
@@ -346,17 +348,8 @@ class JobRun:
         return not self.quiescence() and self.alpha_quiescent()
 
     def alpha_quiescent(self) -> bool:
-        """``SystemQuiescent`` on alpha, with the exempted stagings (the documented
-        crashed-incarnation limitation, :meth:`_orphaned_by_crash`) counted as cleaned."""
-        from remora.protocol.spec import StageCleaned
-
-        state = self.chk.state
-        if self.exempt:
-            stages = list(state.stageState)
-            for a in self.exempt:
-                stages[self.chk.alpha.attempt(a)] = StageCleaned
-            state = state._replace(stageState=tuple(stages))
-        return bool(self.chk.model.SystemQuiescent(state))
+        """``SystemQuiescent`` on alpha."""
+        return bool(self.chk.model.SystemQuiescent(self.chk.state))
 
     def quiescence(self) -> list[str]:
         """What keeps the runtime from being quiescent (empty: quiescent)."""
@@ -385,7 +378,6 @@ class JobRun:
                 if wk.up and local.state in ("authorized", "executing"):
                     problems.append(f"{a} is still {local.state} at {w}")
         target = st.target.snapshot()
-        durable_up = {w.id: w.up for w in d.workers}
         for row in d.attempts:
             if row.pending is not None:
                 problems.append(f"{row.id} has a pending outcome")
@@ -400,9 +392,6 @@ class JobRun:
                 winner = jobs[row.job]
                 chain = self._chain(winner.id, winner.committed)
                 if row.token not in chain:
-                    if self._orphaned_by_crash(row, durable_up):
-                        self.exempt.add(row.id)
-                        continue
                     problems.append(f"the staging of {row.id} is not cleaned")
         vault = st.vault.snapshot()
         for cred in d.credentials:
@@ -418,22 +407,6 @@ class JobRun:
                 f"with secret {secret.value}"
             )
         return problems
-
-    def _orphaned_by_crash(self, row: Any, durable_up: dict[str, bool]) -> bool:
-        """The documented limitation (docs/jobs.md, "What is abstracted, and what is
-        left"): an incarnation that crashed (SIGKILL) leaves an attempt the durable store
-        cannot know is stopped — no clean exit was recorded and nothing declares a dead
-        incarnation down — so ``CleanupStage``'s guard never holds for its staging.  The
-        judgement names such stagings in ``exempt`` (the machines record it in their
-        reach) instead of failing the run; every other unclean staging fails."""
-        wk = self.sim.workers.get(row.worker)
-        return (
-            wk is not None
-            and not wk.up
-            and durable_up.get(row.worker, False)
-            and not row.stopped
-            and row.stop is not Stop.FAILED
-        )
 
     def _chain(self, job: str, token: int) -> list[int]:
         rows = {r.token: r for r in self.sim.stores.durable.snapshot().attempts if r.job == job}

@@ -203,11 +203,16 @@ def test_links_drop_restore_and_crash() -> None:
     run.ok(lambda: run.sim.restore_link("w1", Service.COORDINATION))
     assert run.ok(lambda: run.w1.reserve("j1"))
     a = run.ok(lambda: run.w1.authorize("j1"))
-    run.ok(lambda: run.sim.crash("w1"))
+    run.ok(lambda: run.sim.crash("w1"))  # a SIGKILL: nothing recorded yet
     run.ok(lambda: run.sim.start("w2"))
     run.ok(run.sim.tick)
     run.ok(lambda: run.r.expire_reservation("j1"))
     assert run.ok(lambda: run.r.reap(a))
+    assert "CrashWorker" not in run.chk.actions
+    cfg = run.sim.stores.config
+    for _ in range(round(cfg.down_after_s * 1000 / cfg.tick_ms)):
+        run.ok(run.sim.tick)
+    assert run.ok(lambda: run.r.declare_down("w1"))  # its heartbeat expired: CrashWorker
     run.saw("DropLink", "RestoreLink", "CrashWorker", "StartIncarnation")
 
 

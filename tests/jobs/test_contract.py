@@ -24,6 +24,7 @@ from remora.jobs.model import JobsConfig
 from remora.jobs.stores import Stores
 from remora.jobs.target import DirectoryTarget, DirectoryVault
 from tests.jobs import test_actions as A
+from tests.jobs import test_declare_down as D
 
 SCENARIOS: list[Callable[[], None]] = [
     A.test_success_path,
@@ -45,6 +46,10 @@ SCENARIOS: list[Callable[[], None]] = [
     A.test_incremental_pass_cleans_a_job_that_finished_between_passes,
     A.test_narrow_reads_agree_with_the_snapshot,
     A.test_an_enqueue_wakes_an_idle_worker,
+    D.test_a_killed_incarnation_is_declared_down_after_its_heartbeat_expired,
+    D.test_a_live_incarnation_declared_down_is_fenced_everywhere,
+    D.test_a_killed_owners_checkpoint_is_resumed_not_invalidated,
+    D.test_a_wipe_does_not_let_a_declared_down_incarnation_reserve,
 ]
 NAMES = [getattr(f, "__name__", "failures") for f in SCENARIOS]
 NAMES[8], NAMES[9] = "failure-permanent", "failure-retryable"
@@ -94,7 +99,7 @@ def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Store
 
     def build(clock: LogicalClock, config: JobsConfig) -> Stores:
         stores = Stores(
-            durable=open_postgres(pg_dsn),
+            durable=open_postgres(pg_dsn, injected_clock=True),
             coordination=RedisCoordination(
                 url, config, namespace=f"remora-test:{secrets.token_hex(6)}", clock=clock
             ),
@@ -118,6 +123,77 @@ def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Store
 def test_contract_postgres_redis(scenario: int, pg_redis: Any, use_backends: Any) -> None:
     use_backends(pg_redis)
     SCENARIOS[scenario]()
+
+
+def _down_step(script: str) -> Any:
+    """A schedule ending in the declared-down w1's ``script`` step; its result."""
+    if script == "RenewLease":
+        run = A.Run()
+        a = D.cut_off(run)
+        run.ok(run.sim.tick)
+        return run(lambda: run.w1.renew(a))
+    if script == "ReportProgress":
+        run = A.Run()
+        a = run.running()
+        run.ok(lambda: run.w1.advance(a, 1, b"half"))  # a hint to publish, later
+        run.ok(lambda: run.sim.start("w2"))
+        run.ok(lambda: run.sim.drop_link("w1", A.Service.DURABLE))
+        D.expire(run, renew=a)
+        assert run.ok(lambda: run.r.declare_down("w1"))
+        return run(lambda: run.w1.report_progress(a))
+    if script == "ActivateAttempt":
+        run = A.Run(jobs_config=D.attrs.evolve(D.SMALL, reservation_ticks=10))
+        run.ok(lambda: run.sim.start("w1"))
+        run.ok(lambda: run.sim.start("w2"))
+        run.ok(lambda: run.sim.submit("j1"))
+        run.ok(lambda: run.r.enqueue("j1"))
+        run.ok(lambda: run.w1.reserve("j1"))
+        a = run.ok(lambda: run.w1.authorize("j1"))
+        run.ok(lambda: run.sim.drop_link("w1", A.Service.DURABLE))
+        D.expire(run)
+        assert run.ok(lambda: run.r.declare_down("w1"))
+        return run(lambda: run.w1.activate(a))
+    run = A.Run(concurrency=2, jobs_config=D.attrs.evolve(D.SMALL, global_limit=3))
+    D.cut_off(run)
+    run.ok(lambda: run.sim.submit("j2"))
+    run.ok(lambda: run.r.enqueue("j2"))
+    return run(lambda: run.w1.reserve("j2"))
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("script", ["RenewLease", "Reserve", "ActivateAttempt", "ReportProgress"])
+def test_redis_down_mark_planted(
+    script: str,
+    pg_dsn: str,
+    pg_redis: Any,
+    use_backends: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Lua scripts refuse the declared-down incarnation's step; planted: the script
+    without its down-mark check (``is_down(...) or`` removed) lets it through, and the
+    refinement checker reports it."""
+    import re
+
+    from remora.jobs import redis_coordination as R
+
+    use_backends(pg_redis)
+    refused = _down_step(script)
+    assert refused in (False, None) or isinstance(refused, A.NotEnabled), refused
+    body = R.SCRIPTS[script]
+    planted = re.sub(r"is_down\((worker|split\(l\)\[1\])\) or ", "", body)
+    planted = planted.replace("if is_down(worker) or ", "if ")
+    assert planted != body, f"{script}: no down-mark check to remove"
+    monkeypatch.setitem(R.SCRIPTS, script, planted)
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # a fresh durable store
+        conn.execute(
+            "TRUNCATE remora_jobs_job, remora_jobs_attempt, remora_jobs_worker, "
+            "remora_jobs_credential, remora_jobs_log, remora_jobs_stage, "
+            "remora_jobs_vault, remora_jobs_stage_fence"
+        )
+    with pytest.raises(D.RefinementViolation, match=script.replace("Attempt", "")):
+        _down_step(script)
 
 
 @pytest.fixture
@@ -214,9 +290,13 @@ def test_reservation_ids_are_unique_across_wipes() -> None:
     )
     actor = Actor("w1", Context(clock))
     try:
+        assert not coord.enqueue(actor, "j1")  # a fresh namespace: no down marks yet
+        coord.publish_down(actor, [])
         assert coord.enqueue(actor, "j1")
         first = coord.reserve(actor, "j1", "w1", 0, 4)
         coord.wipe(actor)
+        assert not coord.enqueue(actor, "j1")  # the wipe forgot the marks
+        coord.publish_down(actor, [])
         assert coord.enqueue(actor, "j1")
         second = coord.reserve(actor, "j1", "w1", 0, 4)
         assert first and second and first != second

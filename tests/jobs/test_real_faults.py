@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,14 +106,22 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
     """(c) A worker process holding running attempts is SIGKILLed; a new incarnation (a new
     process, a new id) starts.  The killed incarnation's leases expire (or, for an attempt
     killed before its activation, its reservation), its attempts are reaped and retried; it
-    never comes back."""
+    never comes back.  Its heartbeat expires (``down_after_ticks``: one lease here) and the
+    new incarnation's reconciler declares it down — one ``CrashWorker`` in the durable log
+    — and then cleans the staging its attempts left."""
     import signal
 
+    from remora.jobs.model import AttemptId
+    from remora.jobs.postgres import PostgresTarget
+
     started = time.monotonic()
-    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=10, nap=0.5)
+    config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
+    batch = Batch(pg_dsn, redis_url, tmp_path, config, n=10, nap=0.5)
     try:
         victim = batch.worker()
         killed: list[str] = []
+
+        stage = PostgresTarget(batch.dsn)
 
         def victim_running() -> bool:
             snap = batch.durable.snapshot()
@@ -121,9 +130,16 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
             mine = [a for a in snap.attempts if a.worker in ids and a.job in running]
             if mine:
                 killed[:] = ids
-            return bool(mine)
+            # killed once every attempt it runs staged (nap stages half at once, then
+            # sleeps): the declaration must then clean that staging — and no stage write
+            # is in flight at the kill (one that committed unrecorded would leave a
+            # CleanupStage trace validation cannot place: docs/jobs.md)
+            return bool(mine) and all(stage.info(None, a.id) is not None for a in mine)
 
-        batch.wait_until("the victim to run a job", victim_running)
+        try:
+            batch.wait_until("the victim to stage", victim_running)
+        finally:
+            stage.close()
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         assert victim.returncode == -signal.SIGKILL
@@ -138,15 +154,121 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
         assert lost <= reaped, (lost, reaped)
         workers = {w.id for w in snap.workers}
         assert len(workers) == 2 and victim_id in workers
+        # The declaration: the spec's CrashWorker(victim), by the other incarnation.
+        declared = [
+            e
+            for e in batch.durable.log()
+            if e.action == "CrashWorker" and e.params["w"] == victim_id
+        ]
+        assert len(declared) == 1 and not declared[0].actor.startswith(victim_id), declared
+        target = PostgresTarget(batch.dsn)
+        try:
+            staged = {a: target.info(None, AttemptId.parse(a)) for a in lost}
+        finally:
+            target.close()
+        left = {a for a, info in staged.items() if info is not None and not info.cleaned}
+        assert not left, f"the killed incarnation's staging was not cleaned: {left}"
+        cleaned = sum(1 for info in staged.values() if info is not None)
+        assert cleaned, "the victim staged nothing (nap stages half at once)"
         print(
             f"\nsigkill: pid {victim.pid} ({victim_id}) killed holding {len(lost)} attempt(s), "
             f"all reaped ({report.actions.get('ExpireLease', 0)} leases expired, "
             f"{report.actions.get('ExpireReservation', 0)} reservations expired, "
-            f"{report.actions['ReapLostAttempt']} reaps), "
+            f"{report.actions['ReapLostAttempt']} reaps), declared down by "
+            f"{declared[0].actor} ({len(declared)} CrashWorker), {cleaned} staging(s) "
+            "cleaned, "
             f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
             f"wall {time.monotonic() - started:.1f}s"
         )
     finally:
+        batch.close()
+
+
+def test_a_partitioned_worker_is_declared_down_and_fenced(
+    pg_dsn: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A live worker A loses its PostgreSQL link (a TCP proxy cut) while it runs a job and
+    keeps its Redis link: it cannot renew its heartbeat, so worker B declares it down
+    (``CrashWorker``, after one lease here).  The declaration's Redis mark refuses A's lease
+    renewals — its lease expires although A still runs — and B takes the job over; A
+    learns it is down (from the mark its stop reads, or from its heartbeat once the link
+    is back) and the process exits (1, one line), never to act again.  Every job succeeds
+    once and the recorded run validates."""
+    from remora.jobs.postgres import PostgresTarget
+
+    started = time.monotonic()
+    config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
+    batch = Batch(pg_dsn, redis_url, tmp_path, config, n=4, nap=3.0)
+    proxy = TcpProxy(pg_upstream(pg_dsn))
+    try:
+        a = batch.worker(dsn=via(pg_dsn, proxy.port))
+        batch.workers.remove(a)  # it is expected to exit 1: judged below
+        a_ids: list[str] = []
+        held: list[str] = []
+
+        stage = PostgresTarget(batch.dsn)
+
+        def a_running() -> bool:
+            snap = batch.durable.snapshot()
+            ids = [w.id for w in snap.workers if f"-{a.pid}-" in w.id]
+            running = {j.id for j in snap.jobs if j.phase is Phase.RUNNING}
+            mine = [x.id for x in snap.attempts if x.worker in ids and x.job in running]
+            a_ids[:], held[:] = ids, [str(x) for x in mine]
+            # Cut only once each of A's attempts has staged (nap stages once, then sleeps):
+            # a stage write whose reply the cut loses and A can never resolve leaves no
+            # record, and the later CleanupStage of that staging could not be placed by
+            # trace validation (see docs/jobs.md, "What is abstracted").
+            return len(mine) == 2 and all(stage.info(None, x) is not None for x in mine)
+
+        try:
+            batch.wait_until("A to run two jobs and stage them", a_running)
+        finally:
+            stage.close()
+        batch.worker()  # B
+        (a_id,) = a_ids
+        proxy.cut()
+
+        def declared() -> list[Any]:
+            return [
+                e
+                for e in batch.durable.log()
+                if e.action == "CrashWorker" and e.params["w"] == a_id
+            ]
+
+        batch.wait_until("B to declare A down", lambda: bool(declared()))
+        # A keeps running (and trying to renew through Redis) past its lease; it learns it
+        # is down from the mark (its stop reads it) or, once the link is back, from its
+        # heartbeat.
+        time.sleep(CONFIG["lease_ticks"] * CONFIG["tick_ms"] / 1000 * 2)
+        proxy.restore()
+        out, err = a.communicate(timeout=60)
+        assert a.returncode == 1, (a.returncode, out, err)
+        assert "declared down" in err and len(err.strip().splitlines()) == 1, err
+        batch.finish()
+        report, merged = batch.verify()
+        (decl,) = declared()
+        assert not decl.actor.startswith(a_id)
+        # A's lease ended although A ran on: expired (its renewals refused by the mark) or
+        # released by B's reconciler (an attempt of an incarnation that is down).
+        ended = {
+            r.params["a"]
+            for r in merged
+            if r.action == "ExpireLease"
+            or (r.action == "ReleaseLease" and not r.actor.startswith(a_id))
+        }
+        reaped = {r.params["a"] for r in merged if r.action == "ReapLostAttempt"}
+        assert held and set(held) <= ended & reaped, (held, ended, reaped)
+        print(
+            f"\npartition: A ({a_id}) cut from PostgreSQL holding {held}; declared down by "
+            f"{decl.actor}; its lease(s) ended while it ran and were reaped; A exited 1 "
+            f"({err.strip()}); {report.steps} spec steps validated in {report.seconds:.2f}s, "
+            f"wall {time.monotonic() - started:.1f}s"
+        )
+    finally:
+        proxy.close()
+        if a.poll() is None:
+            a.kill()
+            a.communicate()
         batch.close()
 
 

@@ -94,6 +94,10 @@ def walk(
             if actor.name in sim.workers:
                 real_cancel(actor, job)
 
+        # The down marks of a declaration stay shared: in the real embedded mode the
+        # incarnations declared down are dead processes (the store's worker lock), so
+        # their marks are never needed; here a live one may be declared down (a durable
+        # link dropped past its heartbeat expiry) and must still be fenced.
         coord.raise_floor = floor  # type: ignore[method-assign]
         coord.mark_cancel = cancel  # type: ignore[method-assign]
     hook.enabled = False

@@ -76,7 +76,8 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "outcomes sent": set(SENT - {r[0] for r in seen("sent")}),
         "outcomes accepted": {o for o, action in ACCEPTED.items() if action not in actions},
         "races": set(RACES) - {r[0] for r in seen("race")},
-        "drain": {"quiescent"} - {r[0] for r in seen("drain")},
+        "drain": {"quiescent", "a killed incarnation declared down"}
+        - {r[0] for r in seen("drain")},
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}
@@ -103,7 +104,8 @@ def test_missing_reach_names_what_a_run_did_not_do() -> None:
         pass
 
     gaps = missing_reach(Never)
-    assert gaps["actions"] == set(ACTIONS) and gaps["drain"] == {"quiescent"}
+    assert gaps["actions"] == set(ACTIONS)
+    assert gaps["drain"] == {"quiescent", "a killed incarnation declared down"}
     assert gaps["lost commits"] == set(LOST_COMMITS) and gaps["races"] == set(RACES)
     assert ("reap", "durable-write", "unknown-aborted") in LOST_COMMITS
     assert {"DestroyClaimedCredentialSecret", "AcceptRetryableFailureExhausted"} <= ACTIONS
@@ -224,7 +226,7 @@ def test_the_reconciler_destroys_abandoned_secrets() -> None:
         _abandoned_credential("skip-credential-cleanup")
 
 
-# -- the one exemption of the judgement: a crashed incarnation's staging ------------------
+# -- a killed incarnation is declared down, then its staging is cleaned --------------------
 
 
 def _crash_mid_stage(first: Outcome = Outcome.SUCCESS) -> JobRun:
@@ -254,21 +256,32 @@ def _crash_mid_stage(first: Outcome = Outcome.SUCCESS) -> JobRun:
     return run
 
 
-def test_a_crashed_incarnations_staging_is_the_one_exemption(
+def test_a_killed_incarnations_staging_is_cleaned_once_it_is_declared_down(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The runtime cannot clean a SIGKILLed incarnation's staging (docs/jobs.md, "What is
-    abstracted"): the judgement exempts exactly that staging and says so."""
+    """The run the judgement used to exempt (w1 stages part of its output and is
+    SIGKILLed: no clean exit recorded) now drains to quiescence: the kill is a stutter,
+    the reconciler declares w1 down once its heartbeat expired (``CrashWorker``), and
+    ``CleanupStage`` removes the staging."""
     run = _crash_mid_stage()
     run.judge()
-    assert run.exempt == {AttemptId("j1", 1)}
+    assert run.chk.actions.get("CrashWorker") == 1
+    assert run.chk.actions.get("CleanupStage") == 1
+    assert run.sim.stores.target.snapshot()[AttemptId("j1", 1)].cleaned
     # Narrow: a failed attempt's staging (its worker alive) left uncleaned still fails.
     with monkeypatch.context() as m:
         m.setattr(guards, "cleanup_eligible", lambda *a, **kw: False)
         failed = _crash_mid_stage(Outcome.RETRYABLE)
         with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
             failed.judge()
-    # Planted: without the exemption the crashed run fails on that staging.
-    monkeypatch.setattr(JobRun, "_orphaned_by_crash", lambda self, row, up: False)
-    with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
-        _crash_mid_stage().judge()
+    # Planted: an incarnation never declared down (the heartbeat judged always fresh):
+    # the killed incarnation's staging stays, and the judgement fails on it.
+    with monkeypatch.context() as m:
+        real = guards.declare_down
+        m.setattr(
+            guards,
+            "declare_down",
+            lambda w, by, **kw: real(w, by, **{**kw, "seen": kw["now"]}),
+        )
+        with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
+            _crash_mid_stage().judge()

@@ -3,7 +3,7 @@ ci profile (without shrinking here, to bound CI time; ``python -m tests.stateful
 job_campaign`` runs it with shrinking and prints the table), and the exported trace names
 the mutation, so a plain ``remora sim-jobs --replay`` fails the same way.
 
-All fifteen are required: the race machine (``RaceJobs``, hunting first) composes each
+All sixteen are required: the race machine (``RaceJobs``, hunting first) composes each
 dangerous combination in one rule step, so a kill does not hang on the derandomized
 search's luck — which is why the same budget must also kill every one from a second,
 arbitrary seed (``SEEDS``)."""

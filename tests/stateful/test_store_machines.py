@@ -1,11 +1,12 @@
 """The store / fault-seam / lifecycle contract machine: it runs, and under a full-budget
-profile every variant of its rules is applied."""
+profile every variant of its file and contract rules is applied (not only drawn)."""
 
 from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.testing.contract_checks import LIFECYCLE_CASES, RUNNER_CASES, SEAM_EFFECTS
 from remora.testing.profiles import full_budget
 from remora.testing.sqlite_checks import INTERRUPTS, LOCK_ENDINGS, OPENS, REOPENS
 from tests.stateful.store_machines import SqliteFileMachine
@@ -23,9 +24,19 @@ SQLITE_VARIANTS = {
     ("identity", "refused"),
 }
 
+CONTRACT_VARIANTS = {
+    ("retry", "valid"),
+    ("retry", "refused"),
+    ("seam", "refused"),
+    *(("seam", e) for e in SEAM_EFFECTS),
+    *(("lifecycle", c) for c in LIFECYCLE_CASES),
+    *(("runner", c) for c in RUNNER_CASES),
+}
+
 
 def test_sqlite_file_machine() -> None:
     SqliteFileMachine.sqlite_reach.clear()
+    SqliteFileMachine.contract_reach.clear()
     budget = settings.default
     assert budget is not None
     run_state_machine_as_test(
@@ -34,3 +45,4 @@ def test_sqlite_file_machine() -> None:
     )
     if full_budget():
         assert SQLITE_VARIANTS - SqliteFileMachine.sqlite_reach == set()
+        assert CONTRACT_VARIANTS - SqliteFileMachine.contract_reach == set()

@@ -196,15 +196,12 @@ class SqliteBackend(Backend):
         """End the open transaction, if any.  An interrupt (a stop) that lands while the
         ROLLBACK runs cuts it short and would leave the transaction — and SQLite's write
         lock — held; the interrupt is spent by then, so the ROLLBACK is run again."""
-        for _ in range(3):
-            if not self._conn.in_transaction:
-                return
+        if self._conn.in_transaction:
             try:
                 self._conn.execute("ROLLBACK")
             except sqlite3.OperationalError:
-                continue
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # else it was done when the interrupt came
+                    self._conn.execute("ROLLBACK")
 
     @contextmanager
     def _transaction(self, ctx: Context, commit: bool) -> Iterator[sqlite3.Connection]:

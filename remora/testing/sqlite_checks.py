@@ -14,9 +14,13 @@ result as a postcondition —
   :class:`~remora.errors.Unavailable`; canceled during the wait it is
   :class:`~remora.errors.Canceled`.  Either way the durable state is unchanged and no lock
   or transaction is left behind.
-* ``sqlite_interrupt`` — a statement of the write is interrupted (the context canceled
-  mid-statement, or SQLite's interrupt): :class:`~remora.errors.Canceled`, nothing changed,
-  nothing left locked; a write that finished first returns its token.
+* ``sqlite_interrupt`` — a statement of the write is interrupted (SQLite's interrupt, as
+  a stop's ``interrupt()`` does, at a drawn step): in BEGIN, the read or the upsert it is
+  :class:`~remora.errors.Canceled`; in the closing ROLLBACK, or after the last statement,
+  the claim's token is returned.  Nothing changed, no transaction or lock left behind.
+* ``sqlite_record_identity`` — a source identity recorded (possibly interrupted): recorded
+  exactly and seen by another store, or refused leaving the identities as they were and
+  no lock held (an interrupt SQLite reports as COMMIT ends may have committed).
 * ``sqlite_reopen`` — a second lifetime's store on the same file (possibly while another
   connection holds the write lock for a moment, or past the budget) sees exactly the
   primary's durable state and source identities, in WAL mode at the current schema version;
@@ -24,8 +28,9 @@ result as a postcondition —
   store answers nothing.
 * ``sqlite_open_file`` — opening other files: a copy downgraded to schema version 1 is
   upgraded in place (same state, version 2, the source table present); a copy at a newer
-  version, a file that is not a database, and a directory are refused with
-  :class:`~remora.errors.InvalidInput` and left as they were; a fresh file locked by
+  version, a database whose table takes one of Remora's names, a file that is not a
+  database, and a directory are refused with :class:`~remora.errors.InvalidInput` and left
+  as they were (the schema's transaction rolled back, no lock held); a fresh file locked by
   another process is waited for (then created) or, past the budget, ``Unavailable``.
 
 Failures are ``ERROR sqlite-file``.  ``tests/stateful/test_sqlite_checks.py`` shows each
@@ -58,7 +63,7 @@ from remora.store.sqlite import SCHEMA_VERSION, SqliteBackend
 LOCK_ENDINGS = ("released", "budget", "canceled")
 INTERRUPTS = ("statement", "rollback", "finished")
 REOPENS = ("plain", "released", "budget")
-OPENS = ("v1", "newer", "garbage", "directory", "fresh-released", "fresh-budget")
+OPENS = ("v1", "newer", "conflict", "garbage", "directory", "fresh-released", "fresh-budget")
 
 BACKEND: Callable[..., SqliteBackend] = SqliteBackend
 """What the checks open a second store with (a planted-bug test swaps it)."""
@@ -378,6 +383,10 @@ class SqliteFileChecks:
             finally:
                 source.close()
                 copy.close()
+        elif kind == "conflict":  # someone else's database using one of Remora's names
+            other = _connect(str(path))
+            other.execute("CREATE TABLE remora_outbox_offset (x)")
+            other.close()
         elif kind == "garbage":
             path.write_bytes(b"this is not an SQLite database, just some bytes\n" * 40)
         elif kind == "directory":
@@ -390,10 +399,13 @@ class SqliteFileChecks:
             holder.execute("BEGIN EXCLUSIVE")
             if kind == "fresh-released":
                 timer = _release_later(holder)
-        original = path.read_bytes() if path.is_file() and holder is None else None
+        keep = path.is_file() and holder is None and kind != "conflict"  # WAL rewrites it
+        original = path.read_bytes() if keep else None
         try:
             got = _outcome(
-                lambda: BACKEND(path, lock_timeout=0.0 if kind == "fresh-budget" else 5.0)
+                lambda: BACKEND(
+                    path, lock_timeout={"fresh-budget": 0.0, "conflict": 0.2}.get(kind, 5.0)
+                )
             )
         finally:
             if timer is not None:
@@ -433,6 +445,8 @@ class SqliteFileChecks:
                 self._sqlite_fail(f"a refused newer file now says schema version {version}")
             if (held := _free(str(path))) is not None:
                 self._sqlite_fail(f"a refused newer file stays locked ({held})")
+        if kind == "conflict" and (tables := _meta(str(path))[2]) != {"remora_outbox_offset"}:
+            self._sqlite_fail(f"a refused conflicting file now holds the tables {sorted(tables)}")
         if original is not None and path.read_bytes() != original:
             self._sqlite_fail(f"a refused {kind} file was changed")
 

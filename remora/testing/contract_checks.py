@@ -73,6 +73,7 @@ LIFECYCLE: Callable[..., Lifecycle] = Lifecycle
 RETRY_POLICY: Callable[..., RetryPolicy] = RetryPolicy
 CONTROLLED_CALL: Callable[..., Any] = seam.controlled_call
 RUNNER: Callable[..., Runner] = Runner
+MEMORY_STORE: Callable[[], MemoryStore] = MemoryStore
 """What the rules build (a planted-bug test swaps one)."""
 
 WAITS = (0.1, 0.2, 0.4)
@@ -92,7 +93,7 @@ def _records(partition: int, n: int) -> list[SourceRecord]:
 def _scratch(
     store: Any = None, n: int = 3, **kwargs: Any
 ) -> tuple[Lifecycle, MemoryStore, LogicalClock]:
-    memory = MemoryStore()
+    memory = MEMORY_STORE()
     log = MemorySourceLog(_records(0, n) + _records(1, n), (0, 1))
     clock = LogicalClock()
     kwargs.setdefault("retry", RETRY_POLICY(3, WAITS[:2]))
@@ -277,7 +278,7 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
             problems.append(f"assign {list(partitions)}: claims {epochs}")
         return problems
     if case in ("lie-zero", "lie-same"):  # a store whose claim returns an impossible token
-        memory = MemoryStore()
+        memory = MEMORY_STORE()
         lies: list[Token] = []
 
         def claim(partition: int, ctx: Context) -> Token:
@@ -295,7 +296,7 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
             problems.append(f"a claim that returned {lies[0]} holding {held}: {got[0]} {got[1]}")
         return problems + _retired_after(lifecycle, memory, case)
     if case == "claim-unavailable":  # every claim unavailable: the policy's calls and waits
-        memory = MemoryStore()
+        memory = MEMORY_STORE()
 
         def refuse(partition: int, ctx: Context) -> Token:
             raise Unavailable("the store is down")
@@ -337,7 +338,7 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
             def validate(self, partition: int, ctx: Context) -> None:
                 inner.append(_outcome(lambda: box[0].seek(partition)))
 
-        memory = MemoryStore()
+        memory = MEMORY_STORE()
         lifecycle = LIFECYCLE(
             memory,
             Reentrant(_records(0, 1), (0,)),
@@ -362,7 +363,7 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
     def broken(partition: int, ctx: Context) -> Token:
         raise ValueError("a bug in the store")
 
-    memory = MemoryStore()
+    memory = MEMORY_STORE()
     lifecycle, _, _ = _scratch(_Wrapped(memory, observe=broken))
     lifecycle.assign([0])
     got = _outcome(lambda: lifecycle.seek(0))

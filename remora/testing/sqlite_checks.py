@@ -215,7 +215,7 @@ class SqliteFileChecks:
         self._unchanged(backend, before, f"a claim under a held lock ({ending})")
         type(self).sqlite_reach.add(("lock-wait", ending))
 
-    @rule(partition=st.integers(0, 7), at=st.integers(0, 40))
+    @rule(partition=st.integers(0, 7), at=st.integers(0, 60))
     def sqlite_interrupt(self, partition: int, at: int) -> None:
         backend = self._sqlite()
         p = partition % self.partitions  # type: ignore[attr-defined]

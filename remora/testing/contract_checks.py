@@ -288,7 +288,8 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
         lifecycle, _, _ = _scratch(_Wrapped(memory, claim=claim))
         held = None
         if case == "lie-same":  # held from an earlier assignment, then claimed "again"
-            held = lifecycle.assign([0])[0]
+            lifecycle.assign([0])
+            held = lifecycle.owned().get(0)
         lies.append(Token(0, 0) if held is None else held)
         got = _outcome(lambda: lifecycle.assign([0]))
         problems = []

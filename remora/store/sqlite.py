@@ -126,6 +126,9 @@ class SqliteBackend(Backend):
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
+        except InvalidInput:  # a newer schema: refused, and the file not left open
+            self._conn.close()
+            raise
 
     def _open(self) -> None:
         """Journal mode, then the schema — retrying a lock another process holds (while it

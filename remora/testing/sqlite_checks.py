@@ -30,7 +30,8 @@ result as a postcondition —
   upgraded in place (same state, version 2, the source table present); a copy at a newer
   version, a database whose table takes one of Remora's names, a file that is not a
   database, and a directory are refused with :class:`~remora.errors.InvalidInput` and left
-  as they were (the schema's transaction rolled back, no lock held); a fresh file locked by
+  as they were (the schema's transaction rolled back, no lock held, the file not left
+  open); a fresh file locked by
   another process is waited for (then created) or, past the budget, ``Unavailable``.
 
 Failures are ``ERROR sqlite-file``.  ``tests/stateful/test_sqlite_checks.py`` shows each
@@ -122,6 +123,21 @@ def _meta(path: str) -> tuple[str | None, str, set[str]]:
         return version, mode, tables
     finally:
         conn.close()
+
+
+def _open_handles(path: Path) -> list[str]:
+    """This process's file descriptors open on ``path`` (Linux ``/proc``; empty elsewhere)."""
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        return []
+    found = []
+    for fd in fds.iterdir():
+        try:
+            if os.readlink(fd) == str(path):
+                found.append(fd.name)
+        except OSError:
+            continue
+    return found
 
 
 def _release_later(conn: sqlite3.Connection, seconds: float = 0.01) -> threading.Timer:
@@ -439,6 +455,8 @@ class SqliteFileChecks:
             text = f"schema version {SCHEMA_VERSION + 1} is newer"
         if got[0] != want or text not in str(got[1]):
             self._sqlite_fail(f"opening a {kind} file returned {got}, not {want} ({text!r})")
+        if kind != "directory" and (fds := _open_handles(path.resolve())):
+            self._sqlite_fail(f"a refused {kind} file is still open (descriptors {fds})")
         if kind == "newer":
             version, _, _ = _meta(str(path))
             if version != str(SCHEMA_VERSION + 1):

@@ -172,6 +172,27 @@ class IdentityKeepsTransaction(SqliteBackend):
             self._conn.execute("COMMIT")
 
 
+class _NoClose:
+    """A connection whose ``close`` does nothing."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def close(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+class RefusedFileLeftOpen(SqliteBackend):
+    """A file the store refuses to open stays open (as a newer-schema file did on main)."""
+
+    def _open(self) -> None:
+        self._conn = _NoClose(self._conn)  # type: ignore[assignment]
+        super()._open()
+
+
 def sqlite_checks_schema() -> list[str]:
     from remora.store.sqlite import _SCHEMA
 
@@ -249,6 +270,9 @@ PLANTED: list[tuple[type[SqliteBackend], str, dict[str, Any], str]] = [
     (LockedIsBadInput, "sqlite_reopen", {"how": "budget"}, "locked past the budget"),
     (OpenNotRetried, "sqlite_open_file", {"kind": "fresh-released"}, "opening a fresh-released"),
     (RawConnectError, "sqlite_open_file", {"kind": "directory"}, "OperationalError"),
+    (RefusedFileLeftOpen, "sqlite_open_file", {"kind": "newer"}, "still open"),
+    (RefusedFileLeftOpen, "sqlite_open_file", {"kind": "conflict"}, "still open"),
+    (RefusedFileLeftOpen, "sqlite_open_file", {"kind": "garbage"}, "still open"),
     (
         IdentityKeepsTransaction,
         "sqlite_record_identity",

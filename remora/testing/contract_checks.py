@@ -59,6 +59,8 @@ from remora.worker.runner import Runner, RunStats
 SEAM_EFFECTS = ("value", "fenced", "invalid", "unknown", "foreign")
 LIFECYCLE_CASES = (
     "assign",
+    "stop-in-claim",
+    "stop-in-observe",
     "lie-zero",
     "lie-same",
     "claim-unavailable",
@@ -277,6 +279,32 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
         ):
             problems.append(f"assign {list(partitions)}: claims {epochs}")
         return problems
+    if case in ("stop-in-claim", "stop-in-observe"):  # a stop lands as the reply arrives
+        memory = MEMORY_STORE()
+        box: list[Lifecycle] = []
+
+        def claim(partition: int, ctx: Context) -> Token:
+            token = memory.claim(partition, ctx)
+            if case == "stop-in-claim":
+                box[0].stop()
+            return token
+
+        def observe(partition: int, ctx: Context) -> Token:
+            token = memory.observe(partition, ctx)
+            box[0].stop()
+            return token
+
+        lifecycle, _, _ = _scratch(_Wrapped(memory, claim=claim, observe=observe))
+        box.append(lifecycle)
+        got = _outcome(lambda: lifecycle.assign([0]))
+        if case == "stop-in-observe" and got[0] == "ok":
+            got = _outcome(lambda: lifecycle.seek(0))
+        problems = []
+        if got[0] != "Canceled" or lifecycle.owned() or not lifecycle.stopped:
+            problems.append(
+                f"a stop while the {case[8:]} reply arrived: {got[0]}, holds {lifecycle.owned()}"
+            )
+        return problems
     if case in ("lie-zero", "lie-same"):  # a store whose claim returns an impossible token
         memory = MEMORY_STORE()
         lies: list[Token] = []
@@ -333,11 +361,11 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
         return problems + _retired_after(lifecycle, memory, case)
     if case == "mutex-budget":  # a callback that waits for the mutex past its budget
         inner: list[tuple[str, Any]] = []
-        box: list[Lifecycle] = []
+        reentered: list[Lifecycle] = []
 
         class Reentrant(MemorySourceLog):
             def validate(self, partition: int, ctx: Context) -> None:
-                inner.append(_outcome(lambda: box[0].seek(partition)))
+                inner.append(_outcome(lambda: reentered[0].seek(partition)))
 
         memory = MEMORY_STORE()
         lifecycle = LIFECYCLE(
@@ -348,7 +376,7 @@ def lifecycle_problems(case: str, partitions: Sequence[int]) -> list[str]:
             budget=0.001,
             name="scratch",
         )
-        box.append(lifecycle)
+        reentered.append(lifecycle)
         lifecycle.assign([0])
         problems = []
         if [k for k, _ in inner] != ["DeadlineExceeded"] or "mutex" not in str(inner[0][1]):

@@ -54,6 +54,7 @@ from hypothesis.stateful import rule
 
 from remora.clock import LogicalClock
 from remora.context import Context
+from remora.domain import SubjectState
 from remora.errors import Canceled
 from remora.sim.trace import SimConfig
 from remora.store import StateStore
@@ -138,6 +139,23 @@ def _open_handles(path: Path) -> list[str]:
         except OSError:
             continue
     return found
+
+
+def _raw_subjects(path: str) -> list[tuple[int, SubjectState]]:
+    """The subject rows of the file, read directly by column name (not by the store)."""
+    conn = _connect(path)
+    conn.row_factory = sqlite3.Row
+    try:
+        rows = conn.execute("SELECT * FROM remora_subject ORDER BY partition, subject").fetchall()
+    finally:
+        conn.close()
+    return [
+        (
+            r["partition"],
+            SubjectState(r["subject"], r["revision"], r["status"], bool(r["blocked"]), r["body"]),
+        )
+        for r in rows
+    ]
 
 
 def _release_later(conn: sqlite3.Connection, seconds: float = 0.01) -> threading.Timer:
@@ -364,6 +382,10 @@ class SqliteFileChecks:
                 pass
             else:
                 self._sqlite_fail("a closed store still answers reads")
+            if (raw := _raw_subjects(backend.path)) != list(before.subjects):
+                self._sqlite_fail(
+                    f"the snapshot's subjects {before.subjects} are not the rows {raw}"
+                )
             version, mode, _ = _meta(backend.path)
             if (version, mode) != (str(SCHEMA_VERSION), "wal"):
                 self._sqlite_fail(f"the reopened file: schema version {version}, journal {mode}")

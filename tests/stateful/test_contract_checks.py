@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from remora.context import Context
-from remora.errors import DeadlineExceeded, RemoraError
+from remora.errors import DeadlineExceeded, Fenced, RemoraError
 from remora.faults import IOCall, IOHook, IOReport, Observation, Operation, Outcome
 from remora.faults import controlled_call as real_controlled_call
 from remora.store import MemoryStore, Token
@@ -83,6 +83,35 @@ class TrustsEveryClaim(Lifecycle):
             return {p: self._owned[p] for p in wanted}
 
         return self._guarded("assign", run)
+
+
+class RetainsAfterStop(Lifecycle):
+    """assign and seek retain what the store answered even when the lifetime was stopped
+    while the answer arrived (no cancellation check before retaining)."""
+
+    def assign(self, partitions: Iterable[int]) -> dict[int, Token]:
+        wanted = list(partitions)
+
+        def run(ctx: Context) -> dict[int, Token]:
+            for partition in wanted:
+                self._validate(ctx, partition)
+                token = self._claim(ctx, partition)
+                previous = self._owned.get(partition)
+                if token.epoch < 1 or (previous is not None and token.epoch <= previous.epoch):
+                    raise Fenced(f"partition {partition}: claim returned incompatible {token}")
+                self._owned[partition] = token
+            return {p: self._owned[p] for p in wanted}
+
+        return self._guarded("assign", run)
+
+    def seek(self, partition: int) -> int:
+        def run(ctx: Context) -> int:
+            saved = self._owned[partition]
+            seen = self.store.observe(partition, ctx)
+            self._owned[partition] = Token(saved.epoch, seen.frontier)
+            return seen.frontier
+
+        return self._guarded("seek", run)
 
 
 class ProcessWithoutOwnerIsIgnored(Lifecycle):
@@ -197,6 +226,8 @@ PLANTED: list[tuple[str, Any, str]] = [
     ("LIFECYCLE", AssignReturnsNothing, "assign"),
     ("LIFECYCLE", TrustsEveryClaim, "a claim that returned"),
     ("LIFECYCLE", ProcessWithoutOwnerIsIgnored, "process without an owner"),
+    ("LIFECYCLE", RetainsAfterStop, "a stop while the claim reply arrived"),
+    ("LIFECYCLE", RetainsAfterStop, "a stop while the observe reply arrived"),
     ("LIFECYCLE", MutexTimeoutDoesNotRetire, "retired by None"),
     ("LIFECYCLE", ForeignErrorNotWrapped, "a store raising ValueError"),
     ("MEMORY_STORE", epoch_by_two_store, "installed epoch 2"),

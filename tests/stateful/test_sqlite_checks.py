@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -193,6 +194,15 @@ class RefusedFileLeftOpen(SqliteBackend):
         super()._open()
 
 
+class SnapshotSubjectsMisread(SqliteBackend):
+    """The snapshot reads a subject's status from the wrong column."""
+
+    def snapshot(self) -> Any:
+        snap = super().snapshot()
+        subjects = tuple((p, attrs.evolve(s, status=str(s.blocked))) for p, s in snap.subjects)
+        return attrs.evolve(snap, subjects=subjects)
+
+
 def sqlite_checks_schema() -> list[str]:
     from remora.store.sqlite import _SCHEMA
 
@@ -265,6 +275,7 @@ PLANTED: list[tuple[type[SqliteBackend], str, dict[str, Any], str]] = [
     (BeginOutsideTry, "sqlite_interrupt", {"partition": 0, "at": 2}, "lock is still held"),
     (BeginOutsideRollback, "sqlite_interrupt", {"partition": 2, "at": 31}, "at rollback"),
     (NotWal, "sqlite_reopen", {"how": "plain"}, "journal delete"),
+    (SnapshotSubjectsMisread, "sqlite_reopen", {"how": "plain"}, "are not the rows"),
     (AcceptsNewerSchema, "sqlite_open_file", {"kind": "newer"}, "not InvalidInput"),
     (OnlyStampsNewFiles, "sqlite_open_file", {"kind": "v1"}, "schema version 1"),
     (LockedIsBadInput, "sqlite_reopen", {"how": "budget"}, "locked past the budget"),

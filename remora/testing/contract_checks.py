@@ -524,11 +524,12 @@ class ContractChecks:
         self._contract("seam", "refused" if refused else effect, problems)
 
     @rule(
-        case=st.sampled_from(LIFECYCLE_CASES),
+        cases=st.lists(st.sampled_from(LIFECYCLE_CASES), min_size=1, max_size=4, unique=True),
         partitions=st.lists(st.integers(0, 1), min_size=1, max_size=3),
     )
-    def lifecycle_contract(self, case: str, partitions: list[int]) -> None:
-        self._contract("lifecycle", case, lifecycle_problems(case, partitions))
+    def lifecycle_contract(self, cases: list[str], partitions: list[int]) -> None:
+        for case in cases:  # a scratch lifecycle each: cheap, so a few a step
+            self._contract("lifecycle", case, lifecycle_problems(case, partitions))
 
     @rule(case=st.sampled_from(RUNNER_CASES), n=st.integers(1, 3))
     def runner_contract(self, case: str, n: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from remora.testing.contract_checks import LIFECYCLE_CASES, RUNNER_CASES, SEAM_EFFECTS
+from remora.testing.contract_checks import LIFECYCLE_CASES, RUNNER_CASES
 from remora.testing.profiles import full_budget
 from remora.testing.sqlite_checks import INTERRUPTS, LOCK_ENDINGS, OPENS, REOPENS
 from tests.stateful.store_machines import SqliteFileMachine
@@ -27,8 +27,8 @@ SQLITE_VARIANTS = {
 CONTRACT_VARIANTS = {
     ("retry", "valid"),
     ("retry", "refused"),
-    ("seam", "refused"),
-    *(("seam", e) for e in SEAM_EFFECTS),
+    ("seam", "reads"),
+    ("seam", "writes"),
     *(("lifecycle", c) for c in LIFECYCLE_CASES),
     *(("runner", c) for c in RUNNER_CASES),
 }

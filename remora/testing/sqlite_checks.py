@@ -12,8 +12,8 @@ result as a postcondition —
   (a ``commit=False`` claim, which changes nothing): released during the wait, the write
   goes on and returns the token the claim would install; past ``lock_timeout`` it is
   :class:`~remora.errors.Unavailable`; canceled during the wait it is
-  :class:`~remora.errors.Canceled`.  Either way the durable state is unchanged and no lock
-  or transaction is left behind.
+  :class:`~remora.errors.Canceled` at the next poll (no further pause).  Either way the
+  durable state is unchanged and no lock or transaction is left behind.
 * ``sqlite_interrupt`` — a statement of the write is interrupted (SQLite's interrupt, as
   a stop's ``interrupt()`` does, at a drawn step): in BEGIN, the read or the upsert it is
   :class:`~remora.errors.Canceled`; in the closing ROLLBACK, or after the last statement,
@@ -244,6 +244,8 @@ class SqliteFileChecks:
             )
         if ending != "budget" and clock.sleeps == 0:
             self._sqlite_fail(f"a claim of partition {p} did not wait for the lock ({ending})")
+        if ending == "canceled" and clock.sleeps != 1:  # the next poll sees the cancel
+            self._sqlite_fail(f"a canceled lock wait went on for {clock.sleeps} pauses")
         if ending == "budget" and "locked" not in str(got[1]):
             self._sqlite_fail(f"a lock held past the budget reported {got[1]!r}")
         self._unchanged(backend, before, f"a claim under a held lock ({ending})")

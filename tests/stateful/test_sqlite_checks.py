@@ -89,6 +89,21 @@ class BeginOutsideTry(SqliteBackend):
                 unregister()
 
 
+class WaitIgnoresCancel(SqliteBackend):
+    """The lock wait does not look at the context: a stop does not end it (it runs on to
+    ``lock_timeout``, capped here at a few pauses)."""
+
+    def _begin(self, ctx: Context | None) -> None:
+        for _ in range(5):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError:
+                if ctx is not None:
+                    ctx.sleep(0.001)
+        self._conn.execute("BEGIN IMMEDIATE")
+
+
 class BeginOutsideRollback(SqliteBackend):
     """As on main before this branch: a BEGIN or a ROLLBACK an interrupt cuts short leaves
     the transaction (and the write lock) held."""
@@ -272,6 +287,7 @@ def test_the_real_backend_passes(
 PLANTED: list[tuple[type[SqliteBackend], str, dict[str, Any], str]] = [
     (NoLockWait, "sqlite_lock_wait", {"partition": 0, "ending": "released"}, "returned"),
     (WaitOffTheClock, "sqlite_lock_wait", {"partition": 0, "ending": "released"}, "returned"),
+    (WaitIgnoresCancel, "sqlite_lock_wait", {"partition": 0, "ending": "canceled"}, "pauses"),
     (BeginOutsideTry, "sqlite_interrupt", {"partition": 0, "at": 2}, "lock is still held"),
     (BeginOutsideRollback, "sqlite_interrupt", {"partition": 2, "at": 31}, "at rollback"),
     (NotWal, "sqlite_reopen", {"how": "plain"}, "journal delete"),

@@ -56,7 +56,7 @@ from remora.worker.lifecycle import Lifecycle
 from remora.worker.retry import RetryPolicy
 from remora.worker.runner import Runner, RunStats
 
-SEAM_EFFECTS = ("value", "fenced", "invalid", "unknown", "foreign")
+SEAM_EFFECTS = ("value", "fenced", "invalid", "unknown", "foreign", "hook-raises")
 LIFECYCLE_CASES = (
     "assign",
     "stop-in-claim",
@@ -122,10 +122,12 @@ class _Wrapped:
 
 
 class _Hook:
-    """A hook that answers one decision and records what it is told."""
+    """A hook that answers one decision and records what it is told (and, with
+    ``raise_after``, raises a foreign exception at the after boundary)."""
 
-    def __init__(self, decision: FaultDecision) -> None:
+    def __init__(self, decision: FaultDecision, raise_after: Exception | None = None) -> None:
         self.decision = decision
+        self.raise_after = raise_after
         self.boundaries: list[At] = []
         self.reports: list[IOReport] = []
 
@@ -134,6 +136,8 @@ class _Hook:
 
     def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
         self.boundaries.append(at)
+        if at is At.AFTER and self.raise_after is not None:
+            raise self.raise_after
 
     def returned(self, call: IOCall, report: IOReport) -> None:
         self.reports.append(report)
@@ -142,7 +146,8 @@ class _Hook:
 def seam_problems(operation: Operation, outcome: Outcome, effect_kind: str) -> list[str]:
     """One controlled call with a drawn outcome and effect, against the module docstring of
     :mod:`remora.faults` (empty when it obeys it)."""
-    hook = _Hook(FaultDecision(outcome, 0, True))
+    broken_hook = ValueError("a bug in the hook") if effect_kind == "hook-raises" else None
+    hook = _Hook(FaultDecision(outcome, 0, True), broken_hook)
     ran: list[bool] = []
     errors: dict[str, Exception] = {
         "fenced": Fenced("fenced by the store"),
@@ -173,11 +178,13 @@ def seam_problems(operation: Operation, outcome: Outcome, effect_kind: str) -> l
     report = hook.reports[0]
     if outcome is Outcome.ABORT:
         want: tuple[str, bool | None, Observation, list[bool]] = (
-            "Unavailable",
-            False,
-            Observation.UNAVAILABLE,
-            [],
+            ("ValueError", False, Observation.ERROR, [])
+            if effect_kind == "hook-raises"
+            else ("Unavailable", False, Observation.UNAVAILABLE, [])
         )
+    elif effect_kind == "hook-raises":  # after the effect: it landed iff it committed
+        commit = outcome is not Outcome.UNKNOWN_ABORTED
+        want = ("ValueError", True if commit else None, Observation.ERROR, [commit])
     elif effect_kind == "value":
         commit = outcome is not Outcome.UNKNOWN_ABORTED
         if outcome in UNKNOWN_OUTCOMES:
@@ -200,7 +207,9 @@ def seam_problems(operation: Operation, outcome: Outcome, effect_kind: str) -> l
         problems.append(f"{what}: returned {got[1]}, not the effect's 7")
     if hook.boundaries != [At.BEFORE, At.AFTER]:
         problems.append(f"{what}: boundaries {hook.boundaries}, not before and after")
-    foreign = got[1] if effect_kind == "foreign" and outcome is not Outcome.ABORT else None
+    foreign = None
+    if effect_kind == "hook-raises" or (effect_kind == "foreign" and outcome is not Outcome.ABORT):
+        foreign = got[1]
     if report.foreign is not foreign:
         problems.append(f"{what}: reported foreign {report.foreign!r}, not {foreign!r}")
     error = got[1] if isinstance(got[1], RemoraError) else None

@@ -249,6 +249,14 @@ class SqliteFileChecks:
         if ending == "budget" and "locked" not in str(got[1]):
             self._sqlite_fail(f"a lock held past the budget reported {got[1]!r}")
         self._unchanged(backend, before, f"a claim under a held lock ({ending})")
+        if ending == "canceled":  # a context already canceled: no read, no write at all
+            for name, call in (
+                ("observe", lambda: backend.observe(p, ctx)),
+                ("claim", lambda: backend.claim(p, ctx, True)),
+            ):
+                if (late := _outcome(call))[0] != "Canceled":
+                    self._sqlite_fail(f"{name} under a canceled context returned {late}")
+            self._unchanged(backend, before, "calls under a canceled context")
         type(self).sqlite_reach.add(("lock-wait", ending))
 
     @rule(partition=st.integers(0, 7), at=st.integers(0, 60))

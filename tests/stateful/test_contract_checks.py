@@ -189,6 +189,17 @@ class _OkHook:
         self.hook.returned(call, report)
 
 
+class _UnknownHook(_OkHook):
+    def returned(self, call: IOCall, report: IOReport) -> None:
+        if report.foreign is not None:  # every foreign failure reported as an unknown effect
+            report = IOReport(report.decision, None, report.observation, None, report.foreign)
+        self.hook.returned(call, report)
+
+
+def foreign_effect_unknown(hook: IOHook, call: IOCall, ctx: Context, effect: Any) -> Any:
+    return real_controlled_call(_UnknownHook(hook), call, ctx, effect)
+
+
 def foreign_reported_ok(hook: IOHook, call: IOCall, ctx: Context, effect: Any) -> Any:
     return real_controlled_call(_OkHook(hook), call, ctx, effect)
 
@@ -234,6 +245,7 @@ PLANTED: list[tuple[str, Any, str]] = [
     ("RETRY_POLICY", lenient_policy, "RetryPolicy(0"),
     ("CONTROLLED_CALL", all_operations_write, "refused before anything"),
     ("CONTROLLED_CALL", foreign_reported_ok, "/foreign:"),
+    ("CONTROLLED_CALL", foreign_effect_unknown, "/commit/hook-raises:"),
     ("RUNNER", RunnerSwallowsEverything, "a client failing outside any partition"),
     ("RUNNER", RunnerWithoutProgress, "progress:"),
     ("RUNNER", RunnerKeepsForeignErrors, "seek-raises:"),

@@ -104,6 +104,13 @@ class WaitIgnoresCancel(SqliteBackend):
         self._conn.execute("BEGIN IMMEDIATE")
 
 
+class ObserveIgnoresCancel(SqliteBackend):
+    """observe reads under a canceled context."""
+
+    def observe(self, partition: int, ctx: Context) -> Any:
+        return super().observe(partition, Context(LogicalClock()))
+
+
 class BeginOutsideRollback(SqliteBackend):
     """As on main before this branch: a BEGIN or a ROLLBACK an interrupt cuts short leaves
     the transaction (and the write lock) held."""
@@ -288,6 +295,7 @@ PLANTED: list[tuple[type[SqliteBackend], str, dict[str, Any], str]] = [
     (NoLockWait, "sqlite_lock_wait", {"partition": 0, "ending": "released"}, "returned"),
     (WaitOffTheClock, "sqlite_lock_wait", {"partition": 0, "ending": "released"}, "returned"),
     (WaitIgnoresCancel, "sqlite_lock_wait", {"partition": 0, "ending": "canceled"}, "pauses"),
+    (ObserveIgnoresCancel, "sqlite_lock_wait", {"partition": 0, "ending": "canceled"}, "observe"),
     (BeginOutsideTry, "sqlite_interrupt", {"partition": 0, "at": 2}, "lock is still held"),
     (BeginOutsideRollback, "sqlite_interrupt", {"partition": 2, "at": 31}, "at rollback"),
     (NotWal, "sqlite_reopen", {"how": "plain"}, "journal delete"),

@@ -245,6 +245,8 @@ def retry_problems(max_calls: int, waits: tuple[float, ...]) -> list[str]:
     got = _outcome(lambda: RETRY_POLICY(max_calls, waits))
     if valid != (got[0] == "ok") or (not valid and got[0] != "InvalidInput"):
         return [f"RetryPolicy({max_calls}, {waits}): {got[0]} ({got[1]})"]
+    if max_calls < 1 and "max_calls must be at least 1" not in str(got[1]):
+        return [f"RetryPolicy({max_calls}, {waits}) refused for another reason: {got[1]}"]
     if valid:
         policy: RetryPolicy = got[1]
         seen = tuple(policy.wait_before(k) for k in range(2, max_calls + 1))

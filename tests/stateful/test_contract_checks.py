@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from remora.context import Context
-from remora.errors import DeadlineExceeded, Fenced, RemoraError
+from remora.errors import DeadlineExceeded, Fenced, InvalidInput, RemoraError
 from remora.faults import IOCall, IOHook, IOReport, Observation, Operation, Outcome
 from remora.faults import controlled_call as real_controlled_call
 from remora.store import MemoryStore, Token
@@ -168,6 +168,13 @@ def lenient_policy(max_calls: int = 3, waits: tuple[float, ...] = (0.1, 0.2)) ->
         return RetryPolicy(max_calls, waits)
 
 
+def policy_without_call_check(max_calls: int = 3, waits: tuple[float, ...] = (0.1, 0.2)) -> Any:
+    """A policy that checks only the waits (a zero-call policy is refused for its waits)."""
+    if len(waits) != max_calls - 1:
+        raise InvalidInput("waits must hold one non-negative wait per retry (max_calls - 1)")
+    return lenient_policy(max_calls, waits)
+
+
 def all_operations_write(hook: IOHook, call: IOCall, ctx: Context, effect: Any) -> Any:
     """The seam that lets every operation take a write's unknown outcomes."""
     return real_controlled_call(hook, IOCall(Operation.CLAIM, call.partition), ctx, effect)
@@ -243,6 +250,7 @@ PLANTED: list[tuple[str, Any, str]] = [
     ("LIFECYCLE", ForeignErrorNotWrapped, "a store raising ValueError"),
     ("MEMORY_STORE", epoch_by_two_store, "installed epoch 2"),
     ("RETRY_POLICY", lenient_policy, "RetryPolicy(0"),
+    ("RETRY_POLICY", policy_without_call_check, "refused for another reason"),
     ("CONTROLLED_CALL", all_operations_write, "refused before anything"),
     ("CONTROLLED_CALL", foreign_reported_ok, "/foreign:"),
     ("CONTROLLED_CALL", foreign_effect_unknown, "/commit/hook-raises:"),

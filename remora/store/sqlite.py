@@ -107,9 +107,12 @@ class SqliteBackend(Backend):
         self._lock = threading.Lock()
         # No busy handler: _begin polls for the write lock itself so that cancellation can
         # end the wait (sqlite3's interrupt() does not interrupt a busy wait).
-        self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=0.0
-        )
+        try:
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0.0
+            )
+        except sqlite3.Error as exc:  # e.g. a directory, a folder that does not exist
+            raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
         try:
             self._open()
         except sqlite3.OperationalError as exc:
@@ -123,6 +126,9 @@ class SqliteBackend(Backend):
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
+        except InvalidInput:  # a newer schema: refused, and the file not left open
+            self._conn.close()
+            raise
 
     def _open(self) -> None:
         """Journal mode, then the schema — retrying a lock another process holds (while it
@@ -189,21 +195,34 @@ class SqliteBackend(Backend):
                 self._conn.execute("ROLLBACK")
                 raise
 
+    def _rollback(self) -> None:
+        """End the open transaction, if any.  An interrupt (a stop) that lands while the
+        ROLLBACK runs cuts it short and would leave the transaction — and SQLite's write
+        lock — held; the interrupt is spent by then, so the ROLLBACK is run again."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                if self._conn.in_transaction:  # else it was done when the interrupt came
+                    self._conn.execute("ROLLBACK")
+
     @contextmanager
     def _transaction(self, ctx: Context, commit: bool) -> Iterator[sqlite3.Connection]:
         with self._lock:
             unregister = ctx.on_cancel(self._conn.interrupt)
             try:
                 ctx.check()
-                self._begin(ctx)
                 try:
+                    # Inside: a BEGIN interrupted after it opened the transaction (SQLite
+                    # reports the interrupt as the statement ends) must still roll back,
+                    # or the connection stays in a transaction holding the write lock.
+                    self._begin(ctx)
                     yield self._conn
                     if not commit:
                         raise _Rollback
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
+                    self._rollback()
                     raise
             except _Rollback:
                 pass
@@ -340,13 +359,12 @@ class SqliteBackend(Backend):
 
     def record_source_identity(self, source: SourceIdentity) -> None:
         with self._lock:
-            self._begin(None)
             try:
+                self._begin(None)
                 self._conn.execute(identity.upsert_sql("?"), identity.to_row(source))
                 self._conn.execute("COMMIT")
             except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
 
     def close(self) -> None:

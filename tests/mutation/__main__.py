@@ -60,6 +60,7 @@ MACHINE_TESTS = (
     "tests/stateful/test_worker_machines.py::test_machine[ManyPartitionsOnSqlite]",
     "tests/stateful/test_group_machine.py::test_group_machine_on_memory",
     "tests/stateful/test_group_machine.py::test_group_machine_on_sqlite",
+    "tests/stateful/test_store_machines.py::test_sqlite_file_machine",
 )
 """The state machines, one pytest node each (the coverage pre-filter learns which nodes
 reach each line; a mutant runs only those, in this order, stopping at the first failure)."""

@@ -10,6 +10,11 @@
   failure is replayed first next time.  With ``REMORA_HYPOTHESIS_REDIS`` set to a Redis URL
   the database is a :class:`~hypothesis.extra.redis.RedisExampleDatabase`, so several
   machines share their failures.
+* ``mutants`` — ``ci`` without the shrink and explain phases, for the mutation harness
+  (``tests/mutation``): a mutant is killed by the first failing example, and shrinking it
+  (a database file or threads per replay on some machines) only spent the mutant's
+  timeout, so a killed mutant was recorded as a timeout.  Generation is the same as
+  ``ci``'s, so the same examples run and the same mutants die.
 
 Select one with ``REMORA_HYPOTHESIS_PROFILE`` or pytest's ``--hypothesis-profile``.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 CI_EXAMPLES = 200
@@ -50,6 +55,11 @@ def register_profiles() -> None:
         deadline=None,
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
+    )
+    settings.register_profile(
+        "mutants",
+        settings.get_profile("ci"),
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     )
     settings.register_profile(
         "nightly",

@@ -4,12 +4,13 @@
 
 Plants every single-site mutant (``tests/mutation/operators.py``) in the production modules
 listed in :data:`TARGETS`, one at a time, and runs the *state machines alone* (the
-``tests/stateful`` machine tests — :data:`MACHINE_TESTS`, ``ci`` profile: derandomized, so a
-run is reproducible) as the test command; each mutant runs the machines whose coverage
-reaches its lines.  A mutant is *killed* when that command fails (or times out), *survived*
-when it passes, *not reached* when the machines never execute its line (found once with
-coverage, before any mutant runs; such a mutant survives without being run), and
-*equivalent* when :mod:`tests.mutation.equivalent` explains why no test can tell it apart.
+``tests/stateful`` machine tests — :data:`MACHINE_TESTS`, ``mutants`` profile: ``ci``'s
+derandomized examples, so a run is reproducible, without shrinking a failure) as the test
+command; each mutant runs the machines whose coverage reaches its lines. A mutant is
+*killed* when that command fails (or times out), *survived* when it passes, *not reached*
+when the machines never execute its line (found once with coverage, before any mutant runs;
+such a mutant survives without being run), and *equivalent* when
+:mod:`tests.mutation.equivalent` explains why no test can tell it apart.
 
 Each job works in its own copy of the repository under a temporary directory, so mutants
 never touch the working tree.  Prints the table and the survivors; ``--json`` writes every
@@ -115,7 +116,7 @@ def make_slot(base: Path, index: int) -> Path:
 def env_for_tests() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        REMORA_HYPOTHESIS_PROFILE="ci",
+        REMORA_HYPOTHESIS_PROFILE="mutants",  # ci's examples, no shrinking (profiles.py)
         PYTHONDONTWRITEBYTECODE="1",
         REMORA_ARTIFACT_DIR=str(Path(tempfile.gettempdir()) / "remora-mutants-artifacts"),
     )

@@ -34,6 +34,23 @@ def test_ci_and_nightly_profiles() -> None:
     assert not nightly.derandomize and nightly.database is not None and nightly.print_blob
 
 
+def test_the_mutants_profile_is_ci_without_shrinking() -> None:
+    """The mutation harness's profile generates what ``ci`` generates (same examples, so
+    the same mutants die) and stops at the first failure instead of shrinking it."""
+    from hypothesis import Phase
+
+    from tests.mutation.__main__ import env_for_tests
+
+    register_profiles()
+    ci = settings.get_profile("ci")
+    mutants = settings.get_profile("mutants")
+    assert Phase.shrink in ci.phases and Phase.shrink not in mutants.phases
+    assert Phase.generate in mutants.phases
+    for name in ("max_examples", "derandomize", "database", "stateful_step_count"):
+        assert getattr(mutants, name) == getattr(ci, name), name
+    assert env_for_tests()["REMORA_HYPOTHESIS_PROFILE"] == "mutants"
+
+
 def test_profile_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REMORA_HYPOTHESIS_PROFILE", raising=False)
     monkeypatch.delenv("CI", raising=False)

@@ -312,6 +312,10 @@ class DurableStore:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.where = backend.where
+        #: The job row's lock, built once (the locking statement of :meth:`_lock`).
+        self._lock_job_sql = (
+            self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?") + backend.lock_clause
+        )
 
     # -- SQL helpers ----------------------------------------------------------------------
     def _q(self, sql: str) -> str:
@@ -321,8 +325,9 @@ class DurableStore:
         self, cur: Any, job_id: str, *, lock: bool = True, also: Also | None = None
     ) -> Locked:
         first = cur.execute(
-            self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?")
-            + (self.backend.lock_clause if lock else ""),
+            self._lock_job_sql
+            if lock
+            else self._q(f"SELECT {JOB_COLUMNS} FROM remora_jobs_job WHERE id = ?"),
             (job_id,),
         )
         if self.backend.fold_statements:
@@ -671,6 +676,30 @@ class DurableStore:
             actor.held = (job_id, locked.job.version)
             try:
                 return block(locked)
+            finally:
+                actor.held = None
+
+        return io_call(
+            actor,
+            JobOperation.DURABLE_READ,
+            job_id,
+            lambda commit: self.backend.write(actor.ctx, False, "job lock", body),
+        )
+
+    def with_job_lock(self, actor: Actor, job_id: str, block: Callable[[JobRow], T]) -> T:
+        """:meth:`with_lock` for a ``block`` that needs only the job's row: the row lock is
+        the only read (on PostgreSQL one statement fewer than the locked read of the job's
+        attempts, intents and the workers down).  The steps whose guard is a fact of the
+        job row alone (``CleanTerminalCoordination``, ``Enqueue``, …) use it."""
+
+        def body(cur: Any) -> T:
+            row = cur.execute(self._lock_job_sql, (job_id,)).fetchone()
+            if row is None:
+                raise UnknownJob(f"no job {job_id!r}")
+            job = _job(tuple(row))
+            actor.held = (job_id, job.version)
+            try:
+                return block(job)
             finally:
                 actor.held = None
 

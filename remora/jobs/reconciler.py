@@ -17,6 +17,7 @@ scanned and every queued job is enqueued again, every cancel notice republished.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -73,6 +74,10 @@ class Reconciler:
     def _locked(self, job: str, act: Any) -> bool:
         return bool(self.stores.durable.with_lock(self.actor, job, act))
 
+    def _row_locked(self, job: str, act: Callable[[JobRow], bool]) -> bool:
+        """:meth:`_locked` for a step whose guard reads the job's row only."""
+        return bool(self.stores.durable.with_job_lock(self.actor, job, act))
+
     def enqueue(self, job: str) -> bool:
         """``Enqueue(j)`` (:meth:`Stores.enqueue`)."""
         return self.stores.enqueue(self.actor, job)
@@ -80,47 +85,43 @@ class Reconciler:
     def publish_cancel_notice(self, job: str) -> bool:
         """``PublishCancelNotice(j)``."""
 
-        def act(lk: Locked) -> bool:
-            row = lk.job
+        def act(row: JobRow) -> bool:
             if not row.cancel_requested or row.phase.terminal:
                 return False
             return self.stores.coordination.publish_cancel_notice(self.actor, job)
 
-        return self._locked(job, act)
+        return self._row_locked(job, act)
 
     def clean_terminal(self, job: str) -> bool:
         """``CleanTerminalCoordination(j)``."""
 
-        def act(lk: Locked) -> bool:
-            row = lk.job
+        def act(row: JobRow) -> bool:
             if not row.phase.terminal:
                 return False
             return self.stores.coordination.clean_terminal(self.actor, job)
 
-        return self._locked(job, act)
+        return self._row_locked(job, act)
 
     def clear_stale_progress(self, job: str) -> bool:
         """``ClearStaleLiveProgress(j)``."""
 
-        def act(lk: Locked) -> bool:
-            row = lk.job
+        def act(row: JobRow) -> bool:
             authority = (
                 AttemptId(job, row.authority) if row.current_authority(row.authority) else None
             )
             return self.stores.coordination.clear_stale_progress(self.actor, job, authority)
 
-        return self._locked(job, act)
+        return self._row_locked(job, act)
 
     def release_reservation(self, job: str) -> bool:
         """``ReleaseReservation(j)`` of a terminal or cancelling job."""
 
-        def act(lk: Locked) -> bool:
-            row = lk.job
+        def act(row: JobRow) -> bool:
             if not (row.phase.terminal or row.phase is Phase.CANCELLING):
                 return False
             return self.stores.coordination.release_reservation(self.actor, job, None)
 
-        return self._locked(job, act)
+        return self._row_locked(job, act)
 
     # -- coordination-only ---------------------------------------------------------------------
     def expire_lease(self, a: AttemptId) -> bool:
@@ -146,7 +147,7 @@ class Reconciler:
         """``ExpireReservation(j)``, under the job's durable lock: an ``AuthorizeAttempt``
         reading the reservation under that lock cannot see it vanish before it commits."""
         coord = self.stores.coordination
-        return self._locked(job, lambda lk: coord.expire_reservation(self.actor, job))
+        return self._row_locked(job, lambda row: coord.expire_reservation(self.actor, job))
 
     # -- incarnations ----------------------------------------------------------------------------
     def declare_down(self, worker: str, *, down_after: float | None = None) -> bool:

@@ -263,6 +263,35 @@ def test_wipe_is_a_real_flushall(private_redis: str, tmp_path: Path, use_backend
 
 
 @pytest.mark.services
+def test_the_scripts_survive_a_script_flush(private_redis: str) -> None:
+    """The coordination scripts are called by their SHA (``EVALSHA``); a ``SCRIPT FLUSH``
+    or a restart of Redis drops them (``FLUSHALL`` does not), and the next call must load
+    its script again rather than fail with ``NOSCRIPT`` — for a write and a read alike."""
+    import redis
+
+    from remora.context import Context
+    from remora.jobs.io import Actor
+    from remora.jobs.redis_coordination import RedisCoordination
+
+    clock = LogicalClock()
+    coord = RedisCoordination(private_redis, JobsConfig(), clock=clock)
+    actor = Actor("t", Context(clock))
+    client = redis.Redis.from_url(private_redis)
+    try:
+        assert coord.enqueue(actor, "j1")
+        assert coord.candidates(actor, 5) == ["j1"]
+        client.script_flush()
+        assert client.script_exists(*(s.sha for s in coord._scripts.values())) == [False] * len(
+            coord._scripts
+        )
+        assert coord.enqueue(actor, "j2")
+        assert sorted(coord.candidates(actor, 5)) == ["j1", "j2"]
+    finally:
+        client.close()
+        coord.close()
+
+
+@pytest.mark.services
 @pytest.mark.parametrize("seed", range(3))
 def test_random_walk_on_postgres_and_redis(seed: int, pg_redis: Any) -> None:
     """Seeded random schedules (faults, unknown results) on PostgreSQL + Redis, every step

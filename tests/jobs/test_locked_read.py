@@ -129,3 +129,39 @@ def _await_lock_wait(other: psycopg.Connection[Any]) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("the locked read never waited for the row lock")
+
+
+def test_the_job_row_lock_holds_the_row_and_reads_nothing_else(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``with_job_lock`` (``CleanTerminalCoordination``, ``Enqueue``, …): the job's row is
+    locked while the block runs — another session cannot lock it — and the row lock is the
+    transaction's only read (``BEGIN``, the lock, ``ROLLBACK``).  Fails if the light lock
+    forgets ``FOR UPDATE`` or reads the attempts after all."""
+    durable = open_postgres(pg_dsn)
+    actor = Actor("t", Context(MonotonicClock()))
+    try:
+        durable.submit(actor, "j1", "noop", "null", JobsConfig())
+        statements: list[str] = []
+        execute = psycopg.Cursor.execute
+        other = psycopg.connect(pg_dsn, autocommit=True)
+
+        def counted(self: Any, query: Any, *a: Any, **k: Any) -> Any:
+            if self.connection is not other:
+                statements.append(" ".join(str(query).split())[:40])
+            return execute(self, query, *a, **k)
+
+        def block(row: Any) -> str:
+            assert row.id == "j1" and row.version == 1
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("SELECT 1 FROM remora_jobs_job WHERE id = 'j1' FOR UPDATE NOWAIT")
+            return "done"
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        assert durable.with_job_lock(actor, "j1", block) == "done"
+        monkeypatch.undo()
+        assert len(statements) == 3, statements
+        assert actor.held is None
+        other.close()
+    finally:
+        durable.close()

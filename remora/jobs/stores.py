@@ -13,7 +13,7 @@ from remora.context import Context
 from remora.errors import RemoraError
 from remora.jobs import guards
 from remora.jobs.coordination import Coordination
-from remora.jobs.durable import DurableStore
+from remora.jobs.durable import DurableStore, Locked
 from remora.jobs.io import Actor
 from remora.jobs.model import AttemptId, JobRow, JobsConfig, Phase
 from remora.jobs.target import Target, Vault, check_id
@@ -63,9 +63,12 @@ class Stores:
     def enqueue(self, actor: Actor, job_id: str) -> bool:
         r"""``Enqueue(j)``: the coordination write, made while the job's durable lock is held
         (``phase = Queued /\ dispatchNeeded`` cannot change meanwhile); the reconciler's
-        and the submitter's step."""
+        and the submitter's step.  The full locked read, not the row alone
+        (:meth:`DurableStore.with_job_lock`): a refusal after a wipe republishes the down
+        marks from it."""
 
-        def act(row: JobRow) -> bool:
+        def act(lk: Locked) -> bool:
+            row = lk.job
             if row.phase is not Phase.QUEUED or not row.dispatch_needed:
                 return False
             coord = self.coordination
@@ -78,7 +81,7 @@ class Stores:
             coord.publish_down(actor, lk.workers_down)
             return coord.enqueue(actor, job_id)
 
-        return bool(self.durable.with_job_lock(actor, job_id, act))
+        return bool(self.durable.with_lock(actor, job_id, act))
 
     def request_cancel(self, actor: Actor, job_id: str) -> JobRow:
         """``RequestCancel(j)``: mark cancel in the coordination mirror first (so no attempt

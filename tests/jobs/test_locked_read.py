@@ -134,10 +134,10 @@ def _await_lock_wait(other: psycopg.Connection[Any]) -> None:
 def test_the_job_row_lock_holds_the_row_and_reads_nothing_else(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``with_job_lock`` (``CleanTerminalCoordination``, ``Enqueue``, …): the job's row is
-    locked while the block runs — another session cannot lock it — and the row lock is the
-    transaction's only read (``BEGIN``, the lock, ``ROLLBACK``).  Fails if the light lock
-    forgets ``FOR UPDATE`` or reads the attempts after all."""
+    """``with_job_lock`` (``CleanTerminalCoordination``, ``PublishCancelNotice``, …): the
+    job's row is locked while the block runs — another session cannot lock it — and the row
+    lock is the transaction's only read (``BEGIN``, the lock, ``ROLLBACK``).  Fails if the
+    light lock forgets ``FOR UPDATE`` or reads the attempts after all."""
     durable = open_postgres(pg_dsn)
     actor = Actor("t", Context(MonotonicClock()))
     try:

@@ -278,6 +278,7 @@ def test_the_scripts_survive_a_script_flush(private_redis: str) -> None:
     actor = Actor("t", Context(clock))
     client = redis.Redis.from_url(private_redis)
     try:
+        coord.publish_down(actor, [])  # Enqueue waits for the down marks (docs/jobs.md)
         assert coord.enqueue(actor, "j1")
         assert coord.candidates(actor, 5) == ["j1"]
         client.script_flush()

@@ -9,11 +9,13 @@ from remora.sim.trace import SimConfig
 from remora.store import StateStore
 from remora.store.sqlite import SqliteStore
 from remora.testing.group_checks import SourceChecks
+from remora.testing.group_failures import GroupFailureChecks
 from remora.testing.group_machine import GroupRunMachine
 
 
-class GroupRunChecked(SourceChecks, GroupRunMachine):
-    """The group machine with the source-identity and awkward-value rules."""
+class GroupRunChecked(GroupFailureChecks, SourceChecks, GroupRunMachine):
+    """The group machine with the worker-failure, source-identity and awkward-value
+    rules."""
 
 
 def sqlite_store(config: SimConfig) -> StateStore:

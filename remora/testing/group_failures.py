@@ -129,11 +129,7 @@ class _Member(Lifecycle):
 
 def rotation(partitions: list[int], members: int, generation: int, member: int) -> set[int]:
     """The documented share of ``member`` (of ``members`` live ones) in ``generation``."""
-    return {
-        p
-        for i, p in enumerate(sorted(partitions))
-        if (i + generation - 1) % members == member
-    }
+    return {p for i, p in enumerate(sorted(partitions)) if (i + generation - 1) % members == member}
 
 
 def one_worker_rebalances(left: int, batch: int, every: int) -> int:
@@ -169,7 +165,11 @@ class GroupFailureChecks:
         start = {q: store.backend.partition_row(q).frontier for q in range(machine.partitions)}
         left = {
             q: sorted(
-                (r for r in machine.source if r.partition == q and r.visible and r.offset >= start[q]),
+                (
+                    r
+                    for r in machine.source
+                    if r.partition == q and r.visible and r.offset >= start[q]
+                ),
                 key=lambda r: r.offset,
             )
             for q in range(machine.partitions)
@@ -241,9 +241,7 @@ class GroupFailureChecks:
                 failure = stats.failures[0]
                 assert not failure.lost
                 where = "while assigning" if at is None else f"at offset {at}"
-                assert f"partition {p} stopped {where}: " in failure.describe(), (
-                    failure.describe()
-                )
+                assert f"partition {p} stopped {where}: " in failure.describe(), failure.describe()
             assert (failure.partition, failure.offset) == (p, at), (failure, p, at)
             if isinstance(fired, RemoraError):
                 assert failure.error is fired, (failure.error, fired)

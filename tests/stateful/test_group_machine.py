@@ -11,11 +11,19 @@ from remora.store.sqlite import SqliteStore
 from remora.testing.group_checks import SourceChecks
 from remora.testing.group_failures import GroupFailureChecks
 from remora.testing.group_machine import GroupRunMachine
+from remora.testing.source_checks import DomainChecks, SourceLayoutChecks, SourceReadChecks
 
 
-class GroupRunChecked(GroupFailureChecks, SourceChecks, GroupRunMachine):
-    """The group machine with the worker-failure, source-identity and awkward-value
-    rules."""
+class GroupRunChecked(
+    GroupFailureChecks,
+    SourceLayoutChecks,
+    SourceReadChecks,
+    DomainChecks,
+    SourceChecks,
+    GroupRunMachine,
+):
+    """The group machine with the worker-failure, source-layout, source-read, domain,
+    source-identity and awkward-value rules."""
 
 
 def sqlite_store(config: SimConfig) -> StateStore:

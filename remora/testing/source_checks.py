@@ -1,0 +1,538 @@
+"""Source-directory, source-read and domain rules for
+:class:`~remora.testing.group_machine.GroupRunMachine` (mixins).
+
+* :meth:`SourceLayoutChecks.layout` — a copy of the machine's source directory (real files
+  in a temporary directory) with its layout broken one way (a missing directory, a file in
+  its place, no partition file, a stray ``partition-*`` name, a number too large or too
+  long, two names for one partition, a directory named like a partition file, bytes that
+  are not UTF-8) must be refused by both readers with :class:`~remora.errors.InvalidInput`
+  naming what is wrong; a harmless variant (other files beside the partition files, the
+  largest partition number, ten digits) must read back the records written.  Nothing
+  already written changes: the store's snapshot is the same before and after, and the
+  machine's own directory still reads back the records.
+* :meth:`SourceLayoutChecks.vanished` — a partition file deleted, or rewritten with a bad
+  line, *after* :func:`~remora.source.open_source_dir` validated it, under a running group:
+  the group ends with exactly one error naming the file (an error no partition owns ends the
+  whole group), nothing held, and the store still passes the oracle.
+* :meth:`SourceReadChecks.source_reads` — both readers and :class:`FetchCursors` against a
+  model computed from the records written: ``partitions``, ``end``, ``next_visible`` at
+  positions forwards and back, an unknown partition, ``validate``, duplicate offsets, and a
+  round-robin fetch from seeked and unseeked partitions.
+* :meth:`DomainChecks.fold_model` — :func:`~remora.domain.fold.decide` for the machine's
+  records against an independent statement of the fold's rules (``docs/fold.md``), for a
+  subject absent, live, withdrawn or blocked.
+* :meth:`DomainChecks.custom_processing` — a :class:`~remora.domain.Processing` whose
+  decision holds unstorable text or an out-of-range number in one field becomes a
+  ``malformed`` quarantine naming that field; a decision for another record, seq or subject
+  is refused; the range's ends are accepted; a negative partition or offset is refused.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from remora.clock import LogicalClock
+from remora.context import Context
+from remora.domain import SourceRecord
+from remora.domain.amendment import Malformed, parse_amendment
+from remora.domain.fold import Applied, Quarantined, decide
+from remora.domain.processing import Processing
+from remora.domain.records import Intent, OutboxEntry, QuarantineEntry, SubjectState
+from remora.domain.storable import MAX_VERSION, UNSTORABLE
+from remora.errors import InvalidInput, RemoraError, SourceError, Unseeked
+from remora.limits import MAX_PARTITION
+from remora.source.cursor import FetchCursors
+from remora.source.files import load_source_dir, open_source_dir
+from remora.source.log import MemorySourceLog
+from remora.worker.group import WorkerGroup
+
+LAYOUTS = (
+    "missing",
+    "a-file",
+    "no-partitions",
+    "suffix",
+    "not-digits",
+    "too-large",
+    "eleven-digits",
+    "many-strays",
+    "two-names",
+    "a-directory",
+    "not-utf8",
+    "beside",
+    "largest",
+    "ten-digits",
+)
+
+
+def _expect_refused(path: Path, fragments: list[str]) -> None:
+    for reader in (load_source_dir, open_source_dir):
+        try:
+            log = reader(path)
+        except InvalidInput as exc:
+            for fragment in fragments:
+                assert fragment in str(exc), f"{reader.__name__}: {exc} (wanted {fragment!r})"
+        else:
+            if hasattr(log, "close"):
+                log.close()
+            raise AssertionError(f"{reader.__name__} accepted {path} (wanted {fragments})")
+
+
+class SourceLayoutChecks:
+    """Mixin: list it before :class:`~remora.testing.group_machine.GroupRunMachine`."""
+
+    @rule(kind=st.sampled_from(LAYOUTS), partition=st.integers(0, 7))
+    def layout(self, kind: str, partition: int) -> None:
+        machine: Any = self
+        n = machine.partitions
+        p = partition % n
+        before = machine.store.backend.snapshot()
+        base = Path(tempfile.mkdtemp(dir=machine.dir.parent, prefix="remora-layout-"))
+        copy = base / "source"
+        shutil.copytree(machine.dir, copy)
+        try:
+            name = f"partition-{p}.jsonl"
+            if kind == "missing":
+                _expect_refused(base / "absent", ["absent: not a directory"])
+            elif kind == "a-file":
+                _expect_refused(copy / name, [f"{name}: not a directory"])
+            elif kind == "no-partitions":
+                for q in range(n):
+                    (copy / f"partition-{q}.jsonl").rename(copy / f"part-{q}.jsonl")
+                _expect_refused(copy, ["no partition-<N>.jsonl files"])
+            elif kind in ("suffix", "not-digits", "too-large", "eleven-digits"):
+                stray = {
+                    "suffix": f"partition-{p}.json",
+                    "not-digits": "partition-x.jsonl",
+                    "too-large": f"partition-{MAX_PARTITION + 1}.jsonl",
+                    "eleven-digits": f"partition-{p:011d}.jsonl",
+                }[kind]
+                (copy / stray).write_text("")
+                _expect_refused(copy, [stray, ": not a partition file name", "rename or move"])
+            elif kind == "many-strays":
+                for i in range(7):
+                    (copy / f"partition-s{i}.jsonl").write_text("")
+                _expect_refused(copy, ["partition-s0.jsonl, ", "partition-s4.jsonl and 2 more"])
+            elif kind == "two-names":
+                other = f"partition-0{p}.jsonl"
+                shutil.copy(copy / name, copy / other)
+                first, second = sorted([name, other])
+                _expect_refused(copy, [f"{first} and {second} are both partition {p}"])
+            elif kind == "a-directory":
+                (copy / f"partition-{n}.jsonl").mkdir()
+                _expect_refused(copy, [f"partition-{n}.jsonl: not a regular file"])
+            elif kind == "not-utf8":
+                lines = (copy / name).read_bytes().count(b"\n")
+                with (copy / name).open("ab") as f:
+                    f.write(b'{"offset": 999999, "value": "\xff\xfe"}\n')
+                _expect_refused(copy, [f"{name}:{lines + 1}: cannot read (not UTF-8"])
+            else:
+                extra = {
+                    "beside": None,
+                    "largest": MAX_PARTITION,
+                    "ten-digits": n,
+                }[kind]
+                (copy / "README.md").write_text("not a partition\n")
+                (copy / "records.jsonl").write_text("{not json\n")
+                if extra is not None:
+                    digits = f"{extra:010d}" if kind == "ten-digits" else str(extra)
+                    (copy / f"partition-{digits}.jsonl").write_text("")
+                want = tuple(range(n)) + (() if extra is None else (extra,))
+                loaded = load_source_dir(copy)
+                assert loaded.partitions == want, (kind, loaded.partitions, want)
+                written = sorted(machine.source, key=lambda r: (r.partition, r.offset))
+                assert loaded.all_records() == written, kind
+                with open_source_dir(copy) as log:
+                    assert log.partitions == want, (kind, log.partitions)
+                    if extra is not None:
+                        assert log.end(extra) == 0 and log.next_visible(extra, 0) is None
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        assert machine.store.backend.snapshot() == before, "a refused source changed the store"
+        assert load_source_dir(machine.dir).all_records() == sorted(
+            machine.source, key=lambda r: (r.partition, r.offset)
+        )
+
+    @rule(
+        garble=st.booleans(),
+        partition=st.integers(0, 7),
+        workers=st.integers(1, 3),
+        batch=st.integers(1, 6),
+    )
+    def vanished(self, garble: bool, partition: int, workers: int, batch: int) -> None:
+        machine: Any = self
+        p = partition % machine.partitions
+        base = Path(tempfile.mkdtemp(dir=machine.dir.parent, prefix="remora-vanish-"))
+        copy = base / "source"
+        shutil.copytree(machine.dir, copy)
+        start = {
+            q: machine.store.backend.partition_row(q).frontier for q in range(machine.partitions)
+        }
+        try:
+            log = open_source_dir(copy)
+            file = copy / f"partition-{p}.jsonl"
+            if garble:
+                file.write_text('{"offset": 0, "value": "x", "oops": 1}\n')
+            else:
+                file.unlink()
+            group = WorkerGroup(machine.store, log, workers, rebalance_every=2, batch=batch)
+            stats = group.run(interval=0.01)
+            log.close()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        machine._check_store()
+        for runner in group.runners:
+            assert runner.lifecycle.owned() == {}, runner.lifecycle.owned()
+        assert stats.failures == [] and stats.lost == [], stats
+        assert len(stats.errors) == 1, f"one error for the unreadable file: {stats.errors}"
+        error = stats.errors[0]
+        if garble:
+            assert isinstance(error, InvalidInput), error
+            assert f"partition-{p}.jsonl@0: unknown field(s) 'oops'" in str(error), error
+        else:
+            assert isinstance(error, SourceError), error
+            assert f"partition-{p}.jsonl: cannot read" in str(error), error
+        assert not stats.done and not stats.stopped, stats
+        for q in range(machine.partitions):
+            frontier = machine.store.backend.partition_row(q).frontier
+            assert frontier >= start[q], f"partition {q}: frontier {start[q]} -> {frontier}"
+        assert machine.store.backend.partition_row(p).frontier == start[p]
+
+
+class SourceReadChecks:
+    """Mixin: list it before :class:`~remora.testing.group_machine.GroupRunMachine`."""
+
+    @rule(
+        positions=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+        seeks=st.lists(st.one_of(st.none(), st.integers(0, 30)), min_size=1, max_size=4),
+        max_records=st.integers(1, 9),
+        files=st.booleans(),
+    )
+    def source_reads(
+        self, positions: list[int], seeks: list[int | None], max_records: int, files: bool
+    ) -> None:
+        machine: Any = self
+        n = machine.partitions
+        model: dict[int, list[SourceRecord]] = {
+            q: sorted((r for r in machine.source if r.partition == q), key=lambda r: r.offset)
+            for q in range(n)
+        }
+
+        def want_next(q: int, position: int) -> SourceRecord | None:
+            return next((r for r in model.get(q, []) if r.offset >= position and r.visible), None)
+
+        log: Any = open_source_dir(machine.dir) if files else load_source_dir(machine.dir)
+        try:
+            assert log.partitions == tuple(range(n)), log.partitions
+            for q in range(n):
+                end = model[q][-1].offset + 1 if model[q] else 0
+                assert log.end(q) == end, (q, log.end(q), end)
+                for position in positions:
+                    got = log.next_visible(q, position)
+                    assert got == want_next(q, position), (files, q, position, got)
+            assert log.next_visible(n, 0) is None and log.end(n) == 0
+            ctx = Context(LogicalClock())
+            log.validate(n - 1, ctx)
+            try:
+                log.validate(n, ctx)
+            except SourceError as exc:
+                assert f"source has no partition {n}" in str(exc), exc
+            else:
+                raise AssertionError(f"validate accepted the missing partition {n}")
+            if not files:
+                for q in range(n):
+                    assert list(log.records(q)) == model[q]
+                assert list(log.records(n)) == []
+
+            # fetch cursors: round robin over the seeked partitions, in the given order
+            cursors = FetchCursors(log)
+            order = list(range(n))
+            at: dict[int, int] = {}
+            for q, seek in zip(order, seeks, strict=False):
+                if seek is not None:
+                    cursors.seek(q, seek)
+                    at[q] = seek
+            for q in order:
+                assert cursors.position(q) == at.get(q), (q, cursors.position(q), at)
+            for round_ in range(2):
+                want: list[SourceRecord] = []
+                moving = True
+                while len(want) < max_records and moving:
+                    moving = False
+                    for q in order:
+                        if q not in at:
+                            continue
+                        record = want_next(q, at[q])
+                        if record is not None:
+                            want.append(record)
+                            at[q] = record.offset + 1
+                            moving = True
+                            if len(want) >= max_records:
+                                break
+                got = cursors.fetch_round_robin(order, max_records)
+                assert got == want, (round_, got, want)
+            for q in order:
+                if q not in at:
+                    try:
+                        cursors.fetch(q)
+                    except Unseeked as exc:
+                        assert f"partition {q} was not seeked" in str(exc)
+                    else:
+                        raise AssertionError(f"fetch from unseeked partition {q}")
+            cursors.clear()
+            assert all(cursors.position(q) is None for q in order)
+        finally:
+            if files:
+                log.close()
+
+        records = [r for rs in model.values() for r in rs]
+        extra = MemorySourceLog(records, [n + 1])
+        assert extra.partitions == (*range(n), n + 1)
+        assert extra.end(n + 1) == 0 and extra.all_records() == [
+            r for q in range(n) for r in model[q]
+        ]
+        if records:
+            try:
+                MemorySourceLog([*records, records[0]])
+            except InvalidInput as exc:
+                assert f"partition {records[0].partition} has duplicate offsets" in str(exc)
+            else:
+                raise AssertionError("duplicate offsets were accepted")
+
+
+def _model_decision(
+    record: SourceRecord, current: SubjectState | None, seq: int
+) -> tuple[str, SubjectState | None, int | None]:
+    """The fold's rules (``docs/fold.md``), stated independently: the kind of decision
+    (``applied`` or the quarantine reason), the subject's new state, and the intent's
+    revision (None: no intent)."""
+    parsed = parse_amendment(record.value)
+    subject = parsed.subject
+
+    def blocked(reason: str) -> tuple[str, SubjectState | None, int | None]:
+        if subject is None:
+            return reason, None, None
+        if current is None:
+            return reason, SubjectState(subject, 0, "absent", True), None
+        return reason, attrs.evolve(current, blocked=True), None
+
+    if current is not None and current.blocked:
+        return blocked("blocked")
+    if isinstance(parsed, Malformed):
+        return blocked("malformed")
+    status = "absent" if current is None else current.status
+    revision = 0 if current is None else current.revision
+    allowed = {"absent": ("submit",), "live": ("correct", "withdraw"), "withdrawn": ()}[status]
+    assert subject is not None
+    if parsed.op not in allowed:
+        return blocked("rejected")
+    if parsed.revision != revision + 1:
+        return blocked("conflict")
+    if parsed.op == "withdraw":
+        return (
+            "applied",
+            SubjectState(subject, parsed.revision, "withdrawn", False, parsed.body),
+            None,
+        )
+    state = SubjectState(subject, parsed.revision, "live", False, parsed.body)
+    return "applied", state, parsed.revision
+
+
+def _deciding(decision: Any) -> Processing:
+    """A processing that decides ``decision`` for every record."""
+    return Processing(lambda r: "s", lambda r, c, n: decision)
+
+
+_STATES = ("absent", "live", "withdrawn", "blocked")
+
+
+class DomainChecks:
+    """Mixin: list it before :class:`~remora.testing.group_machine.GroupRunMachine`."""
+
+    @rule(state=st.sampled_from(_STATES), revision=st.integers(0, 3), seq=st.integers(1, 9))
+    def fold_model(self, state: str, revision: int, seq: int) -> None:
+        machine: Any = self
+        for record in machine.source:
+            if not record.visible:
+                try:
+                    decide(record, parse_amendment(record.value), None, seq)
+                except InvalidInput as exc:
+                    assert "invisible" in str(exc), exc
+                else:
+                    raise AssertionError(f"an invisible record was decided: {record}")
+                continue
+            parsed = parse_amendment(record.value)
+            current: SubjectState | None = None
+            if parsed.subject is not None and state != "absent":
+                current = SubjectState(
+                    parsed.subject,
+                    revision,
+                    "withdrawn" if state == "withdrawn" else "live",
+                    state == "blocked",
+                    "{}",
+                )
+                try:
+                    decide(
+                        record, parsed, attrs.evolve(current, subject=current.subject + "!"), seq
+                    )
+                except InvalidInput as exc:
+                    assert "does not belong" in str(exc), exc
+                else:
+                    raise AssertionError("another subject's state was accepted")
+            kind, new_state, intent = _model_decision(record, current, seq)
+            got = decide(record, parsed, current, seq)
+            where = f"{record} from {current}"
+            if kind == "applied":
+                assert isinstance(got, Applied), (where, got)
+                assert isinstance(parsed, Malformed) is False and new_state is not None
+                assert got.subject == new_state, (where, got.subject, new_state)
+                assert got.entry == OutboxEntry(
+                    record.partition,
+                    seq,
+                    new_state.subject,
+                    parsed.revision,  # type: ignore[union-attr]
+                    parsed.op,  # type: ignore[union-attr]
+                    parsed.body,  # type: ignore[union-attr]
+                    record.offset,
+                ), (where, got.entry)
+                want_intent = (
+                    None
+                    if intent is None
+                    else Intent(record.partition, new_state.subject, intent, parsed.body)  # type: ignore[union-attr]
+                )
+                assert got.intent == want_intent, (where, got.intent, want_intent)
+            else:
+                assert isinstance(got, Quarantined), (where, got)
+                assert got.entry.reason == kind, (where, got.entry.reason, kind)
+                assert (got.entry.partition, got.entry.offset) == (record.partition, record.offset)
+                assert got.entry.subject == parsed.subject, (where, got.entry)
+                assert got.subject == new_state, (where, got.subject, new_state)
+
+    @rule(
+        applied=st.booleans(),
+        field=st.integers(0, 12),
+        bad=st.sampled_from(["\x00", "\ud800", "ok"]),
+        number=st.sampled_from([-1, 0, 1, MAX_VERSION, MAX_VERSION + 1]),
+        seq=st.integers(1, 5),
+    )
+    def custom_processing(self, applied: bool, field: int, bad: str, number: int, seq: int) -> None:
+        machine: Any = self
+        record = next(
+            (r for r in machine.source if r.visible), SourceRecord(0, 3, True, None, b"x")
+        )
+        p, off = record.partition, record.offset
+        state = SubjectState("s", 1, "live", False, "{}")
+        decision: Any
+        if applied:
+            decision = Applied(
+                OutboxEntry(p, seq, "s", 1, "submit", "{}", off),
+                state,
+                Intent(p, "s", 1, "{}"),
+            )
+        else:
+            decision = Quarantined(
+                QuarantineEntry(p, off, "s", "conflict", "d"), attrs.evolve(state, blocked=True)
+            )
+        texts = [("subject", "entry", "subject")]
+        if applied:
+            texts += [("op", "entry", "op"), ("body", "entry", "body")]
+            texts += [("intent subject", "intent", "subject"), ("intent body", "intent", "body")]
+        else:
+            texts += [("detail", "entry", "detail")]
+        texts += [("state subject", "subject", "subject"), ("state body", "subject", "body")]
+        numbers = (
+            [("version", "entry", "version"), ("intent version", "intent", "version")]
+            if applied
+            else []
+        ) + [("revision", "subject", "revision")]
+        fields = texts + numbers
+        name, part, attr = fields[field % len(fields)]
+        text = (name, part, attr) in texts
+        value: Any = ("a" + bad) if text else number
+        changed = attrs.evolve(getattr(decision, part), **{attr: value})
+        if name == "subject" and applied:  # keep the state's subject the entry's
+            changed_state = attrs.evolve(decision.subject, subject=value)
+            variant: Any = attrs.evolve(decision, entry=changed, subject=changed_state)
+        elif name == "state subject" and applied:
+            variant = None  # another subject: refused by check_decision (below)
+        else:
+            variant = attrs.evolve(decision, **{part: changed})
+        processing = Processing(lambda r: "s", lambda r, c, n: variant)
+        if variant is None:
+            bad_state = attrs.evolve(decision.subject, subject="t")
+            self._refused(
+                Processing(
+                    lambda r: "s", lambda r, c, n: attrs.evolve(decision, subject=bad_state)
+                ),
+                record,
+                seq,
+                "applied one subject and stored another",
+            )
+        else:
+            got = processing.apply(record, None, seq)
+            unstorable = text and bad != "ok"
+            out_of_range = not text and not 0 <= number <= MAX_VERSION
+            if unstorable or out_of_range:
+                what = UNSTORABLE if unstorable else f"is outside 0..{MAX_VERSION}"
+                detail = (
+                    f"the decision's {name} holds {what}"
+                    if unstorable
+                    else (f"the decision's {name} {what}")
+                )
+                assert got == Quarantined(
+                    QuarantineEntry(p, off, None, "malformed", detail), None
+                ), (
+                    name,
+                    value,
+                    got,
+                )
+            else:
+                assert got == variant, (name, value, got)
+        # decisions for another record or seq are refused before anything is written
+        wrong = [
+            (attrs.evolve(decision, entry=attrs.evolve(decision.entry, offset=off + 1)), "offset"),
+            (
+                attrs.evolve(decision, entry=attrs.evolve(decision.entry, partition=p + 1)),
+                "partition",
+            ),
+        ]
+        if applied:
+            wrong.append(
+                (attrs.evolve(decision, entry=attrs.evolve(decision.entry, seq=seq + 1)), "seq")
+            )
+        else:
+            other = attrs.evolve(decision, subject=attrs.evolve(state, subject="t"))
+            assert (
+                Processing(lambda r: "s", lambda r, c, n: other).apply(record, None, seq) == other
+            )
+        for bad_decision, _what in wrong:
+            self._refused(
+                _deciding(bad_decision),
+                record,
+                seq,
+                "processing " if _what != "seq" else "outbox seq",
+            )
+        for bad_offset in ((-1, 0), (0, -1)):
+            try:
+                SourceRecord(bad_offset[0], bad_offset[1], True, None, b"")
+            except InvalidInput as exc:
+                assert "must be >= 0, got -1" in str(exc), exc
+            else:
+                raise AssertionError(f"a record at {bad_offset} was made")
+        assert SourceRecord(0, 0, True, None, b"").offset == 0
+
+    def _refused(self, processing: Any, record: SourceRecord, seq: int, fragment: str) -> None:
+        try:
+            processing.apply(record, None, seq)
+        except InvalidInput as exc:
+            assert fragment in str(exc), exc
+        except RemoraError:
+            raise
+        else:
+            raise AssertionError(f"a decision that does not belong was accepted ({fragment})")

@@ -174,7 +174,7 @@ class GroupFailureChecks:
             )
             for q in range(machine.partitions)
         }
-        target = left[p][nth] if nth < len(left[p]) else None
+        target = left[p][nth % len(left[p])] if left[p] else None
         plan = _Plan(mode, p, None if target is None else target.offset)
         reported: list[PartitionFailure] = []
 

@@ -18,6 +18,12 @@
   model computed from the records written: ``partitions``, ``end``, ``next_visible`` at
   positions forwards and back, an unknown partition, ``validate``, duplicate offsets, and a
   round-robin fetch from seeked and unseeked partitions.
+* :meth:`SourceReadChecks.legacy_store` — a store whose records were processed before Remora
+  recorded sources (no identity): :func:`~remora.worker.source_identity.check_source` says so
+  for exactly the partitions with a frontier, records the documented marks (first visible
+  record, the one below the frontier) only for the partitions it was asked about, and
+  :func:`~remora.worker.source_identity.record_source` then moves only those partitions'
+  last marks.
 * :meth:`DomainChecks.fold_model` — :func:`~remora.domain.fold.decide` for the machine's
   records against an independent statement of the fold's rules (``docs/fold.md``), for a
   subject absent, live, withdrawn or blocked.
@@ -51,7 +57,11 @@ from remora.limits import MAX_PARTITION
 from remora.source.cursor import FetchCursors
 from remora.source.files import load_source_dir, open_source_dir
 from remora.source.log import MemorySourceLog
+from remora.store import MemoryStore
+from remora.store.identity import SourceIdentity, mark
+from remora.worker import Lifecycle
 from remora.worker.group import WorkerGroup
+from remora.worker.source_identity import check_source, record_source
 
 LAYOUTS = (
     "missing",
@@ -306,6 +316,75 @@ class SourceReadChecks:
                 raise AssertionError("duplicate offsets were accepted")
 
 
+def _process(lifecycle: Lifecycle, records: list[SourceRecord]) -> None:
+    if records:
+        q = records[0].partition
+        lifecycle.assign([q])
+        lifecycle.seek(q)
+        for record in records:
+            lifecycle.process(q, record)
+
+
+class LegacyStoreCheck:
+    """Mixin: list it before :class:`~remora.testing.group_machine.GroupRunMachine`."""
+
+    @rule(cuts=st.lists(st.integers(0, 4), min_size=1, max_size=4), subset=st.booleans())
+    def legacy_store(self, cuts: list[int], subset: bool) -> None:
+        machine: Any = self
+        n = machine.partitions
+        log = load_source_dir(machine.dir)
+        visible = {
+            q: sorted(
+                (r for r in machine.source if r.partition == q and r.visible),
+                key=lambda r: r.offset,
+            )
+            for q in range(n)
+        }
+        cut = {q: cuts[q % len(cuts)] for q in range(n)}
+        store = MemoryStore()
+        try:
+            lifecycle = Lifecycle(store, log, name="legacy")
+            for q in range(n):
+                _process(lifecycle, visible[q][: cut[q]])
+            lifecycle.revoke()
+            asked = [n - 1] if subset else list(range(n))
+            said: list[str] = []
+            check_source(
+                store, log, accept=False, say=said.append, partitions=asked if subset else None
+            )
+
+            def marks(q: int, done: int) -> SourceIdentity | None:
+                if not visible[q]:
+                    return None
+                last = mark(visible[q][done - 1]) if done else None
+                return SourceIdentity(q, mark(visible[q][0]), last)
+
+            want = {q: marks(q, min(cut[q], len(visible[q]))) for q in asked}
+            assert store.backend.source_identities() == {
+                q: m for q, m in want.items() if m is not None
+            }, (store.backend.source_identities(), want)
+            for q in range(n):
+                frontier = store.backend.partition_row(q).frontier
+                told = [s for s in said if s.startswith(f"partition {q}: ")]
+                if q in asked and frontier > 0:
+                    assert told and f"(frontier {frontier}) has no record of its source" in told[0]
+                else:
+                    assert not told, told
+            # a run goes on: record_source moves only the asked partitions' last marks
+            lifecycle = Lifecycle(store, log, name="legacy-2")
+            for q in range(n):
+                _process(lifecycle, visible[q][cut[q] : cut[q] + 1])
+            lifecycle.revoke()
+            record_source(store, log, partitions=asked if subset else None)
+            want = {q: marks(q, min(cut[q] + 1, len(visible[q]))) for q in asked}
+            assert store.backend.source_identities() == {
+                q: m for q, m in want.items() if m is not None
+            }, (store.backend.source_identities(), want)
+            check_source(store, log, accept=False, say=said.append, partitions=asked)
+        finally:
+            store.close()
+
+
 def _model_decision(
     record: SourceRecord, current: SubjectState | None, seq: int
 ) -> tuple[str, SubjectState | None, int | None]:
@@ -414,14 +493,8 @@ class DomainChecks:
                 assert got.entry.subject == parsed.subject, (where, got.entry)
                 assert got.subject == new_state, (where, got.subject, new_state)
 
-    @rule(
-        applied=st.booleans(),
-        field=st.integers(0, 12),
-        bad=st.sampled_from(["\x00", "\ud800", "ok"]),
-        number=st.sampled_from([-1, 0, 1, MAX_VERSION, MAX_VERSION + 1]),
-        seq=st.integers(1, 5),
-    )
-    def custom_processing(self, applied: bool, field: int, bad: str, number: int, seq: int) -> None:
+    @rule(applied=st.booleans(), seq=st.integers(1, 5))
+    def custom_processing(self, applied: bool, seq: int) -> None:
         machine: Any = self
         record = next(
             (r for r in machine.source if r.visible), SourceRecord(0, 3, True, None, b"x")
@@ -435,10 +508,18 @@ class DomainChecks:
                 state,
                 Intent(p, "s", 1, "{}"),
             )
+            withdrawn = Applied(
+                OutboxEntry(p, seq, "s", 2, "withdraw", "{}", off),
+                attrs.evolve(state, revision=2, status="withdrawn"),
+                None,
+            )
+            assert _deciding(withdrawn).apply(record, None, seq) == withdrawn
         else:
             decision = Quarantined(
                 QuarantineEntry(p, off, "s", "conflict", "d"), attrs.evolve(state, blocked=True)
             )
+            bare = Quarantined(QuarantineEntry(p, off, None, "malformed", "d"), None)
+            assert _deciding(bare).apply(record, None, seq) == bare
         texts = [("subject", "entry", "subject")]
         if applied:
             texts += [("op", "entry", "op"), ("body", "entry", "body")]
@@ -451,49 +532,12 @@ class DomainChecks:
             if applied
             else []
         ) + [("revision", "subject", "revision")]
-        fields = texts + numbers
-        name, part, attr = fields[field % len(fields)]
-        text = (name, part, attr) in texts
-        value: Any = ("a" + bad) if text else number
-        changed = attrs.evolve(getattr(decision, part), **{attr: value})
-        if name == "subject" and applied:  # keep the state's subject the entry's
-            changed_state = attrs.evolve(decision.subject, subject=value)
-            variant: Any = attrs.evolve(decision, entry=changed, subject=changed_state)
-        elif name == "state subject" and applied:
-            variant = None  # another subject: refused by check_decision (below)
-        else:
-            variant = attrs.evolve(decision, **{part: changed})
-        processing = Processing(lambda r: "s", lambda r, c, n: variant)
-        if variant is None:
-            bad_state = attrs.evolve(decision.subject, subject="t")
-            self._refused(
-                Processing(
-                    lambda r: "s", lambda r, c, n: attrs.evolve(decision, subject=bad_state)
-                ),
-                record,
-                seq,
-                "applied one subject and stored another",
-            )
-        else:
-            got = processing.apply(record, None, seq)
-            unstorable = text and bad != "ok"
-            out_of_range = not text and not 0 <= number <= MAX_VERSION
-            if unstorable or out_of_range:
-                what = UNSTORABLE if unstorable else f"is outside 0..{MAX_VERSION}"
-                detail = (
-                    f"the decision's {name} holds {what}"
-                    if unstorable
-                    else (f"the decision's {name} {what}")
-                )
-                assert got == Quarantined(
-                    QuarantineEntry(p, off, None, "malformed", detail), None
-                ), (
-                    name,
-                    value,
-                    got,
-                )
-            else:
-                assert got == variant, (name, value, got)
+        for name, part, attr in texts:
+            for bad in ("\x00", "\ud800", "ok"):
+                self._one_field(record, decision, applied, (name, part, attr), "a" + bad, seq)
+        for name, part, attr in numbers:
+            for number in (-1, 0, 1, MAX_VERSION, MAX_VERSION + 1):
+                self._one_field(record, decision, applied, (name, part, attr), number, seq)
         # decisions for another record or seq are refused before anything is written
         wrong = [
             (attrs.evolve(decision, entry=attrs.evolve(decision.entry, offset=off + 1)), "offset"),
@@ -526,6 +570,44 @@ class DomainChecks:
             else:
                 raise AssertionError(f"a record at {bad_offset} was made")
         assert SourceRecord(0, 0, True, None, b"").offset == 0
+
+    def _one_field(
+        self,
+        record: SourceRecord,
+        decision: Any,
+        applied: bool,
+        field: tuple[str, str, str],
+        value: Any,
+        seq: int,
+    ) -> None:
+        """``decision`` with one field set to ``value``, through a custom processing."""
+        name, part, attr = field
+        changed = attrs.evolve(getattr(decision, part), **{attr: value})
+        if name == "state subject" and applied:  # another subject: refused
+            self._refused(
+                _deciding(attrs.evolve(decision, subject=changed)),
+                record,
+                seq,
+                "applied one subject and stored another",
+            )
+            return
+        if name == "subject" and applied:  # keep the state's subject the entry's
+            state = attrs.evolve(decision.subject, subject=value)
+            variant = attrs.evolve(decision, entry=changed, subject=state)
+        else:
+            variant = attrs.evolve(decision, **{part: changed})
+        got = _deciding(variant).apply(record, None, seq)
+        if isinstance(value, str) and value != "aok":
+            detail = f"the decision's {name} holds {UNSTORABLE}"
+        elif isinstance(value, int) and not 0 <= value <= MAX_VERSION:
+            detail = f"the decision's {name} is outside 0..{MAX_VERSION}"
+        else:
+            assert got == variant, (name, value, got)
+            return
+        want = Quarantined(
+            QuarantineEntry(record.partition, record.offset, None, "malformed", detail), None
+        )
+        assert got == want, (name, value, got)
 
     def _refused(self, processing: Any, record: SourceRecord, seq: int, fragment: str) -> None:
         try:

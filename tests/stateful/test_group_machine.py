@@ -11,7 +11,12 @@ from remora.store.sqlite import SqliteStore
 from remora.testing.group_checks import SourceChecks
 from remora.testing.group_failures import GroupFailureChecks
 from remora.testing.group_machine import GroupRunMachine
-from remora.testing.source_checks import DomainChecks, SourceLayoutChecks, SourceReadChecks
+from remora.testing.source_checks import (
+    DomainChecks,
+    LegacyStoreCheck,
+    SourceLayoutChecks,
+    SourceReadChecks,
+)
 
 
 class GroupRunChecked(
@@ -19,6 +24,7 @@ class GroupRunChecked(
     SourceLayoutChecks,
     SourceReadChecks,
     DomainChecks,
+    LegacyStoreCheck,
     SourceChecks,
     GroupRunMachine,
 ):

@@ -128,7 +128,7 @@ class SourceLayoutChecks:
             elif kind == "many-strays":
                 for i in range(7):
                     (copy / f"partition-s{i}.jsonl").write_text("")
-                _expect_refused(copy, ["partition-s0.jsonl, ", "partition-s4.jsonl and 2 more"])
+                _expect_refused(copy, ["'partition-s0.jsonl', ", "'partition-s4.jsonl' and 2 more"])
             elif kind == "two-names":
                 other = f"partition-0{p}.jsonl"
                 shutil.copy(copy / name, copy / other)

@@ -25,7 +25,8 @@ partition ends the whole group with exactly that error.  In every run the store 
 oracle and no lifetime ends holding anything.
 
 Every run also records each lifetime's assignments (member, generation, partitions) and
-checks the schedule: within a generation no partition has two owners; a lifetime's
+checks the schedule: no lifetime claims a partition another one still holds (the revoke
+barrier); within a generation no partition has two owners; a lifetime's
 generations strictly increase; every share is the documented rotation (partition ``i`` of
 the sorted partitions goes to the ``(i + generation - 1) mod n``-th live member) minus the
 partitions that left the run; no rebalance without ``rebalance_every``, never more than
@@ -47,8 +48,9 @@ from remora.domain import SourceRecord
 from remora.errors import Fenced, RemoraError, SourceError, StoreError
 from remora.source.files import open_source_dir
 from remora.store.base import Token
+from remora.testing.strategies import record_drafts
 from remora.worker import Lifecycle
-from remora.worker.group import GroupClient, PartitionFailure, WorkerGroup
+from remora.worker.group import Coordinator, GroupClient, PartitionFailure, WorkerGroup
 
 FAILURE_MODES = (
     "none",
@@ -75,6 +77,7 @@ class _Plan:
         self.group: WorkerGroup | None = None
         self.assignments: list[tuple[int, int, int, tuple[int, ...]]] = []  # (lifetime, ...)
         self.lifetimes: list[Lifecycle] = []
+        self.overlaps: list[str] = []  # a claim of a partition another lifetime still held
 
     def fire(self, make: type[BaseException] | None = None) -> None:
         with self.lock:
@@ -107,6 +110,10 @@ class _Member(Lifecycle):
         assert isinstance(client, GroupClient)
         with plan.lock:
             plan.assignments.append((self.serial, self.member, client.generation, wanted))
+            for other in plan.lifetimes:  # the barrier: the old owner revoked first
+                held = set(other.owned()) & set(wanted)
+                if other is not self and held:
+                    plan.overlaps.append(f"{self.name} claimed {sorted(held)} held by {other.name}")
         if plan.mode == "assign-error" and plan.partition in wanted:
             plan.fire()
         return super().assign(wanted)
@@ -149,19 +156,32 @@ class GroupFailureChecks:
     """Mixin: list it before :class:`~remora.testing.group_machine.GroupRunMachine`."""
 
     @rule(
-        mode=st.sampled_from(FAILURE_MODES),
+        mode=st.sampled_from(("none", "none", *FAILURE_MODES)),
         partition=st.integers(0, 7),
         nth=st.integers(0, 4),
-        workers=st.integers(1, 3),
+        workers=st.sampled_from((1, 1, 2, 3)),
         rebalance_every=st.integers(0, 4),
         batch=st.integers(1, 6),
+        fresh=st.lists(record_drafts("conflict"), min_size=1, max_size=4),
     )
     def group_with_failure(
-        self, mode: str, partition: int, nth: int, workers: int, rebalance_every: int, batch: int
+        self,
+        mode: str,
+        partition: int,
+        nth: int,
+        workers: int,
+        rebalance_every: int,
+        batch: int,
+        fresh: list[tuple[int, int, int]],
     ) -> None:
         machine: Any = self
         store = machine.store
         p = partition % machine.partitions
+        frontier_p = store.backend.partition_row(p).frontier
+        if not any(
+            r.visible and r.offset >= frontier_p for r in machine.source if r.partition == p
+        ):
+            machine.append(p, fresh, 0, [])  # something left to strike
         start = {q: store.backend.partition_row(q).frontier for q in range(machine.partitions)}
         left = {
             q: sorted(
@@ -199,8 +219,13 @@ class GroupFailureChecks:
             )
             plan.group = group
             stats = group.run(interval=0.01)
+            # a client nobody subscribed to is never positioned: it polls nothing and ends
+            lone = GroupClient(Coordinator(log.partitions, 1, 0), 0, log)
+            assert lone.poll(batch) == [] and lone.coordinator.done
+            lone.close()
 
         machine._check_store()
+        assert plan.overlaps == [], plan.overlaps
         for lifetime in plan.lifetimes:
             assert lifetime.owned() == {}, f"{lifetime.name} ended holding {lifetime.owned()}"
         end = {q: machine.checker.oracle.end_frontier(q) for q in range(machine.partitions)}

@@ -219,8 +219,8 @@ class SourceReadChecks:
     """Mixin: list it before :class:`~remora.testing.group_machine.GroupRunMachine`."""
 
     @rule(
-        positions=st.lists(st.integers(0, 40), min_size=1, max_size=8),
-        seeks=st.lists(st.one_of(st.none(), st.integers(0, 30)), min_size=1, max_size=4),
+        positions=st.lists(st.integers(0, 24), min_size=1, max_size=8),
+        seeks=st.lists(st.one_of(st.integers(0, 4), st.none()), min_size=2, max_size=4),
         max_records=st.integers(1, 9),
         files=st.booleans(),
     )

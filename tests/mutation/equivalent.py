@@ -17,7 +17,34 @@ _BACKOFF = (
     "free (the same write) or at the same deadline (the same error), capped at 50 ms a poll"
 )
 
+_IDLE_WAIT = (
+    "`Coordinator.idle`'s wait loop `generation == self.generation` -> `!=`: idle() has "
+    "just returned early unless the generation is the current one, so the mutated loop "
+    "never waits and idle() returns at once; the member's poll loop then re-fetches its "
+    "(empty) share and calls idle() again until the generation changes or the group "
+    "closes, exactly where the wait would have woken it -- the member is added to the "
+    "idle set (and `done` detected) before the loop either way; only CPU time differs"
+)
+_STALE_PARTITIONS = (
+    "`GroupClient._revoke` without `self.partitions = []`: every path after a revoke "
+    "either sets `partitions` from the join (poll), resets it (restart), or revokes again "
+    "(a newer generation, close), where the stale list only reaches `on_revoked` -- "
+    "`Lifecycle.revoke`, which clears an already empty assignment without I/O; fetch "
+    "skips the stale partitions because `cursors.clear()` removed their positions"
+)
+_STATS_DEFAULT = (
+    "a default of `GroupStats`: its only construction (`WorkerGroup.run`) passes every "
+    "field, so no default is ever used"
+)
+
 EQUIVALENT: dict[str, str] = {
+    "remora/worker/group.py:Coordinator.idle:compare#3": _IDLE_WAIT,
+    "remora/worker/group.py:GroupClient._revoke:delete-statement#2": _STALE_PARTITIONS,
+    "remora/worker/group.py:GroupStats:constant#1": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:constant#2": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:constant#3": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:flip-bool#1": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:flip-bool#2": _STATS_DEFAULT,
     "remora/store/sqlite.py:SqliteBackend._open:compare#2": _DEADLINE,
     "remora/store/sqlite.py:SqliteBackend._begin:compare#4": _DEADLINE,
     "remora/store/sqlite.py:SqliteBackend._open:constant#1": _BACKOFF,

@@ -6,7 +6,7 @@ test, and the machine (the suite's ``GroupRunChecked``) must fail."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from unittest import mock
 
@@ -18,12 +18,18 @@ from hypothesis.stateful import run_state_machine_as_test
 from remora.domain import SourceRecord
 from remora.domain.fold import Quarantined
 from remora.domain.records import QuarantineEntry, QuarantineReason, SubjectState
-from remora.errors import Fenced
 from remora.source.cursor import FetchCursors
 from remora.source.log import MemorySourceLog
-from remora.worker.group import Coordinator
+from remora.testing.group_failures import GroupFailureChecks
+from remora.testing.group_machine import GroupRunMachine
+from remora.testing.source_checks import (
+    DomainChecks,
+    LegacyStoreCheck,
+    SourceLayoutChecks,
+    SourceReadChecks,
+)
+from remora.worker.group import Coordinator, GroupClient
 from remora.worker.source_identity import check_source
-from tests.stateful.test_group_machine import GroupRunChecked
 
 SHORT = settings(
     max_examples=60,
@@ -55,6 +61,12 @@ def _no_rotation(self: Coordinator, member: int) -> list[int]:
         for i, p in enumerate(self.partitions)
         if members[i % len(members)] == member and p not in self.excluded
     ]
+
+
+def _revoke_silently(self: GroupClient) -> None:
+    """A rebalance that forgets to revoke the lifetime's assignment (no barrier)."""
+    self.partitions = []
+    self.cursors.clear()
 
 
 def _late_rebalance(self: Coordinator, records: int) -> None:
@@ -146,28 +158,53 @@ def _silent_legacy(store: Any, log: Any, **kwargs: Any) -> None:
     check_source(store, log, **kwargs)
 
 
-PLANTED: list[tuple[str, Callable[..., Any]]] = [
-    ("remora.worker.group.Coordinator.exclude", _keep_excluded),
-    ("remora.worker.group.PartitionFailure.lost", property(_never_lost)),
-    ("remora.worker.group.Coordinator._assignment", _no_rotation),
-    ("remora.worker.group.Coordinator.progress", _late_rebalance),
-    ("remora.source.files.MAX_PARTITION", 2**40),
-    ("remora.source.cursor.FetchCursors.fetch_round_robin", _fill_first),
-    ("remora.source.log.MemorySourceLog.end", _end_at_last),
-    ("remora.source.log.MemorySourceLog.next_visible", _skip_invisible_wrongly),
-    ("remora.domain.fold._quarantine", _quarantine_at_revision_one),
-    ("remora.domain.processing._numbers", _numbers_without_intent),
-    ("remora.domain.processing._texts", _texts_without_detail),
-    ("remora.testing.source_checks.check_source", _silent_legacy),
+class Failures(GroupFailureChecks, GroupRunMachine):
+    """The rules under test only (the suite's machine mixes them all in, each run less often)."""
+
+
+class Layouts(SourceLayoutChecks, GroupRunMachine):
+    pass
+
+
+class Reads(SourceReadChecks, GroupRunMachine):
+    pass
+
+
+class Legacy(LegacyStoreCheck, GroupRunMachine):
+    pass
+
+
+class Domain(DomainChecks, GroupRunMachine):
+    pass
+
+
+PLANTED: list[tuple[str, Any, type[GroupRunMachine]]] = [
+    ("remora.worker.group.Coordinator.exclude", _keep_excluded, Failures),
+    ("remora.worker.group.PartitionFailure.lost", property(_never_lost), Failures),
+    ("remora.worker.group.Coordinator._assignment", _no_rotation, Failures),
+    ("remora.worker.group.Coordinator.progress", _late_rebalance, Failures),
+    ("remora.worker.group.GroupClient._revoke", _revoke_silently, Failures),
+    ("remora.source.files.MAX_PARTITION", 2**40, Layouts),
+    ("remora.source.cursor.FetchCursors.fetch_round_robin", _fill_first, Reads),
+    ("remora.source.log.MemorySourceLog.end", _end_at_last, Reads),
+    ("remora.source.log.MemorySourceLog.next_visible", _skip_invisible_wrongly, Reads),
+    ("remora.testing.source_checks.check_source", _silent_legacy, Legacy),
+    ("remora.domain.fold._quarantine", _quarantine_at_revision_one, Domain),
+    ("remora.domain.processing._numbers", _numbers_without_intent, Domain),
+    ("remora.domain.processing._texts", _texts_without_detail, Domain),
 ]
 
 
 @pytest.mark.parametrize(
-    ("target", "bug"),
+    ("target", "bug", "machine"),
     PLANTED,
-    ids=[t.rsplit(".", 2)[-2] + "." + t.rsplit(".", 1)[1] for t, _ in PLANTED],
+    ids=[t.rsplit(".", 2)[-2] + "." + t.rsplit(".", 1)[1] for t, _, _ in PLANTED],
 )
-def test_the_group_machine_catches(target: str, bug: Any) -> None:
-    assert Fenced is not None
+def test_the_group_machine_catches(target: str, bug: Any, machine: type[GroupRunMachine]) -> None:
     with mock.patch(target, bug), pytest.raises(AssertionError):
-        run_state_machine_as_test(GroupRunChecked, settings=SHORT)
+        run_state_machine_as_test(machine, settings=SHORT)
+
+
+@pytest.mark.parametrize("machine", [Failures, Layouts, Reads, Legacy, Domain])
+def test_the_rules_pass_unpatched(machine: type[GroupRunMachine]) -> None:
+    run_state_machine_as_test(machine, settings=SHORT)

@@ -37,6 +37,7 @@ records, a rebalance starts once ``rebalance_every`` were taken since the last o
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -50,7 +51,13 @@ from remora.source.files import open_source_dir
 from remora.store.base import Token
 from remora.testing.strategies import record_drafts
 from remora.worker import Lifecycle
-from remora.worker.group import Coordinator, GroupClient, PartitionFailure, WorkerGroup
+from remora.worker.group import (
+    Coordinator,
+    GroupClient,
+    GroupProgress,
+    PartitionFailure,
+    WorkerGroup,
+)
 
 FAILURE_MODES = (
     "none",
@@ -218,7 +225,14 @@ class GroupFailureChecks:
                 on_failure=reported.append,
             )
             plan.group = group
-            stats = group.run(interval=0.01)
+            reports: list[GroupProgress] = []
+            stats = group.run(reports.append, interval=0.01)
+            try:
+                WorkerGroup(store, log, 0)
+            except ValueError as exc:
+                assert "at least one worker" in str(exc), exc
+            else:
+                raise AssertionError("a group of no workers was made")
             # a client nobody subscribed to is never positioned: it polls nothing and ends
             lone = GroupClient(Coordinator(log.partitions, 1, 0), 0, log)
             assert lone.poll(batch) == [] and lone.coordinator.done
@@ -226,6 +240,15 @@ class GroupFailureChecks:
 
         machine._check_store()
         assert plan.overlaps == [], plan.overlaps
+        # progress (reported while a member thread is still alive): never going back,
+        # never past the result
+        for earlier, later in itertools.pairwise(reports):
+            assert earlier.processed <= later.processed, reports
+            assert earlier.generation <= later.generation, reports
+        for report in reports:
+            assert report.processed <= stats.processed, (report, stats)
+            assert report.rebalances <= stats.rebalances, (report, stats)
+            assert report.generation <= stats.generations, (report, stats)
         for lifetime in plan.lifetimes:
             assert lifetime.owned() == {}, f"{lifetime.name} ended holding {lifetime.owned()}"
         end = {q: machine.checker.oracle.end_frontier(q) for q in range(machine.partitions)}

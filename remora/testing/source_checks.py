@@ -55,7 +55,7 @@ from remora.domain.storable import MAX_VERSION, UNSTORABLE
 from remora.errors import InvalidInput, RemoraError, SourceError, Unseeked
 from remora.limits import MAX_PARTITION
 from remora.source.cursor import FetchCursors
-from remora.source.files import load_source_dir, open_source_dir
+from remora.source.files import INDEX_EVERY, load_source_dir, open_source_dir
 from remora.source.log import MemorySourceLog
 from remora.store import MemoryStore
 from remora.store.identity import SourceIdentity, mark
@@ -78,6 +78,7 @@ LAYOUTS = (
     "beside",
     "largest",
     "ten-digits",
+    "long",
 )
 
 
@@ -142,6 +143,8 @@ class SourceLayoutChecks:
                 with (copy / name).open("ab") as f:
                     f.write(b'{"offset": 999999, "value": "\xff\xfe"}\n')
                 _expect_refused(copy, [f"{name}:{lines + 1}: cannot read (not UTF-8"])
+            elif kind == "long":
+                self._long_file(copy, n, p)
             else:
                 extra = {
                     "beside": None,
@@ -168,6 +171,40 @@ class SourceLayoutChecks:
         assert load_source_dir(machine.dir).all_records() == sorted(
             machine.source, key=lambda r: (r.partition, r.offset)
         )
+
+    def _long_file(self, copy: Path, n: int, step: int) -> None:
+        """A partition file longer than the reader's index spacing: reads forwards and back
+        (a seek back starts at the last indexed line at or before the position)."""
+        records = [
+            SourceRecord(n, 2 * i + (i > 1500), i % 7 != step % 7, None, b"v%d" % i)
+            for i in range(2 * INDEX_EVERY + 100)
+        ]
+        lines = [
+            f'{{"offset": {r.offset}, "visible": {"true" if r.visible else "false"}, '
+            f'"value": "{r.value.decode()}"}}\n'
+            for r in records
+        ]
+        (copy / f"partition-{n}.jsonl").write_text("".join(lines))
+        last = records[-1].offset
+        with open_source_dir(copy) as log:
+            assert log.end(n) == last + 1, (log.end(n), last)
+            for position in (
+                last - 3,
+                7,
+                2 * INDEX_EVERY + 5,
+                2 * INDEX_EVERY - 1,
+                INDEX_EVERY * 2 + 3,
+                0,
+                last + 1,
+                3001,
+                3000,
+                2 * (INDEX_EVERY - 1),
+                5,
+                last,
+            ):
+                want = next((r for r in records if r.offset >= position and r.visible), None)
+                got = log.next_visible(n, position)
+                assert got == want, (position, got, want)
 
     @rule(
         garble=st.booleans(),

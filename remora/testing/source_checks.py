@@ -418,6 +418,21 @@ class LegacyStoreCheck:
                 q: m for q, m in want.items() if m is not None
             }, (store.backend.source_identities(), want)
             check_source(store, log, accept=False, say=said.append, partitions=asked)
+            # last marks already at the frontiers: record_source has nothing to move, even
+            # given a source whose first records differ
+            recorded = store.backend.source_identities()
+            altered = [
+                attrs.evolve(r, value=r.value + b" ") if r is visible[r.partition][0] else r
+                for q in range(n)
+                for r in sorted(
+                    (r for r in machine.source if r.partition == q), key=lambda r: r.offset
+                )
+                if visible[q]
+            ]
+            record_source(
+                store, MemorySourceLog(altered, range(n)), partitions=asked if subset else None
+            )
+            assert store.backend.source_identities() == recorded, "record_source moved marks"
         finally:
             store.close()
 

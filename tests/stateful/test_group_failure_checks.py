@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+import remora.worker.source_identity as identity
 from remora.domain import SourceRecord
 from remora.domain.fold import Quarantined
 from remora.domain.records import QuarantineEntry, QuarantineReason, SubjectState
@@ -178,6 +179,17 @@ class Domain(DomainChecks, GroupRunMachine):
     pass
 
 
+def _rerecord_always(store: Any, log: Any, partitions: Any = None) -> None:
+    """record_source that re-records every identity from the log, marks at the frontier
+    or not (so a changed first record moves the first mark)."""
+    mine = set(log.partitions if partitions is None else partitions)
+    for summary in store.backend.partition_summaries():
+        if summary.frontier and summary.partition in mine:
+            current = identity._identity(log, summary.partition, summary.frontier)
+            if current is not None:
+                store.backend.record_source_identity(current)
+
+
 PLANTED: list[tuple[str, Any, type[GroupRunMachine]]] = [
     ("remora.worker.group.Coordinator.exclude", _keep_excluded, Failures),
     ("remora.worker.group.PartitionFailure.lost", property(_never_lost), Failures),
@@ -189,6 +201,7 @@ PLANTED: list[tuple[str, Any, type[GroupRunMachine]]] = [
     ("remora.source.log.MemorySourceLog.end", _end_at_last, Reads),
     ("remora.source.log.MemorySourceLog.next_visible", _skip_invisible_wrongly, Reads),
     ("remora.testing.source_checks.check_source", _silent_legacy, Legacy),
+    ("remora.testing.source_checks.record_source", _rerecord_always, Legacy),
     ("remora.domain.fold._quarantine", _quarantine_at_revision_one, Domain),
     ("remora.domain.processing._numbers", _numbers_without_intent, Domain),
     ("remora.domain.processing._texts", _texts_without_detail, Domain),

@@ -37,7 +37,34 @@ _STATS_DEFAULT = (
     "field, so no default is ever used"
 )
 
+_INDEX_SPACING = (
+    "which records `_PartitionFile.validated` indexes (every 1024th, another spacing, none "
+    "but the first, or nearly all): every entry `(end, start)` pairs a line start with one "
+    "past the offset before it, a valid (floor, pos) wherever it is taken, and "
+    "`next_visible` only uses the index to restart reading at some entry whose floor is at "
+    "or below the position, then reads forward to the first visible record at or after "
+    "it -- the same record from any such entry; only how far it rereads differs"
+)
+_RESTART_AT_FLOOR = (
+    "`next_visible`'s `position < self.floor` -> `<=`: at `position == floor` the mutant "
+    "restarts from the last index entry at or below the position (a valid (floor, pos), see "
+    "the index spacing) instead of reading on; reading forward from either returns the first "
+    "visible record at or after the position"
+)
+_INITIAL_FLOOR = (
+    "`_PartitionFile`'s initial `floor = 0` -> `1`: the floor is read only by "
+    "`position < self.floor`; for position 0 the mutant restarts at index entry (0, 0), "
+    "exactly the initial (floor, pos), and for any larger position neither restarts, so "
+    "both read from byte 0"
+)
+
 EQUIVALENT: dict[str, str] = {
+    "remora/source/files.py:_PartitionFile.__init__:constant#2": _INITIAL_FLOOR,
+    "remora/source/files.py:_PartitionFile.validated:constant#4": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.validated:compare#1": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.validated:constant#5": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.validated:delete-statement#1": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.next_visible:compare#1": _RESTART_AT_FLOOR,
     "remora/worker/group.py:Coordinator.idle:compare#3": _IDLE_WAIT,
     "remora/worker/group.py:GroupClient._revoke:delete-statement#2": _STALE_PARTITIONS,
     "remora/worker/group.py:GroupStats:constant#1": _STATS_DEFAULT,

@@ -274,6 +274,8 @@ class SourceReadChecks:
         def want_next(q: int, position: int) -> SourceRecord | None:
             return next((r for r in model.get(q, []) if r.offset >= position and r.visible), None)
 
+        fds = Path("/proc/self/fd")
+        opened = len(list(fds.iterdir())) if fds.is_dir() else None
         log: Any = open_source_dir(machine.dir) if files else load_source_dir(machine.dir)
         try:
             assert log.partitions == tuple(range(n)), log.partitions
@@ -337,6 +339,15 @@ class SourceReadChecks:
         finally:
             if files:
                 log.close()
+        if files:  # closed: no file left open; a read after close reopens the file
+            if opened is not None:
+                assert len(list(fds.iterdir())) == opened, "close() left files open"
+            for q in range(n):
+                assert log.next_visible(q, 0) == want_next(q, 0)
+            with log:
+                pass
+            if opened is not None:
+                assert len(list(fds.iterdir())) == opened, "leaving with left files open"
 
         records = [r for rs in model.values() for r in rs]
         extra = MemorySourceLog(records, [n + 1])

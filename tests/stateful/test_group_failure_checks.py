@@ -190,6 +190,10 @@ def _rerecord_always(store: Any, log: Any, partitions: Any = None) -> None:
                 store.backend.record_source_identity(current)
 
 
+def _keep_open(self: Any) -> None:
+    """``close`` that leaves the partition file open."""
+
+
 PLANTED: list[tuple[str, Any, type[GroupRunMachine]]] = [
     ("remora.worker.group.Coordinator.exclude", _keep_excluded, Failures),
     ("remora.worker.group.PartitionFailure.lost", property(_never_lost), Failures),
@@ -199,6 +203,7 @@ PLANTED: list[tuple[str, Any, type[GroupRunMachine]]] = [
     ("remora.source.files.MAX_PARTITION", 2**40, Layouts),
     ("remora.source.cursor.FetchCursors.fetch_round_robin", _fill_first, Reads),
     ("remora.source.log.MemorySourceLog.end", _end_at_last, Reads),
+    ("remora.source.files._PartitionFile.close", _keep_open, Reads),
     ("remora.source.log.MemorySourceLog.next_visible", _skip_invisible_wrongly, Reads),
     ("remora.testing.source_checks.check_source", _silent_legacy, Legacy),
     ("remora.testing.source_checks.record_source", _rerecord_always, Legacy),

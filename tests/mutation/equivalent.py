@@ -32,6 +32,14 @@ _STALE_PARTITIONS = (
     "`Lifecycle.revoke`, which clears an already empty assignment without I/O; fetch "
     "skips the stale partitions because `cursors.clear()` removed their positions"
 )
+_GENERATION_NOTIFY = (
+    "`_next_generation` without `notify_all()`: it runs only inside `progress`, called by "
+    "a member's poll that returns records; that member then always reaches a call that "
+    "notifies -- its next poll joins the new generation (`join` notifies), a failure "
+    "restarts it into the same join, and a group-wide error or stop closes the "
+    "coordinator (`close` notifies) -- so every member waiting for the generation to "
+    "change wakes either way, with the same assignments and records; only later"
+)
 _STATS_DEFAULT = (
     "a default of `GroupStats`: its only construction (`WorkerGroup.run`) passes every "
     "field, so no default is ever used"
@@ -67,6 +75,7 @@ EQUIVALENT: dict[str, str] = {
     "remora/source/files.py:_PartitionFile.next_visible:compare#1": _RESTART_AT_FLOOR,
     "remora/worker/group.py:Coordinator.idle:compare#3": _IDLE_WAIT,
     "remora/worker/group.py:GroupClient._revoke:delete-statement#2": _STALE_PARTITIONS,
+    "remora/worker/group.py:Coordinator._next_generation:delete-statement#5": _GENERATION_NOTIFY,
     "remora/worker/group.py:GroupStats:constant#1": _STATS_DEFAULT,
     "remora/worker/group.py:GroupStats:constant#2": _STATS_DEFAULT,
     "remora/worker/group.py:GroupStats:constant#3": _STATS_DEFAULT,

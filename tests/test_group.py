@@ -16,7 +16,7 @@ from remora.source import MemorySourceLog
 from remora.store import MemoryStore, SqliteStore
 from remora.testing.faults import ScriptedFaults
 from remora.worker import Lifecycle
-from remora.worker.group import WorkerGroup
+from remora.worker.group import Coordinator, WorkerGroup
 from tests.common.support import decision
 from tests.common.workload import generate
 
@@ -140,3 +140,14 @@ def test_stop_from_another_thread_is_clean_and_resumable(tmp_path: Path) -> None
 def test_group_rejects_zero_workers() -> None:
     with pytest.raises(ValueError):
         WorkerGroup(MemoryStore(), source(), 0)
+
+
+def test_idle_after_close_does_not_mark_the_source_done() -> None:
+    """Regression (found by the group machine's ``vanished`` rule): a member that went idle
+    after a group-wide error or a stop closed the coordinator made ``done`` true, so the
+    group reported its source finished (and a stop as not ``stopped``)."""
+    coordinator = Coordinator([0, 1], 2, 0)
+    coordinator.leave(1)  # the failing member leaves after the group was closed
+    coordinator.close()
+    coordinator.idle(0, 1)
+    assert not coordinator.done

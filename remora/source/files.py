@@ -244,7 +244,8 @@ class FileSourceLog:
 
     Memory does not grow with the files: it holds one open file and a sparse index (one
     entry per :data:`INDEX_EVERY` records) per partition.  Safe to share between threads;
-    close it (or use it as a context manager) to close the files."""
+    close it (or use it as a context manager) to close the files (a later read opens its
+    file again)."""
 
     def __init__(self, files: list[tuple[int, _PartitionFile]], hook: IOHook = NO_FAULTS) -> None:
         self._files = dict(files)

@@ -265,7 +265,9 @@ class GroupRunMachine(RuleBasedStateMachine):
                 log.close()  # type: ignore[union-attr]
         self._check_store()
         assert lifecycle.owned() == {}, f"the runner ended holding {lifecycle.owned()}"
-        assert stats.polls >= 1
+        # a claim that fails inside the first poll (its assignment callback) ends the run
+        # before any poll returned: polls counts returned polls
+        assert stats.polls >= 1 or stats.error is not None
         if stats.error is None:
             assert stats.processed == remaining, (stats.processed, remaining)
             self._at_end()

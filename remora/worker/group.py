@@ -118,8 +118,8 @@ class Coordinator:
         """This member has nothing left in ``generation``: wait for the next generation, or
         end the group when every live member is idle."""
         with self._cond:
-            if generation != self.generation:
-                return
+            if generation != self.generation or self.closed:
+                return  # after close() (a stop, a group-wide error) the source is not done
             self._idle.add(member)
             if self._live <= self._idle:
                 self.done = self.closed = True

@@ -24,7 +24,70 @@ _NO_PAUSE = (
     "spent polling changes, which no result of the store shows"
 )
 
+_IDLE_WAIT = (
+    "`Coordinator.idle`'s wait loop `generation == self.generation` -> `!=`: idle() has "
+    "just returned early unless the generation is the current one, so the mutated loop "
+    "never waits and idle() returns at once; the member's poll loop then re-fetches its "
+    "(empty) share and calls idle() again until the generation changes or the group "
+    "closes, exactly where the wait would have woken it -- the member is added to the "
+    "idle set (and `done` detected) before the loop either way; only CPU time differs"
+)
+_STALE_PARTITIONS = (
+    "`GroupClient._revoke` without `self.partitions = []`: every path after a revoke "
+    "either sets `partitions` from the join (poll), resets it (restart), or revokes again "
+    "(a newer generation, close), where the stale list only reaches `on_revoked` -- "
+    "`Lifecycle.revoke`, which clears an already empty assignment without I/O; fetch "
+    "skips the stale partitions because `cursors.clear()` removed their positions"
+)
+_GENERATION_NOTIFY = (
+    "`_next_generation` without `notify_all()`: it runs only inside `progress`, called by "
+    "a member's poll that returns records; that member then always reaches a call that "
+    "notifies -- its next poll joins the new generation (`join` notifies), a failure "
+    "restarts it into the same join, and a group-wide error or stop closes the "
+    "coordinator (`close` notifies) -- so every member waiting for the generation to "
+    "change wakes either way, with the same assignments and records; only later"
+)
+_STATS_DEFAULT = (
+    "a default of `GroupStats`: its only construction (`WorkerGroup.run`) passes every "
+    "field, so no default is ever used"
+)
+
+_INDEX_SPACING = (
+    "which records `_PartitionFile.validated` indexes (every 1024th, another spacing, none "
+    "but the first, or nearly all): every entry `(end, start)` pairs a line start with one "
+    "past the offset before it, a valid (floor, pos) wherever it is taken, and "
+    "`next_visible` only uses the index to restart reading at some entry whose floor is at "
+    "or below the position, then reads forward to the first visible record at or after "
+    "it -- the same record from any such entry; only how far it rereads differs"
+)
+_RESTART_AT_FLOOR = (
+    "`next_visible`'s `position < self.floor` -> `<=`: at `position == floor` the mutant "
+    "restarts from the last index entry at or below the position (a valid (floor, pos), see "
+    "the index spacing) instead of reading on; reading forward from either returns the first "
+    "visible record at or after the position"
+)
+_INITIAL_FLOOR = (
+    "`_PartitionFile`'s initial `floor = 0` -> `1`: the floor is read only by "
+    "`position < self.floor`; for position 0 the mutant restarts at index entry (0, 0), "
+    "exactly the initial (floor, pos), and for any larger position neither restarts, so "
+    "both read from byte 0"
+)
+
 EQUIVALENT: dict[str, str] = {
+    "remora/source/files.py:_PartitionFile.__init__:constant#2": _INITIAL_FLOOR,
+    "remora/source/files.py:_PartitionFile.validated:constant#4": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.validated:compare#1": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.validated:constant#5": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.validated:delete-statement#1": _INDEX_SPACING,
+    "remora/source/files.py:_PartitionFile.next_visible:compare#1": _RESTART_AT_FLOOR,
+    "remora/worker/group.py:Coordinator.idle:compare#3": _IDLE_WAIT,
+    "remora/worker/group.py:GroupClient._revoke:delete-statement#2": _STALE_PARTITIONS,
+    "remora/worker/group.py:Coordinator._next_generation:delete-statement#5": _GENERATION_NOTIFY,
+    "remora/worker/group.py:GroupStats:constant#1": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:constant#2": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:constant#3": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:flip-bool#1": _STATS_DEFAULT,
+    "remora/worker/group.py:GroupStats:flip-bool#2": _STATS_DEFAULT,
     "remora/store/sqlite.py:SqliteBackend._open:compare#2": _DEADLINE,
     "remora/store/sqlite.py:SqliteBackend._begin:compare#4": _DEADLINE,
     "remora/store/sqlite.py:SqliteBackend._open:constant#1": _BACKOFF,

@@ -15,10 +15,10 @@ import remora.domain.amendment
 import remora.worker.source_identity as identity
 from remora.store import StateStore
 from remora.testing import group_checks
-from tests.stateful.test_group_machine import GroupRunChecked
+from remora.testing.group_machine import GroupRunMachine
 
 SHORT = settings(
-    max_examples=40,
+    max_examples=80,
     stateful_step_count=12,
     derandomize=True,
     database=None,
@@ -26,6 +26,11 @@ SHORT = settings(
     suppress_health_check=list(HealthCheck),
     phases=[Phase.generate],  # the failure is the point, not its shrinking
 )
+
+
+class GroupRunChecked(group_checks.SourceChecks, GroupRunMachine):
+    """The group machine with the rules under test here only (the suite's machine has
+    more rules, each run less often: see ``test_group_failure_checks.py``)."""
 
 
 def _record_nothing(store: StateStore, log: Any, partitions: Any = None) -> None:

@@ -9,11 +9,27 @@ from remora.sim.trace import SimConfig
 from remora.store import StateStore
 from remora.store.sqlite import SqliteStore
 from remora.testing.group_checks import SourceChecks
+from remora.testing.group_failures import GroupFailureChecks
 from remora.testing.group_machine import GroupRunMachine
+from remora.testing.source_checks import (
+    DomainChecks,
+    LegacyStoreCheck,
+    SourceLayoutChecks,
+    SourceReadChecks,
+)
 
 
-class GroupRunChecked(SourceChecks, GroupRunMachine):
-    """The group machine with the source-identity and awkward-value rules."""
+class GroupRunChecked(
+    GroupFailureChecks,
+    SourceLayoutChecks,
+    SourceReadChecks,
+    DomainChecks,
+    LegacyStoreCheck,
+    SourceChecks,
+    GroupRunMachine,
+):
+    """The group machine with the worker-failure, source-layout, source-read, domain,
+    source-identity and awkward-value rules."""
 
 
 def sqlite_store(config: SimConfig) -> StateStore:
@@ -25,12 +41,13 @@ class GroupRunOnSqlite(GroupRunChecked):
 
 
 def budget() -> settings:
-    """A quarter of the loaded profile's examples, 15 steps each: every example runs real
-    threads and rewrites files, so it costs ten schedule steps."""
+    """Half the loaded profile's examples, 15 steps each: every example runs real threads
+    and rewrites files, so it costs ten schedule steps (half, not a quarter, since the
+    failure, layout, read and domain rules joined: each rule keeps its share of steps)."""
     current = settings.default
     assert current is not None
     return settings(
-        current, max_examples=max(10, current.max_examples // 4), stateful_step_count=15
+        current, max_examples=max(10, current.max_examples // 2), stateful_step_count=15
     )
 
 

@@ -60,6 +60,8 @@ from remora.jobs.model import (
 from remora.store.sqlite import SqliteBackend
 
 T = TypeVar("T")
+L = TypeVar("L", "Locked", JobRow)
+"""What a job lock read: the full locked read or the row alone."""
 
 SCHEMA_VERSION = 1
 
@@ -671,35 +673,35 @@ class DurableStore:
         the reconciler's cross-store steps.  No durable transition of the job can commit
         while ``block`` runs, so the row it sees is the job's durable state throughout."""
 
-        def body(cur: Any) -> T:
-            locked = self._lock(cur, job_id)
-            actor.held = (job_id, locked.job.version)
-            try:
-                return block(locked)
-            finally:
-                actor.held = None
-
-        return io_call(
-            actor,
-            JobOperation.DURABLE_READ,
-            job_id,
-            lambda commit: self.backend.write(actor.ctx, False, "job lock", body),
-        )
+        return self._holding(actor, job_id, lambda cur: self._lock(cur, job_id), block)
 
     def with_job_lock(self, actor: Actor, job_id: str, block: Callable[[JobRow], T]) -> T:
         """:meth:`with_lock` for a ``block`` that needs only the job's row: the row lock is
         the only read (on PostgreSQL one statement fewer than the locked read of the job's
         attempts, intents and the workers down).  The steps whose guard is a fact of the
-        job row alone (``CleanTerminalCoordination``, ``Enqueue``, …) use it."""
+        job row alone (``CleanTerminalCoordination``, ``PublishCancelNotice``, …) use it."""
 
-        def body(cur: Any) -> T:
+        def lock_row(cur: Any) -> JobRow:
             row = cur.execute(self._lock_job_sql, (job_id,)).fetchone()
             if row is None:
                 raise UnknownJob(f"no job {job_id!r}")
-            job = _job(tuple(row))
-            actor.held = (job_id, job.version)
+            return _job(tuple(row))
+
+        return self._holding(actor, job_id, lock_row, block)
+
+    def _holding(
+        self, actor: Actor, job_id: str, lock: Callable[[Any], L], block: Callable[[L], T]
+    ) -> T:
+        """Take the job's lock with ``lock`` (in a transaction that writes nothing), run
+        ``block`` on what it read, with ``actor.held`` naming the job's version meanwhile."""
+
+        def body(cur: Any) -> T:
+            held = lock(cur)
+            row = held.job if isinstance(held, Locked) else held
+            assert isinstance(row, JobRow)
+            actor.held = (job_id, row.version)
             try:
-                return block(job)
+                return block(held)
             finally:
                 actor.held = None
 

@@ -73,7 +73,18 @@ _INITIAL_FLOOR = (
     "both read from byte 0"
 )
 
+_RAW_NUL = (
+    "`_may_hold_unstorable`'s `'\\x00' in text` -> `not in`: it is called only after "
+    "`_DECODER.decode(text)` succeeded, and the strict JSON parser refuses a raw NUL "
+    "everywhere (inside a string: an invalid control character; outside: not JSON), so "
+    "`'\\x00' in text` is always false there and the mutant's test always true: the exact "
+    "walk `unstorable_in` then runs on every value instead of only on those with a `\\u` "
+    "escape, and finds nothing in a value without one (a decoded string holds NUL or a lone "
+    "surrogate only through such an escape) -- the same result, more work"
+)
+
 EQUIVALENT: dict[str, str] = {
+    "remora/domain/amendment.py:_may_hold_unstorable:compare#2": _RAW_NUL,
     "remora/source/files.py:_PartitionFile.__init__:constant#2": _INITIAL_FLOOR,
     "remora/source/files.py:_PartitionFile.validated:constant#4": _INDEX_SPACING,
     "remora/source/files.py:_PartitionFile.validated:compare#1": _INDEX_SPACING,

@@ -12,7 +12,7 @@ from unittest import mock
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import remora.worker.source_identity as identity
@@ -31,16 +31,9 @@ from remora.testing.source_checks import (
 )
 from remora.worker.group import Coordinator, GroupClient
 from remora.worker.source_identity import check_source
+from tests.stateful.test_group_checks import SHORT as GROUP_SHORT
 
-SHORT = settings(
-    max_examples=60,
-    stateful_step_count=12,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    phases=[Phase.generate],  # the failure is the point, not its shrinking
-)
+SHORT = settings(GROUP_SHORT, max_examples=60)
 
 
 def _keep_excluded(self: Coordinator, partition: int) -> None:

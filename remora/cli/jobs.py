@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import secrets
 import signal
@@ -34,6 +35,13 @@ from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
 from remora.jobs.target import DirectoryTarget, DirectoryVault, check_id
 from remora.jobs.worker import Worker
+
+# psycopg logs "error ignored terminating <psycopg.Pipeline …>" when a broken connection
+# ends a pipelined transaction; the store has already turned that failure into a typed
+# error (settled, resolved or reported on its own line), so the command keeps its
+# one-line errors instead of printing the driver's log line beside them.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
+logging.getLogger("psycopg").propagate = False
 
 DEFAULT_DB = "remora-jobs.sqlite3"
 EMBEDDED_LOCK = 0x52454D4A4F42  # "REMJOB": one in-process-coordination worker per database

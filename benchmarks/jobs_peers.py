@@ -13,7 +13,7 @@ Systems (every worker process executes one job at a time):
   forking ``rq.Worker`` with ``--rq-worker-class rq.Worker``) on a private Redis server.
 
 Each system gets a fresh scratch PostgreSQL database per measurement
-(``remora.testing.scratch``; default server postgres@127.0.0.1:5432, ``--pg``) and one
+(``remora.sim.scratch``; default server postgres@127.0.0.1:5432, ``--pg``) and one
 private ``redis-server`` on a free port for the whole run (the shared 6379 is not touched).
 The peers live only in the benchmark's own environment, created on first use:
 
@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
 sys.path.insert(0, str(REPO))
 
-from remora.testing.scratch import scratch_database  # noqa: E402
+from remora.sim.scratch import scratch_database  # noqa: E402
 
 PEERS_VENV = BENCH / ".venv-peers"
 PEER_PY = PEERS_VENV / "bin" / "python"

@@ -41,7 +41,7 @@ from remora.jobs.postgres import PostgresTarget, PostgresVault
 from remora.jobs.redis_coordination import RedisCoordination
 from remora.jobs.stores import Stores
 from remora.jobs.worker import Worker
-from remora.testing.scratch import scratch_database
+from remora.sim.scratch import scratch_database
 
 WATCHER = "jobs-statements-watcher"
 # As benchmarks/jobs_peers.py's (not imported from it: it puts this checkout first on

@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 
 from remora.jobs.durable import open_postgres  # noqa: E402
 from remora.jobs.io import StepRecord  # noqa: E402
-from remora.jobs.refinement import constants_of_run, merge_records, validate_run  # noqa: E402
-from remora.testing.scratch import scratch_database  # noqa: E402
+from remora.sim.jobs.refinement import constants_of_run, merge_records, validate_run  # noqa: E402
+from remora.sim.scratch import scratch_database  # noqa: E402
 
 
 def main() -> None:

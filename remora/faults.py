@@ -17,7 +17,7 @@ through :func:`controlled_call`, which consults an :class:`IOHook`:
 A storage fence or cancellation always wins over the requested outcome: a requested commit
 may end fenced or canceled with no effect.  The hook therefore learns the *actual* effect and
 observation separately from its choice.  Production uses :data:`NO_FAULTS`; the simulation
-its own hook; tests :class:`remora.testing.faults.ScriptedFaults`.
+its own hook; tests and the job simulation :class:`remora.sim.faults.ScriptedFaults`.
 """
 
 from __future__ import annotations
@@ -85,7 +85,11 @@ COMMIT = FaultDecision()
 
 @attrs.frozen
 class IOCall:
-    operation: Operation
+    """One call through the seam: its operation — any operation enum (the lifecycle's
+    :class:`Operation`, the job runtime's own) — and the partition it concerns (0 where
+    there is none)."""
+
+    operation: enum.Enum
     partition: int
 
 
@@ -151,7 +155,9 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
     decision = hook.decide(call, ctx)
     outcome = decision.outcome
     # Operations of other packages (e.g. remora.jobs) are not listed: they accept every outcome.
-    if outcome in UNKNOWN_OUTCOMES and outcome not in OUTCOMES_FOR.get(call.operation, _EVERY):
+    op = call.operation
+    accepted = OUTCOMES_FOR.get(op, _EVERY) if isinstance(op, Operation) else _EVERY
+    if outcome in UNKNOWN_OUTCOMES and outcome not in accepted:
         raise InvalidInput(f"{call.operation.value} does not accept outcome {outcome.value}")
     applied: bool | None = False
     observation = Observation.OK

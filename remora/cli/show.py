@@ -17,9 +17,9 @@ from remora.cli.common import EXIT_OK, exit_codes
 from remora.errors import InvalidInput
 from remora.outputs import write_output
 from remora.sim.report import run_trace
+from remora.sim.runs import prepared
 from remora.sim.timeline import Timeline, from_protocol, from_report, kind_of, render
 from remora.sim.trace import loads
-from remora.testing.runs import prepared
 
 
 def register(sub: Any) -> None:

@@ -25,14 +25,14 @@ from remora.outputs import check_output, write_new, write_output
 from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
+from remora.sim.mutations import NAMES as MUTATION_NAMES
+from remora.sim.mutations import mutation
 from remora.sim.reduce import Reducer
 from remora.sim.report import Report, run_trace
+from remora.sim.runs import lifecycle_of, prepared
 from remora.sim.scheduler import OnProgress
+from remora.sim.stores import STORES, store_factory
 from remora.sim.trace import Trace, loads
-from remora.testing.mutations import NAMES as MUTATION_NAMES
-from remora.testing.mutations import mutation
-from remora.testing.runs import lifecycle_of, prepared
-from remora.testing.stores import STORES, store_factory
 
 DEFAULT_MANIFEST = "artifacts/corpus/manifest.json"
 

@@ -18,9 +18,8 @@ from typing import Any
 from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, read_input
 from remora.errors import InvalidInput
 from remora.outputs import write_new
-from remora.sim.artifacts import failures_dir
-from remora.testing.job_machines import replay_command
-from remora.testing.job_trace import JobTrace, is_job_trace, loads
+from remora.sim.artifacts import failures_dir, job_replay_command
+from remora.sim.jobs.trace import JobTrace, is_job_trace, loads
 
 
 def read_job_trace(path: str) -> JobTrace:
@@ -53,7 +52,7 @@ def register(sub: Any) -> None:
 
 
 def sim_jobs(args: argparse.Namespace) -> int:
-    from remora.testing.job_run import run_trace
+    from remora.sim.jobs.run import run_trace
 
     trace = read_job_trace(args.replay)
     out = run_trace(trace)
@@ -71,7 +70,7 @@ def sim_jobs(args: argparse.Namespace) -> int:
 
 def reduce_jobs(path: str) -> int:
     """``remora reduce FILE`` for a job trace."""
-    from remora.testing.job_reduce import JobReducer
+    from remora.sim.jobs.reduce import JobReducer
 
     trace = read_job_trace(path)
     try:
@@ -86,8 +85,8 @@ def reduce_jobs(path: str) -> int:
     reduced = write_new(where / f"{stem}-reduced.json", best.dumps())
     print(f"failure: {reducer.failure}")
     print(f"steps: {len(trace.steps)} -> {len(best.steps)} ({reducer.tries} replays)")
-    print(f"original: {replay_command(original)}")
-    print(f"reduced:  {replay_command(reduced)}")
+    print(f"original: {job_replay_command(original)}")
+    print(f"reduced:  {job_replay_command(reduced)}")
     return EXIT_OK
 
 

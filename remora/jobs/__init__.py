@@ -3,7 +3,7 @@
 The durable store (SQLite or PostgreSQL) is the sole authority; the coordination store
 (memory or Redis) holds what can be rebuilt from it; target staging is per attempt
 identity; the reconciler runs the spec's ambient actions.  Every runtime step records the
-spec action it performs, and :mod:`remora.jobs.refinement` checks runs against the spec.
+spec action it performs, and :mod:`remora.sim.jobs.refinement` checks runs against the spec.
 See ``docs/jobs.md``.
 
 Handler API::

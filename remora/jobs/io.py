@@ -8,7 +8,7 @@ that actor's calls to it fail with :class:`~remora.errors.Unavailable`.
 Every runtime step records the spec action it performed (:class:`StepRecord`) with the
 actor and the actor's own sequence number, so a run can be checked step by step (in
 simulation) or by merging the stores' logs (on real services); see
-:mod:`remora.jobs.refinement`.
+:mod:`remora.sim.jobs.refinement`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
 from remora.context import Context
 from remora.errors import Unavailable, UnknownResult
-from remora.faults import NO_FAULTS, IOCall, IOHook, Operation, controlled_call
+from remora.faults import NO_FAULTS, IOCall, IOHook, controlled_call
 from remora.jobs.model import Service
 
 T = TypeVar("T")
@@ -199,9 +199,8 @@ class Actor:
 def io_call(actor: Actor, operation: JobOperation, key: str, effect: Callable[[bool], T]) -> T:
     """One modeled call of ``actor``: the link gate, then the controlled seam."""
     actor.links.check(SERVICE_OF[operation])
-    # IOCall names the lifecycle's Operation; the seam accepts any operation enum
-    # (remora.faults: operations it does not list accept every outcome).
-    call = IOCall(cast(Operation, operation), 0)
+    # The seam accepts any operation enum (operations it does not list accept every outcome).
+    call = IOCall(operation, 0)
     return controlled_call(actor.hook, call, actor.ctx, effect)
 
 

@@ -1,2 +1,18 @@
-"""The deterministic simulation: the trace model and its strict parser, the scheduler, the
-checker, the report, the corpus and the reducer (see ``docs/simulation.md``)."""
+"""Both deterministic simulations, with no Hypothesis (a plain install runs them):
+
+* the worker side — the ``worker-schedule-v1`` trace and its strict parser
+  (:mod:`.trace`), the scheduler (:mod:`.scheduler`), the checker (:mod:`.checker`), the
+  report (:mod:`.report`), the corpus (:mod:`.corpus`), the reducer (:mod:`.reduce`), the
+  named mutations (:mod:`.mutations`), what a trace runs besides its schedule
+  (:mod:`.runs`) and fresh stores of every kind (:mod:`.stores`, :mod:`.scratch`);
+* the job side — :mod:`remora.sim.jobs`: the runtime over memory I/O, the refinement
+  checker against ``Remora.tla``, the ``job-schedule-v1`` trace, its executor, its reducer
+  and the named guard mutations;
+* shared — the scripted fault hook (:mod:`.faults`), the JSON text helpers
+  (:mod:`.jsontext`), where artifacts go (:mod:`.artifacts`) and the picture of a run
+  (:mod:`.timeline`).
+
+See ``docs/simulation.md`` and ``docs/jobs.md``.
+"""
+
+__all__: list[str] = []

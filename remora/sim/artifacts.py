@@ -16,7 +16,13 @@ def failures_dir() -> Path:
 
 
 def replay_command(path: str | Path) -> str:
+    """The command that replays a worker trace."""
     return f"remora sim-worker --replay {shlex.quote(str(path))}"
+
+
+def job_replay_command(path: str | Path) -> str:
+    """The command that replays a job trace."""
+    return f"remora sim-jobs --replay {shlex.quote(str(path))}"
 
 
 def show_command(path: str | Path) -> str:

@@ -189,12 +189,13 @@ class SimHook:
         )
         replacement = lifetime != sim.attempt.step.worker
         counts = sim.replacement_counts if replacement else sim.call_counts
-        number = counts.get(call.operation, 0) + 1
-        counts[call.operation] = number
-        selector = None if replacement else sim.selector_for(call.operation, number)
+        operation = Operation(call.operation.value)  # the lifecycle's seam: its own operations
+        number = counts.get(operation, 0) + 1
+        counts[operation] = number
+        selector = None if replacement else sim.selector_for(operation, number)
         held = worker.lifecycle.owned().get(call.partition)
         record = sim.records.get(lifetime)
-        if call.operation is Operation.PROCESS and held is not None and record is not None:
+        if operation is Operation.PROCESS and held is not None and record is not None:
             installed = sim.installed(call.partition)
             found = checker.check_submission(
                 lifetime, call.partition, held, record.offset, installed

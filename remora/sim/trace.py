@@ -103,7 +103,7 @@ class SimConfig:
     retry_max_calls: int = 3
     retry_waits_ms: tuple[int, ...] = (100, 200)
     budget_ms: int = 20_000
-    mutation: str | None = None  # a named planted bug (remora.testing.mutations) it runs
+    mutation: str | None = None  # a named planted bug (remora.sim.mutations) it runs
     lifecycle: str | None = None  # "module:qualname" of a custom lifecycle factory
     processing: str | None = None  # "module:qualname" of a custom remora.domain.Processing
     model: str | None = None  # "module:qualname" of the reference model checking it

@@ -9,8 +9,8 @@ cleanup), environment (tick, crash, clean shutdown, start an incarnation, drop/r
 link per worker and service, wipe the coordination store) — and most of them may carry fault
 selectors: the *n*-th call of an operation in the step aborts or loses its reply
 (``unknown-committed``/``unknown-aborted``, on every durable, coordination, target and vault
-write).  Each rule builds one :class:`~remora.testing.job_trace.JobStep` and runs it through
-the shared executor :class:`~remora.testing.job_run.JobRun`, over the memory stores with
+write).  Each rule builds one :class:`~remora.sim.jobs.trace.JobStep` and runs it through
+the shared executor :class:`~remora.sim.jobs.run.JobRun`, over the memory stores with
 logical time.
 
 * **Invariant** — refinement at every step: the step is enabled in alpha(before) and yields
@@ -45,9 +45,7 @@ Size it with class attributes (``jobs``, ``workers``, ``concurrency`` and the li
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -62,9 +60,9 @@ from remora.jobs.io import JobOperation
 from remora.jobs.model import AttemptId, Service
 from remora.jobs.model import Outcome as JobOutcome
 from remora.outputs import write_output
-from remora.sim.artifacts import failures_dir
-from remora.testing.job_run import JobRun, JobRunFailure
-from remora.testing.job_trace import (
+from remora.sim.artifacts import failures_dir, job_replay_command
+from remora.sim.jobs.run import JobRun, JobRunFailure
+from remora.sim.jobs.trace import (
     FAULT_OUTCOMES,
     JobConfig,
     JobFault,
@@ -171,10 +169,6 @@ PER_ATTEMPT_RECONCILER = (
 )
 
 
-def replay_command(path: str | Path) -> str:
-    return f"remora sim-jobs --replay {shlex.quote(str(path))}"
-
-
 def _final_run() -> bool:
     try:
         return bool(current_build_context().is_final)
@@ -187,7 +181,7 @@ class JobScheduleFailure(AssertionError):
     for the exported trace at ``trace_path``."""
 
     def __init__(self, failure: str, detail: str, trace_path: str) -> None:
-        super().__init__(f"{failure}\n{detail}\nreplay: {replay_command(trace_path)}")
+        super().__init__(f"{failure}\n{detail}\nreplay: {job_replay_command(trace_path)}")
         self.failure = failure
         self.trace_path = trace_path
 
@@ -289,7 +283,7 @@ class JobMachineBase(RuleBasedStateMachine):
         path = failures_dir() / f"hypothesis-{type(self).__name__}.json"
         if _final_run() or not path.exists():
             write_output(path, self.trace().dumps())
-        note(f"trace written: {replay_command(path)}")
+        note(f"trace written: {job_replay_command(path)}")
         return str(path)
 
     def fail(self, exc: JobRunFailure) -> None:
@@ -1279,5 +1273,4 @@ __all__ = [
     "STEP_CALLS",
     "step_faults",
     "reach_of",
-    "replay_command",
 ]

@@ -64,9 +64,9 @@ from remora.oracle import AMENDMENT_RULES, Model, ReferenceModel
 from remora.outputs import write_output
 from remora.sim.artifacts import failures_dir, replay_command, show_command
 from remora.sim.report import build_report
+from remora.sim.runs import processing_reference, reference_of
 from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation, StoreFactory
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
-from remora.testing.runs import processing_reference, reference_of
 from remora.testing.strategies import (
     COMBINATIONS,
     Combination,
@@ -276,7 +276,7 @@ class WorkerScheduleMachine(SwarmRuleMachine):
 
     @classmethod
     def model(cls) -> Model:
-        """What the oracle checks outputs against (see :mod:`remora.testing.runs`)."""
+        """What the oracle checks outputs against (see :mod:`remora.sim.runs`)."""
         if cls.reference_model is not None:
             return cls.reference_model
         return AMENDMENT_RULES if cls.processing is AMENDMENTS else None

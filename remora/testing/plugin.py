@@ -13,7 +13,7 @@ its file or database removed):
 * ``remora_postgres_dsn`` — the PostgreSQL server to use: ``--remora-dsn`` or
   ``$REMORA_PG_DSN`` (a libpq DSN or URI whose user may create databases);
 * ``remora_scratch_database`` — the DSN of a brand-new, empty PostgreSQL database on that
-  server, dropped afterwards (:func:`remora.testing.scratch.scratch_database`).
+  server, dropped afterwards (:func:`remora.sim.scratch.scratch_database`).
 
 A PostgreSQL fixture skips its test with the reason when no server is configured or
 reachable — and fails instead under ``REMORA_REQUIRE_SERVICES=1``, so CI cannot pass by
@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from remora.testing.stores import BackendFactory, backend_factory
+from remora.sim.stores import BackendFactory, backend_factory
 
 STORE_KINDS = ("memory", "sqlite", "postgres")
 DSN_ENV = "REMORA_PG_DSN"
@@ -99,7 +99,7 @@ def remora_postgres_dsn(pytestconfig: pytest.Config) -> str:
 @pytest.fixture
 def remora_scratch_database(remora_postgres_dsn: str) -> Iterator[str]:
     """The DSN of a brand-new, empty database, dropped after the test."""
-    from remora.testing.scratch import scratch_database
+    from remora.sim.scratch import scratch_database
 
     with scratch_database(remora_postgres_dsn, prefix="remora_test") as dsn:
         yield dsn

@@ -10,10 +10,10 @@ import pytest
 
 from remora.cli import main
 from remora.errors import InvalidInput
+from remora.sim.runs import reference_of
 from remora.sim.trace import loads
-from remora.testing.runs import reference_of
 
-REVOKE_FORGETS = "remora.testing.mutations:RevokeForgets"
+REVOKE_FORGETS = "remora.sim.mutations:RevokeForgets"
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -53,6 +53,6 @@ def test_only_top_level_objects_can_be_named() -> None:
     class Local:
         pass
 
-    assert reference_of(reference_of) == "remora.testing.runs:reference_of"
+    assert reference_of(reference_of) == "remora.sim.runs:reference_of"
     with pytest.raises(InvalidInput, match="define it at the top level"):
         reference_of(Local)

@@ -10,8 +10,8 @@ import attrs
 import pytest
 
 from remora.cli import main
+from remora.sim.mutations import MUTATIONS, NAMES, Mutation, mutation
 from remora.sim.trace import loads
-from remora.testing.mutations import MUTATIONS, NAMES, Mutation, mutation
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

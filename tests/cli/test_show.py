@@ -13,10 +13,10 @@ import pytest
 from remora.cli import main
 from remora.errors import InvalidInput
 from remora.sim.generate import generate
+from remora.sim.mutations import mutation
 from remora.sim.report import run_trace
 from remora.sim.timeline import IO_KINDS, from_protocol, from_report, render
 from remora.sim.trace import Trace
-from remora.testing.mutations import mutation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "show"
 CEX = FIXTURES / "commit-is-fenced-cas.json"

@@ -12,9 +12,7 @@ from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import UnknownResult
 from remora.faults import At, Operation, Outcome
-from remora.sim.trace import FaultSelector, Interleave, SimConfig, Step, Toolchain, Trace
-from remora.store import Token
-from remora.testing.mutations import (  # the named mutations' lifecycles live in the package
+from remora.sim.mutations import (  # the named mutations' lifecycles live in the package
     AdoptsReadEpoch,
     FrontierBeforeResolution,
     KeepsTokensOnRetire,
@@ -23,6 +21,8 @@ from remora.testing.mutations import (  # the named mutations' lifecycles live i
     SeekIgnoresStop,
     SkipsCancelAfterWakeup,
 )
+from remora.sim.trace import FaultSelector, Interleave, SimConfig, Step, Toolchain, Trace
+from remora.store import Token
 from remora.worker import Lifecycle
 
 __all__ = [

@@ -26,7 +26,12 @@ from remora.jobs.durable import DurableStore, open_postgres
 from remora.jobs.io import StepRecord
 from remora.jobs.model import AttemptId, JobsConfig, Phase
 from remora.jobs.postgres import PostgresTarget
-from remora.jobs.refinement import ValidationReport, constants_of_run, merge_records, validate_run
+from remora.sim.jobs.refinement import (
+    ValidationReport,
+    constants_of_run,
+    merge_records,
+    validate_run,
+)
 from tests.common.services import unavailable
 from tests.jobs.fault_app import winning_result
 

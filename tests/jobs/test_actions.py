@@ -12,9 +12,9 @@ import pytest
 from remora.errors import Unavailable
 from remora.jobs import worker as W
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, Outcome, Phase, Service
-from remora.jobs.refinement import RefinementChecker
-from remora.jobs.simulation import SimConfig, Simulation
 from remora.jobs.worker import Worker
+from remora.sim.jobs.refinement import RefinementChecker
+from remora.sim.jobs.simulation import SimConfig, Simulation
 
 ALL_ACTIONS = [
     "Enqueue",

@@ -17,8 +17,8 @@ from typing import Any
 
 from remora.jobs.handlers import Registry
 from remora.jobs.model import AttemptId, JobsConfig, Outcome, Phase
-from remora.jobs.simulation import SimConfig, Simulation
 from remora.jobs.worker import AUTHORIZED, EXECUTING, AttemptContext, Worker
+from remora.sim.jobs.simulation import SimConfig, Simulation
 
 
 class HeldPool:

@@ -14,10 +14,10 @@ import pytest
 from remora.jobs import guards
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.model import AttemptId, NotEnabled, Outcome, Phase, Service
-from remora.jobs.refinement import RefinementViolation
-from remora.jobs.simulation import SMALL
 from remora.jobs.target import MemoryTarget
-from remora.testing.job_mutations import unguarded
+from remora.sim.jobs.mutations import unguarded
+from remora.sim.jobs.refinement import RefinementViolation
+from remora.sim.jobs.simulation import SMALL
 from tests.jobs.test_actions import Run
 
 

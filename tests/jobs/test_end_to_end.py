@@ -22,7 +22,7 @@ from remora.jobs.durable import open_postgres
 from remora.jobs.io import StepRecord
 from remora.jobs.model import AttemptId, DurableSnapshot, JobsConfig, LogEntry, Phase
 from remora.jobs.postgres import PostgresTarget
-from remora.jobs.refinement import constants_of_run, merge_records, validate_run
+from remora.sim.jobs.refinement import constants_of_run, merge_records, validate_run
 from tests.common.services import require_redis
 
 pytestmark = pytest.mark.services

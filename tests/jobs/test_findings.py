@@ -8,8 +8,8 @@ from remora.jobs import worker as W
 from remora.jobs.io import JobOperation
 from remora.jobs.model import JobsConfig, NotEnabled
 from remora.jobs.model import Outcome as JobOutcome
-from remora.jobs.refinement import RefinementChecker
-from remora.jobs.simulation import SimConfig, Simulation
+from remora.sim.jobs.refinement import RefinementChecker
+from remora.sim.jobs.simulation import SimConfig, Simulation
 from remora.testing.faults import ScriptedFaults
 from tests.jobs.test_actions import Run
 

@@ -10,8 +10,8 @@ import pytest
 
 from remora.jobs import guards
 from remora.jobs.model import Outcome
-from remora.jobs.refinement import RefinementViolation
-from remora.testing.job_mutations import unguarded
+from remora.sim.jobs.mutations import unguarded
+from remora.sim.jobs.refinement import RefinementViolation
 from tests.jobs.test_actions import Run
 
 

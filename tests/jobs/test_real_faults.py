@@ -3,7 +3,7 @@ processes run a batch of jobs while a real fault hits them — the coordination 
 (FLUSHALL), links cut by a TCP proxy, a worker SIGKILLed, COMMIT replies of
 ``AcceptSuccess`` lost.  Each test ends with every job terminal exactly once, the committed
 result the winning attempt's, nothing lost, the recorded run validated against the spec
-(:func:`~remora.jobs.refinement.validate_run`), and the fault counted as having happened.
+(:func:`~remora.sim.jobs.refinement.validate_run`), and the fault counted as having happened.
 The counts are printed (``pytest -s``) and summarised in docs/jobs.md."""
 
 from __future__ import annotations

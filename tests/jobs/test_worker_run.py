@@ -19,15 +19,15 @@ from remora.jobs.handlers import REGISTRY
 from remora.jobs.io import Actor, MemoryRecorder
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.reconciler import Reconciler
-from remora.jobs.refinement import (
+from remora.jobs.stores import Stores
+from remora.jobs.target import MemoryTarget, MemoryVault
+from remora.jobs.worker import Worker
+from remora.sim.jobs.refinement import (
     RefinementViolation,
     constants_of_run,
     merge_records,
     validate_run,
 )
-from remora.jobs.stores import Stores
-from remora.jobs.target import MemoryTarget, MemoryVault
-from remora.jobs.worker import Worker
 
 HANDLERS = ["greet", "count", "flaky", "doomed", "slow", "greet", "count", "flaky"]
 

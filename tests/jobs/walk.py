@@ -14,9 +14,9 @@ from remora.context import Context
 from remora.faults import COMMIT, FaultDecision, IOCall, IOReport, Outcome
 from remora.jobs.model import AttemptId, JobsConfig, Service
 from remora.jobs.model import Outcome as JobOutcome
-from remora.jobs.refinement import RefinementChecker
-from remora.jobs.simulation import SimConfig, Simulation
 from remora.jobs.worker import write_credential
+from remora.sim.jobs.refinement import RefinementChecker
+from remora.sim.jobs.simulation import SimConfig, Simulation
 
 WRITE_OUTCOMES = (Outcome.ABORT, Outcome.UNKNOWN_COMMITTED, Outcome.UNKNOWN_ABORTED)
 

@@ -19,7 +19,7 @@ from functools import cache
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from remora.testing.scratch import scratch_database
+from remora.sim.scratch import scratch_database
 from tests.common.services import unavailable
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"

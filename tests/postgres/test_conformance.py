@@ -19,10 +19,10 @@ import pytest
 
 from remora.sim.generate import generate
 from remora.sim.report import run_trace
+from remora.sim.stores import store_factory
 from remora.sim.trace import Trace, loads
 from remora.store import StateStore
 from remora.store.postgres import PostgresBackend
-from remora.testing.stores import store_factory
 from tests.postgres.services import fresh_database, require_postgres
 
 pytestmark = pytest.mark.services

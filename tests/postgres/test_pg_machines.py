@@ -6,10 +6,10 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.sim.stores import backend_factory
 from remora.sim.trace import SimConfig
 from remora.store import StateStore
 from remora.testing.profiles import selected_profile
-from remora.testing.stores import backend_factory
 from tests.postgres.services import require_postgres
 from tests.stateful.machines import ManyPartitionsAndLifetimes, SinglePartitionHeavyFaults
 

@@ -24,10 +24,10 @@ from remora.domain import OutboxEntry, SourceRecord
 from remora.oracle import Monitor, ObservedTail, Oracle, RawRecord
 from remora.sim.checker import Checker
 from remora.sim.generate import generate
+from remora.sim.mutations import MUTATIONS
 from remora.sim.report import run_trace
 from remora.sim.trace import SimConfig, Trace
 from remora.store import MemoryBackend, PartitionState, PartitionTail, StateStore, Token
-from remora.testing.mutations import MUTATIONS
 
 
 def big_source(records: int, partitions: int) -> tuple[SourceRecord, ...]:

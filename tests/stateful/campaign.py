@@ -22,9 +22,9 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.sim.mutations import MUTATIONS, Mutation
 from remora.sim.trace import loads
 from remora.testing.machines import ScheduleFailure, WorkerScheduleMachine
-from remora.testing.mutations import MUTATIONS, Mutation
 from remora.testing.profiles import register_profiles
 from tests.stateful.machines import MACHINES
 

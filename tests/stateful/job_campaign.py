@@ -29,9 +29,9 @@ import pytest
 from hypothesis import Phase, seed, settings
 from hypothesis.stateful import get_state_machine_test
 
+from remora.sim.jobs.mutations import MUTATIONS, JobMutation, applied
+from remora.sim.jobs.trace import loads
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
-from remora.testing.job_mutations import MUTATIONS, JobMutation, applied
-from remora.testing.job_trace import loads
 from remora.testing.profiles import register_profiles
 from tests.stateful.job_machines import HUNTERS
 
@@ -95,7 +95,7 @@ def hunt(
             trace = loads(Path(exc.trace_path).read_text())
             reduced = None
             if shrink:
-                from remora.testing.job_reduce import JobReducer
+                from remora.sim.jobs.reduce import JobReducer
 
                 reduced = len(JobReducer(trace).run().steps)
             return Outcome(

@@ -1,4 +1,4 @@
-"""The contract rules (:mod:`remora.testing.contract_checks`) shown catching planted bugs.
+"""The contract rules (:mod:`tests.stateful.contract_checks`) shown catching planted bugs.
 
 Each planted bug replaces one thing the rules build (the lifecycle, the retry policy, the
 fault seam, the runner or the memory store) with a subclass or wrapper that is wrong in one
@@ -18,8 +18,11 @@ from remora.faults import IOCall, IOHook, IOReport, Observation, Operation, Outc
 from remora.faults import controlled_call as real_controlled_call
 from remora.store import MemoryStore, Token
 from remora.store.memory import MemoryBackend, Write
-from remora.testing import contract_checks
-from remora.testing.contract_checks import (
+from remora.worker.lifecycle import Lifecycle
+from remora.worker.retry import RetryPolicy
+from remora.worker.runner import Runner, RunStats
+from tests.stateful import contract_checks
+from tests.stateful.contract_checks import (
     LIFECYCLE_CASES,
     RUNNER_CASES,
     SEAM_EFFECTS,
@@ -29,9 +32,6 @@ from remora.testing.contract_checks import (
     runner_problems,
     seam_problems,
 )
-from remora.worker.lifecycle import Lifecycle
-from remora.worker.retry import RetryPolicy
-from remora.worker.runner import Runner, RunStats
 
 PARTITIONS = ([0], [1, 0], [0, 1, 0], [1, 1])
 

@@ -1,4 +1,4 @@
-"""The group machine's source rules (:mod:`remora.testing.group_checks`) shown catching
+"""The group machine's source rules (:mod:`tests.stateful.group_checks`) shown catching
 planted bugs: each patch breaks one production function only inside the test."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from hypothesis.stateful import run_state_machine_as_test
 import remora.domain.amendment
 import remora.worker.source_identity as identity
 from remora.store import StateStore
-from remora.testing import group_checks
 from remora.testing.group_machine import GroupRunMachine
+from tests.stateful import group_checks
 
 SHORT = settings(
     max_examples=80,
@@ -55,8 +55,8 @@ def _never_unstorable(doc: Any) -> bool:
 
 
 PLANTED: list[tuple[str, Callable[..., Any]]] = [
-    ("remora.testing.group_checks.record_source", _record_nothing),
-    ("remora.testing.group_checks.check_source", _accept_everything),
+    ("tests.stateful.group_checks.record_source", _record_nothing),
+    ("tests.stateful.group_checks.check_source", _accept_everything),
     ("remora.domain.amendment.unstorable_in", _never_unstorable),
 ]
 

@@ -1,5 +1,5 @@
 """The group machine's worker-failure, schedule, source-layout, source-read, legacy-store
-and domain rules (:mod:`remora.testing.group_failures`, :mod:`remora.testing.source_checks`)
+and domain rules (:mod:`tests.stateful.group_failures`, :mod:`tests.stateful.source_checks`)
 shown catching planted bugs: each patch breaks one production function only inside the
 test, and the machine (the suite's ``GroupRunChecked``) must fail."""
 
@@ -21,16 +21,16 @@ from remora.domain.fold import Quarantined
 from remora.domain.records import QuarantineEntry, QuarantineReason, SubjectState
 from remora.source.cursor import FetchCursors
 from remora.source.log import MemorySourceLog
-from remora.testing.group_failures import GroupFailureChecks
 from remora.testing.group_machine import GroupRunMachine
-from remora.testing.source_checks import (
+from remora.worker.group import Coordinator, GroupClient
+from remora.worker.source_identity import check_source
+from tests.stateful.group_failures import GroupFailureChecks
+from tests.stateful.source_checks import (
     DomainChecks,
     LegacyStoreCheck,
     SourceLayoutChecks,
     SourceReadChecks,
 )
-from remora.worker.group import Coordinator, GroupClient
-from remora.worker.source_identity import check_source
 from tests.stateful.test_group_checks import SHORT as GROUP_SHORT
 
 SHORT = settings(GROUP_SHORT, max_examples=60)
@@ -198,8 +198,8 @@ PLANTED: list[tuple[str, Any, type[GroupRunMachine]]] = [
     ("remora.source.log.MemorySourceLog.end", _end_at_last, Reads),
     ("remora.source.files._PartitionFile.close", _keep_open, Reads),
     ("remora.source.log.MemorySourceLog.next_visible", _skip_invisible_wrongly, Reads),
-    ("remora.testing.source_checks.check_source", _silent_legacy, Legacy),
-    ("remora.testing.source_checks.record_source", _rerecord_always, Legacy),
+    ("tests.stateful.source_checks.check_source", _silent_legacy, Legacy),
+    ("tests.stateful.source_checks.record_source", _rerecord_always, Legacy),
     ("remora.domain.fold._quarantine", _quarantine_at_revision_one, Domain),
     ("remora.domain.processing._numbers", _numbers_without_intent, Domain),
     ("remora.domain.processing._texts", _texts_without_detail, Domain),

@@ -8,10 +8,10 @@ from hypothesis.stateful import run_state_machine_as_test
 from remora.sim.trace import SimConfig
 from remora.store import StateStore
 from remora.store.sqlite import SqliteStore
-from remora.testing.group_checks import SourceChecks
-from remora.testing.group_failures import GroupFailureChecks
 from remora.testing.group_machine import GroupRunMachine
-from remora.testing.source_checks import (
+from tests.stateful.group_checks import SourceChecks
+from tests.stateful.group_failures import GroupFailureChecks
+from tests.stateful.source_checks import (
     DomainChecks,
     LegacyStoreCheck,
     SourceLayoutChecks,

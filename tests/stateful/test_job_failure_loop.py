@@ -15,9 +15,9 @@ from hypothesis import reproduce_failure, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.cli import main
+from remora.sim.jobs.run import run_trace
+from remora.sim.jobs.trace import loads
 from remora.testing.job_machines import JobScheduleFailure
-from remora.testing.job_run import run_trace
-from remora.testing.job_trace import loads
 from remora.testing.profiles import register_profiles
 from tests.stateful.job_machines import RaceJobs
 
@@ -44,7 +44,7 @@ class Planted(RaceJobs):
 def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from remora.testing.job_mutations import applied
+    from remora.sim.jobs.mutations import applied
 
     monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
     import hypothesis.internal.conjecture.engine as engine
@@ -103,7 +103,7 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
 
 def _good() -> dict[str, object]:
     from remora.jobs.model import Outcome
-    from remora.testing.job_trace import JobConfig, JobStep, new_trace
+    from remora.sim.jobs.trace import JobConfig, JobStep, new_trace
 
     t = new_trace(
         JobConfig(jobs=("j1",), workers=("w1",)),

@@ -13,6 +13,9 @@ from remora.jobs import guards
 from remora.jobs.io import JobOperation
 from remora.jobs.model import AttemptId, Outcome, Service
 from remora.protocol.trace import ACTION_PARAMS
+from remora.sim.jobs.mutations import applied
+from remora.sim.jobs.run import JobRun, JobRunFailure
+from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import (
     DURABLE_STEPS,
     FAULT_CHOICES,
@@ -22,9 +25,6 @@ from remora.testing.job_machines import (
     JobRuntimeMachine,
     reach_of,
 )
-from remora.testing.job_mutations import applied
-from remora.testing.job_run import JobRun, JobRunFailure
-from remora.testing.job_trace import JobConfig, JobFault, JobStep
 from remora.testing.profiles import full_budget
 from tests.stateful.job_machines import JOB_MACHINES, LargerJobs, RaceJobs
 

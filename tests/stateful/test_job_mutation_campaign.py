@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli import main
-from remora.testing.job_mutations import MUTATIONS, JobMutation
+from remora.sim.jobs.mutations import MUTATIONS, JobMutation
 from tests.stateful.job_campaign import hunt
 from tests.stateful.job_machines import HUNTERS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli import main
-from remora.testing.mutations import MUTATIONS, Mutation
+from remora.sim.mutations import MUTATIONS, Mutation
 from tests.stateful.campaign import hunt
 from tests.stateful.machines import MACHINES
 

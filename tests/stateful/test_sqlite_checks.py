@@ -1,4 +1,4 @@
-"""The SQLite file rules (:mod:`remora.testing.sqlite_checks`) shown catching planted bugs.
+"""The SQLite file rules (:mod:`tests.stateful.sqlite_checks`) shown catching planted bugs.
 
 Each planted bug is a test-only :class:`SqliteBackend` subclass with one wrong behaviour
 (most copy a method of the real backend with one change); the real backend passes every
@@ -23,16 +23,16 @@ from remora.context import Context
 from remora.errors import Canceled, InvalidInput, Unavailable
 from remora.store import StateStore
 from remora.store.sqlite import SCHEMA_VERSION, SqliteBackend, _Rollback
-from remora.testing import sqlite_checks
 from remora.testing.machines import ScheduleFailure
-from remora.testing.sqlite_checks import (
+from tests.common.planted import SOURCE
+from tests.stateful import sqlite_checks
+from tests.stateful.sqlite_checks import (
     LOCK_ENDINGS,
     OPENS,
     REOPENS,
     SqliteFileChecks,
     sqlite_file_store,
 )
-from tests.common.planted import SOURCE
 
 # -- planted bugs ------------------------------------------------------------------------------
 

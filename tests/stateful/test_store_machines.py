@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from remora.testing.contract_checks import LIFECYCLE_CASES, RUNNER_CASES
 from remora.testing.profiles import full_budget
-from remora.testing.sqlite_checks import INTERRUPTS, LOCK_ENDINGS, OPENS, REOPENS
+from tests.stateful.contract_checks import LIFECYCLE_CASES, RUNNER_CASES
+from tests.stateful.sqlite_checks import INTERRUPTS, LOCK_ENDINGS, OPENS, REOPENS
 from tests.stateful.store_machines import SqliteFileMachine
 
 EXAMPLES = 60

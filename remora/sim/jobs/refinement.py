@@ -312,7 +312,7 @@ class RefinementChecker:
     """Checks a simulation step by step: wrap every step in :meth:`step`."""
 
     def __init__(self, sim: Any) -> None:
-        from remora.jobs.simulation import Simulation
+        from remora.sim.jobs.simulation import Simulation
 
         assert isinstance(sim, Simulation)
         self.sim = sim

@@ -4,7 +4,7 @@ durable store, memory target and vault, a logical clock, one scheduler.
 The same runtime code runs here and in production; only the I/O is swapped.  Every method
 of :class:`Simulation` (and of its workers and reconciler) is one step the scheduler takes;
 faults (``CrashWorker``, ``DropLink``/``RestoreLink``, ``LoseCoordinationState``) and time
-(``Tick``) are steps too.  :class:`remora.jobs.refinement.RefinementChecker` wraps the
+(``Tick``) are steps too.  :class:`remora.sim.jobs.refinement.RefinementChecker` wraps the
 steps and checks each against the spec.
 """
 

@@ -30,9 +30,9 @@ import attrs
 from remora.domain import AMENDMENTS, Processing
 from remora.errors import InvalidInput
 from remora.oracle import AMENDMENT_RULES, Model
+from remora.sim.mutations import mutation
 from remora.sim.scheduler import LifecycleFactory
 from remora.sim.trace import SimConfig
-from remora.testing.mutations import mutation
 from remora.worker import Lifecycle
 
 

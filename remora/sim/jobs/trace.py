@@ -2,7 +2,7 @@
 
 A job trace is everything needed to replay a run of :class:`~remora.testing.job_machines.
 JobRuntimeMachine` (or of ``remora sim-jobs``) through the same executor
-(:mod:`remora.testing.job_run`): the producing toolchain (provenance only), the complete
+(:mod:`remora.sim.jobs.run`): the producing toolchain (provenance only), the complete
 immutable configuration and its digest (jobs, worker incarnations, limits, fault budgets,
 the planted mutation if any), the handlers' scripted behaviour (the outcome each job's
 attempts report when the fair drain runs them), the explicit steps with their fault choices,

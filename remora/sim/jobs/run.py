@@ -1,13 +1,13 @@
 """One executor for job-runtime schedules: the Hypothesis machine, ``remora sim-jobs
---replay`` and ``remora reduce`` all run a :class:`~remora.testing.job_trace.JobStep` through
+--replay`` and ``remora reduce`` all run a :class:`~remora.sim.jobs.trace.JobStep` through
 :meth:`JobRun.execute`, so an exported trace replays through exactly the code that found it.
 
-A :class:`JobRun` is the real runtime (:class:`remora.jobs.simulation.Simulation`: SQLite
+A :class:`JobRun` is the real runtime (:class:`remora.sim.jobs.simulation.Simulation`: SQLite
 ``:memory:`` durable store, memory coordination, target and vault, a logical clock) with a
 :class:`ScriptedFaults` hook: a step's fault selectors give the *n*-th call of an operation
 within that step an outcome (``abort``; for writes also ``unknown-committed`` /
 ``unknown-aborted`` — a lost COMMIT reply).  Every step runs inside
-:meth:`RefinementChecker.step <remora.jobs.refinement.RefinementChecker.step>`: it must be a
+:meth:`RefinementChecker.step <remora.sim.jobs.refinement.RefinementChecker.step>`: it must be a
 spec step under alpha, and every invariant and action property of the spec must hold.
 
 The fair drain (:meth:`JobRun.drain`) is fault-free: links restored, every job submitted, a
@@ -28,13 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import attrs
 
-from remora.context import Context
 from remora.errors import RemoraError, Unavailable, UnknownResult
-from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport
+from remora.faults import FaultDecision
 from remora.jobs.io import JobOperation
 from remora.jobs.model import (
     AttemptId,
@@ -45,10 +44,11 @@ from remora.jobs.model import (
     Phase,
     SecretState,
 )
-from remora.jobs.refinement import RefinementChecker, RefinementViolation
-from remora.jobs.simulation import SimConfig, Simulation
 from remora.jobs.worker import Worker, WorkerDown, write_credential
-from remora.testing.job_trace import JobConfig, JobFault, JobStep, JobTrace
+from remora.sim.faults import Script, ScriptedFaults
+from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
+from remora.sim.jobs.simulation import SimConfig, Simulation
+from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
 
 DRAIN_ROUNDS = 40
 
@@ -62,35 +62,10 @@ class JobRunFailure(AssertionError):
         self.detail = detail
 
 
-class ScriptedFaults:
-    """The fault hook of a job run: the armed selectors of the current step."""
-
-    def __init__(self) -> None:
-        self.armed: tuple[JobFault, ...] = ()
-        self.counts: dict[JobOperation, int] = {}
-        self.last: dict[JobOperation, int] = {}
-        self.fired: list[tuple[str, str]] = []
-
-    def arm(self, faults: tuple[JobFault, ...]) -> None:
-        """Arm the next step's selectors; ``last`` keeps the calls of the step before
-        (which operations a step kind makes: the machines' reach)."""
-        self.last = self.counts
-        self.armed, self.counts = faults, {}
-
-    def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
-        op = cast(JobOperation, call.operation)
-        n = self.counts[op] = self.counts.get(op, 0) + 1
-        for f in self.armed:
-            if f.operation is op and f.call == n:
-                self.fired.append((op.value, f.outcome.value))
-                return FaultDecision(f.outcome, 0, selected=True)
-        return COMMIT
-
-    def boundary(self, call: IOCall, at: At, ctx: Context) -> None:
-        return None
-
-    def returned(self, call: IOCall, report: IOReport) -> None:
-        return None
+def script_of(faults: tuple[JobFault, ...]) -> Script[JobOperation]:
+    """A step's fault selectors as the hook's script: the *n*-th call of an operation within
+    the step gets the selector's outcome."""
+    return {(f.operation, f.call): FaultDecision(f.outcome, 0, selected=True) for f in faults}
 
 
 def staged_bytes(a: AttemptId, amount: int) -> bytes:
@@ -158,13 +133,13 @@ class JobRun:
         return kind
 
     def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
-        self.hook.arm(faults)
+        self.hook.arm(script_of(faults))
         try:
             result = self.chk.step(op)
         except RefinementViolation as exc:
             raise JobRunFailure(f"ERROR refinement: {exc}", f"at step {label}") from None
         finally:
-            self.hook.arm(())
+            self.hook.arm({})
         kind = classify(result)
         if kind == "crash":
             raise JobRunFailure(
@@ -461,7 +436,7 @@ class Replayed:
 
 def run_trace(trace: JobTrace) -> Replayed:
     """Replay ``trace`` through :class:`JobRun` (with its planted mutation, if any)."""
-    from remora.testing.job_mutations import applied
+    from remora.sim.jobs.mutations import applied
 
     with applied(trace.config.mutation):
         run = JobRun(trace.config, trace.handlers)
@@ -480,7 +455,6 @@ __all__ = [
     "JobRun",
     "JobRunFailure",
     "Replayed",
-    "ScriptedFaults",
     "classify",
     "run_trace",
     "staged_bytes",

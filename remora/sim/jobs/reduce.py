@@ -3,7 +3,7 @@
 A greedy delta-debugging loop over a ``job-schedule-v1`` trace — chunks of steps from large
 to single, then single fault selectors — repeated until nothing more can go.  Every
 candidate is re-validated exactly like a file and replayed through the shared executor
-(:func:`remora.testing.job_run.run_trace`), with the trace's planted mutation.  A step whose
+(:func:`remora.sim.jobs.run.run_trace`), with the trace's planted mutation.  A step whose
 worker was never started (its ``start`` was deleted) is simply refused at replay, so no
 dependency bookkeeping is needed.  It does not promise a globally minimal trace.
 """
@@ -15,8 +15,8 @@ from collections.abc import Callable
 import attrs
 
 from remora.errors import InvalidInput
-from remora.testing.job_run import run_trace
-from remora.testing.job_trace import JobStep, JobTrace, TraceError, validate
+from remora.sim.jobs.run import run_trace
+from remora.sim.jobs.trace import JobStep, JobTrace, TraceError, validate
 
 FailureOf = Callable[[JobTrace], str | None]
 

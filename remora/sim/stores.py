@@ -75,8 +75,8 @@ def backend_factory(
 
             yield sqlite
             return
+        from remora.sim.scratch import scratch_database
         from remora.store.postgres import PostgresBackend
-        from remora.testing.scratch import scratch_database
 
         assert dsn is not None
         server = dsn

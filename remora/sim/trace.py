@@ -20,11 +20,9 @@ reserved by a replacement).
 from __future__ import annotations
 
 import base64
-import functools
-import hashlib
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar, cast
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -36,11 +34,26 @@ from remora.limits import (
     MAX_BUDGET_MS,
     MAX_CALL,
     MAX_DELAY_MS,
-    MAX_ID,
     MAX_OFFSET,
     MAX_STEPS,
     MAX_TRACE_PARTITIONS,
     MAX_WAIT_MS,
+)
+from remora.sim.codec import (
+    Toolchain,
+    TraceError,
+    config_digest,
+    current_toolchain,
+    kind_of,
+    parse_header,
+    read_bool,
+    read_choice,
+    read_document,
+    read_int,
+    read_list,
+    read_name,
+    read_object,
+    read_str,
 )
 from remora.sim.gcpause import collector_paused
 
@@ -58,14 +71,6 @@ OPERATIONS_OF: dict[str, frozenset[Operation]] = {
 CLASSES = ("valid", "conflict", "custom")
 NAMED = ("mutation", "lifecycle", "processing", "model")
 """Optional names in ``config`` (present only when not the built-in default)."""
-
-
-class TraceError(InvalidInput):
-    """A rejected trace; the message starts with the JSON path of the problem."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
 
 
 # -- model ------------------------------------------------------------------------------
@@ -127,22 +132,6 @@ class SimConfig:
 
 
 @attrs.frozen
-class Toolchain:
-    python: str
-    remora: str
-    hypothesis: str | None = None
-    generator: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"python": self.python, "remora": self.remora}
-        if self.hypothesis is not None:
-            out["hypothesis"] = self.hypothesis
-        if self.generator is not None:
-            out["generator"] = self.generator
-        return out
-
-
-@attrs.frozen
 class Trace:
     toolchain: Toolchain
     seed: int | None
@@ -181,26 +170,6 @@ class Trace:
         return frozenset(s.worker for s in self.steps if s.actor == "start") | (
             self.reserved_replacements()
         )
-
-
-def config_digest(config_json: dict[str, Any]) -> str:
-    text = json.dumps(config_json, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-@functools.lru_cache(maxsize=16)
-def current_toolchain(generator: str | None = None) -> Toolchain:
-    """The running toolchain (cached: looking up package metadata is slow)."""
-    import platform
-    from importlib import metadata
-
-    from remora import __version__
-
-    try:
-        hyp: str | None = metadata.version("hypothesis")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a test dependency
-        hyp = None
-    return Toolchain(platform.python_version(), __version__, hyp, generator)
 
 
 def _record_json(r: SourceRecord) -> dict[str, Any]:
@@ -242,112 +211,43 @@ def _step_json(s: Step) -> dict[str, Any]:
 
 # -- parsing ----------------------------------------------------------------------------
 
-T = TypeVar("T")
-
-
-def _object(
-    value: Any, path: str, required: Sequence[str], optional: Sequence[str] = ()
-) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise TraceError(path, f"expected an object, got {_kind(value)}")
-    unknown = sorted(set(value) - set(required) - set(optional))
-    if unknown:
-        raise TraceError(f"{path}.{unknown[0]}", "unknown field")
-    missing = [k for k in required if k not in value]
-    if missing:
-        raise TraceError(f"{path}.{missing[0]}", "required field is missing")
-    return cast(dict[str, Any], value)
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number" if isinstance(value, int | float) else "null"
-    )
-
-
-def _int(value: Any, path: str, minimum: int = 0, maximum: int = MAX_ID) -> int:
-    """An integer in ``minimum..maximum`` (every integer of a trace is bounded: by default
-    to what a 64-bit store column holds)."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TraceError(path, f"expected an integer, got {_kind(value)}")
-    if value < minimum or value > maximum:
-        raise TraceError(path, f"{strictjson.short(value)} is not in {minimum}..{maximum}")
-    return value
-
-
-def _bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise TraceError(path, f"expected true or false, got {_kind(value)}")
-    return value
-
-
-def _str(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise TraceError(path, f"expected a string, got {_kind(value)}")
-    return value
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise TraceError(path, f"expected an array, got {_kind(value)}")
-    return value
-
-
-def _choice(value: Any, path: str, make: Callable[[str], T], what: str) -> T:
-    text = _str(value, path)
-    try:
-        return make(text)
-    except ValueError:
-        raise TraceError(path, f"{text!r} is not a valid {what}") from None
-
-
 MAX_SOURCE_RECORDS = 250_000
 """The most source records a trace may hold.  Replay is linear in steps plus records
 (``benchmarks/replay_scale.py``), but its report lists every I/O event: a quarter of a
 million records replays in a minute or two and a report of some hundred megabytes here,
 while an unbounded source would let one file ask for any amount of time and memory."""
 
-MAX_NAME = 200
-"""The longest name a trace may give (a mutation, a ``module:qualname`` reference)."""
-
-
-def _name(value: Any, path: str) -> str:
-    text = _str(value, path)
-    if not text or len(text) > MAX_NAME or not text.isprintable():
-        raise TraceError(path, f"expected a printable name of 1..{MAX_NAME} characters")
-    return text
-
 
 def _parse_config(doc: Any, path: str) -> SimConfig:
-    d = _object(doc, path, ["partitions", "class", "steps", "retry", "budget_ms"], NAMED)
-    retry = _object(d["retry"], f"{path}.retry", ["max_calls", "waits_ms"])
-    max_calls = _int(retry["max_calls"], f"{path}.retry.max_calls", 1, 10)
+    d = read_object(doc, path, ["partitions", "class", "steps", "retry", "budget_ms"], NAMED)
+    retry = read_object(d["retry"], f"{path}.retry", ["max_calls", "waits_ms"])
+    max_calls = read_int(retry["max_calls"], f"{path}.retry.max_calls", 1, 10)
     waits = tuple(
-        _int(w, f"{path}.retry.waits_ms[{i}]", 0, MAX_WAIT_MS)
-        for i, w in enumerate(_list(retry["waits_ms"], f"{path}.retry.waits_ms"))
+        read_int(w, f"{path}.retry.waits_ms[{i}]", 0, MAX_WAIT_MS)
+        for i, w in enumerate(read_list(retry["waits_ms"], f"{path}.retry.waits_ms"))
     )
     if len(waits) != max_calls - 1:
         raise TraceError(
             f"{path}.retry.waits_ms", f"needs {max_calls - 1} waits for {max_calls} calls"
         )
-    trace_class = _str(d["class"], f"{path}.class")
+    trace_class = read_str(d["class"], f"{path}.class")
     if trace_class not in CLASSES:
         raise TraceError(f"{path}.class", f"{trace_class!r} is not one of {', '.join(CLASSES)}")
     return SimConfig(
-        partitions=_int(d["partitions"], f"{path}.partitions", 1, MAX_TRACE_PARTITIONS),
+        partitions=read_int(d["partitions"], f"{path}.partitions", 1, MAX_TRACE_PARTITIONS),
         trace_class=trace_class,
-        steps=_int(d["steps"], f"{path}.steps", 0, MAX_STEPS),
+        steps=read_int(d["steps"], f"{path}.steps", 0, MAX_STEPS),
         retry_max_calls=max_calls,
         retry_waits_ms=waits,
-        budget_ms=_int(d["budget_ms"], f"{path}.budget_ms", 1, MAX_BUDGET_MS),
-        **{k: _name(d[k], f"{path}.{k}") for k in NAMED if k in d},
+        budget_ms=read_int(d["budget_ms"], f"{path}.budget_ms", 1, MAX_BUDGET_MS),
+        **{k: read_name(d[k], f"{path}.{k}") for k in NAMED if k in d},
     )
 
 
 def _parse_selector(doc: Any, path: str, actor: str) -> FaultSelector:
-    d = _object(doc, path, ["operation", "call", "outcome"], ["delay_ms", "interleave"])
-    operation = _choice(d["operation"], f"{path}.operation", Operation, "operation")
-    outcome = _choice(d["outcome"], f"{path}.outcome", Outcome, "outcome")
+    d = read_object(doc, path, ["operation", "call", "outcome"], ["delay_ms", "interleave"])
+    operation = read_choice(d["operation"], f"{path}.operation", Operation, "operation")
+    outcome = read_choice(d["outcome"], f"{path}.outcome", Outcome, "outcome")
     if outcome not in OUTCOMES_FOR[operation]:
         raise TraceError(
             f"{path}.outcome", f"{outcome.value!r} is not allowed for {operation.value}"
@@ -356,42 +256,42 @@ def _parse_selector(doc: Any, path: str, actor: str) -> FaultSelector:
         raise TraceError(f"{path}.operation", f"{actor} steps never call {operation.value}")
     interleave = None
     if "interleave" in d:
-        i = _object(d["interleave"], f"{path}.interleave", ["at"], ["stop", "replacement"])
-        at = _choice(i["at"], f"{path}.interleave.at", At, "interleave point (before|after)")
-        stop = _bool(i.get("stop", False), f"{path}.interleave.stop")
+        i = read_object(d["interleave"], f"{path}.interleave", ["at"], ["stop", "replacement"])
+        at = read_choice(i["at"], f"{path}.interleave.at", At, "interleave point (before|after)")
+        stop = read_bool(i.get("stop", False), f"{path}.interleave.stop")
         replacement = None
         if "replacement" in i:
-            replacement = _int(i["replacement"], f"{path}.interleave.replacement")
+            replacement = read_int(i["replacement"], f"{path}.interleave.replacement")
         if not stop and replacement is None:
             raise TraceError(f"{path}.interleave", "selects neither stop nor a replacement")
         interleave = Interleave(at, stop, replacement)
     return FaultSelector(
         operation=operation,
-        call=_int(d["call"], f"{path}.call", 1, MAX_CALL),
+        call=read_int(d["call"], f"{path}.call", 1, MAX_CALL),
         outcome=outcome,
-        delay_ms=_int(d.get("delay_ms", 0), f"{path}.delay_ms", 0, MAX_DELAY_MS),
+        delay_ms=read_int(d.get("delay_ms", 0), f"{path}.delay_ms", 0, MAX_DELAY_MS),
         interleave=interleave,
     )
 
 
 def _parse_step(doc: Any, path: str, partitions: int) -> Step:
-    d = _object(doc, path, ["actor", "worker"], ["partition", "faults"])
-    actor = _str(d["actor"], f"{path}.actor")
+    d = read_object(doc, path, ["actor", "worker"], ["partition", "faults"])
+    actor = read_str(d["actor"], f"{path}.actor")
     if actor not in ACTORS:
         raise TraceError(f"{path}.actor", f"{actor!r} is not one of {', '.join(ACTORS)}")
-    worker = _int(d["worker"], f"{path}.worker")
+    worker = read_int(d["worker"], f"{path}.worker")
     partition = None
     if actor in PARTITIONED:
         if "partition" not in d:
             raise TraceError(f"{path}.partition", f"{actor} steps need a partition")
-        partition = _int(d["partition"], f"{path}.partition", 0, partitions - 1)
+        partition = read_int(d["partition"], f"{path}.partition", 0, partitions - 1)
     elif "partition" in d:
         raise TraceError(f"{path}.partition", f"{actor} steps take no partition")
     faults: tuple[FaultSelector, ...] = ()
     if "faults" in d:
         if actor not in PARTITIONED:
             raise TraceError(f"{path}.faults", f"{actor} steps make no I/O to fault")
-        items = _list(d["faults"], f"{path}.faults")
+        items = read_list(d["faults"], f"{path}.faults")
         faults = tuple(
             _parse_selector(f, f"{path}.faults[{i}]", actor) for i, f in enumerate(items)
         )
@@ -406,18 +306,18 @@ def _parse_step(doc: Any, path: str, partitions: int) -> Step:
 
 
 def _parse_record(doc: Any, path: str, partitions: int) -> SourceRecord:
-    d = _object(doc, path, ["partition", "offset", "visible", "key", "value"])
+    d = read_object(doc, path, ["partition", "offset", "visible", "key", "value"])
     key = d["key"]
     if key is not None and not isinstance(key, str):
-        raise TraceError(f"{path}.key", f"expected a string or null, got {_kind(key)}")
+        raise TraceError(f"{path}.key", f"expected a string or null, got {kind_of(key)}")
     try:
-        value = strictjson.decode_base64(_str(d["value"], f"{path}.value"), "")
+        value = strictjson.decode_base64(read_str(d["value"], f"{path}.value"), "")
     except InvalidInput:
         raise TraceError(f"{path}.value", "is not valid base64") from None
     return SourceRecord(
-        partition=_int(d["partition"], f"{path}.partition", 0, partitions - 1),
-        offset=_int(d["offset"], f"{path}.offset", 0, MAX_OFFSET),
-        visible=_bool(d["visible"], f"{path}.visible"),
+        partition=read_int(d["partition"], f"{path}.partition", 0, partitions - 1),
+        offset=read_int(d["offset"], f"{path}.offset", 0, MAX_OFFSET),
+        visible=read_bool(d["visible"], f"{path}.visible"),
         key=key,
         value=value,
     )
@@ -453,37 +353,7 @@ def loads(text: str) -> Trace:
     """Parse and validate a trace document (see the module docstring), with the cyclic
     garbage collector paused (:mod:`remora.sim.gcpause`: a large source is many objects)."""
     with collector_paused():
-        try:
-            doc = strictjson.loads(text)
-        except strictjson.JsonRejected as exc:
-            if str(exc).startswith("trailing content"):
-                raise TraceError("trace", str(exc)) from None
-            raise TraceError("trace", f"not valid JSON ({exc})") from None
-        return from_json(doc)
-
-
-def parse_header(d: dict[str, Any], version: int, implementation: str) -> Toolchain:
-    """Check a trace document's ``version`` and ``implementation`` and read its
-    ``toolchain`` (the header every trace format shares: worker and job traces)."""
-    if d["version"] != version or isinstance(d["version"], bool):
-        raise TraceError("trace.version", f"{d['version']!r} is not supported (expected {version})")
-    if d["implementation"] != implementation:
-        raise TraceError(
-            "trace.implementation", f"{d['implementation']!r} is not {implementation!r}"
-        )
-    t = _object(
-        d["toolchain"], "trace.toolchain", ["python", "remora"], ["hypothesis", "generator"]
-    )
-    return Toolchain(
-        python=_str(t["python"], "trace.toolchain.python"),
-        remora=_str(t["remora"], "trace.toolchain.remora"),
-        hypothesis=None
-        if "hypothesis" not in t
-        else _str(t["hypothesis"], "trace.toolchain.hypothesis"),
-        generator=None
-        if "generator" not in t
-        else _str(t["generator"], "trace.toolchain.generator"),
-    )
+        return from_json(read_document(text))
 
 
 def from_json(doc: Any) -> Trace:
@@ -498,16 +368,16 @@ def from_json(doc: Any) -> Trace:
         "steps",
         "drain",
     ]
-    d = _object(doc, "trace", keys)
+    d = read_object(doc, "trace", keys)
     toolchain = parse_header(d, VERSION, IMPLEMENTATION)
-    seed = None if d["seed"] is None else _int(d["seed"], "trace.seed")
+    seed = None if d["seed"] is None else read_int(d["seed"], "trace.seed")
     config = _parse_config(d["config"], "trace.config")
-    digest = _str(d["config_digest"], "trace.config_digest")
+    digest = read_str(d["config_digest"], "trace.config_digest")
     if digest != config_digest(d["config"]):
         raise TraceError(
             "trace.config_digest", "does not match the config (the config was changed)"
         )
-    raw_source = _list(d["source"], "trace.source")
+    raw_source = read_list(d["source"], "trace.source")
     if len(raw_source) > MAX_SOURCE_RECORDS:
         raise TraceError(
             "trace.source",
@@ -526,14 +396,40 @@ def from_json(doc: Any) -> Trace:
         last[r.partition] = r.offset
     steps = tuple(
         _parse_step(s, f"trace.steps[{i}]", config.partitions)
-        for i, s in enumerate(_list(d["steps"], "trace.steps"))
+        for i, s in enumerate(read_list(d["steps"], "trace.steps"))
     )
     if len(steps) > config.steps:
         raise TraceError("trace.steps", f"{len(steps)} steps exceed the configured {config.steps}")
     _check_lifetimes(steps)
-    return Trace(toolchain, seed, config, source, steps, _bool(d["drain"], "trace.drain"))
+    return Trace(toolchain, seed, config, source, steps, read_bool(d["drain"], "trace.drain"))
 
 
 def validate(trace: Trace) -> Trace:
     """Re-check a trace built in code (e.g. by the reducer) exactly as a file would be."""
     return from_json(json.loads(trace.dumps()))
+
+
+__all__ = [
+    # the shared codec's names, re-exported: a worker trace's reader is this module
+    "Toolchain",
+    "TraceError",
+    "config_digest",
+    "current_toolchain",
+    "VERSION",
+    "IMPLEMENTATION",
+    "Actor",
+    "ACTORS",
+    "PARTITIONED",
+    "OPERATIONS_OF",
+    "CLASSES",
+    "NAMED",
+    "Interleave",
+    "FaultSelector",
+    "Step",
+    "SimConfig",
+    "Trace",
+    "MAX_SOURCE_RECORDS",
+    "loads",
+    "from_json",
+    "validate",
+]

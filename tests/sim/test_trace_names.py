@@ -8,8 +8,9 @@ import json
 import attrs
 import pytest
 
+from remora.sim.codec import MAX_NAME
 from remora.sim.generate import generate
-from remora.sim.trace import MAX_NAME, TraceError, config_digest, loads
+from remora.sim.trace import TraceError, config_digest, loads
 
 
 def test_a_name_round_trips_and_is_covered_by_the_digest() -> None:

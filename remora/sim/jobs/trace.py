@@ -30,19 +30,20 @@ from remora.faults import Outcome
 from remora.jobs.io import JobOperation
 from remora.jobs.model import Outcome as JobOutcome
 from remora.jobs.model import Service
-from remora.sim.trace import (
+from remora.sim.codec import (
     Toolchain,
     TraceError,
-    _bool,
-    _choice,
-    _int,
-    _list,
-    _name,
-    _object,
-    _str,
     config_digest,
     current_toolchain,
     parse_header,
+    read_bool,
+    read_choice,
+    read_document,
+    read_int,
+    read_list,
+    read_name,
+    read_object,
+    read_str,
 )
 
 VERSION = 1
@@ -238,7 +239,7 @@ def is_job_trace(text: str) -> bool:
 
 
 def _ids(value: Any, path: str) -> tuple[str, ...]:
-    items = tuple(_name(v, f"{path}[{i}]") for i, v in enumerate(_list(value, path)))
+    items = tuple(read_name(v, f"{path}[{i}]") for i, v in enumerate(read_list(value, path)))
     if not items:
         raise TraceError(path, "expected at least one name")
     if len(set(items)) != len(items):
@@ -258,57 +259,57 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
         "steps",
     )
     budgets = ("max_coord_losses", "max_partitions")
-    d = _object(doc, path, ["jobs", "workers", "drain_worker", *ints, *budgets], ["mutation"])
+    d = read_object(doc, path, ["jobs", "workers", "drain_worker", *ints, *budgets], ["mutation"])
     jobs = _ids(d["jobs"], f"{path}.jobs")
     workers = _ids(d["workers"], f"{path}.workers")
-    drain = _name(d["drain_worker"], f"{path}.drain_worker")
+    drain = read_name(d["drain_worker"], f"{path}.drain_worker")
     if drain in workers:
         raise TraceError(f"{path}.drain_worker", f"{drain!r} is also a step worker")
-    values = {k: _int(d[k], f"{path}.{k}", 1, 10_000) for k in ints}
-    values.update({k: _int(d[k], f"{path}.{k}", 0, 100) for k in budgets})
-    mutation = None if "mutation" not in d else _name(d["mutation"], f"{path}.mutation")
+    values = {k: read_int(d[k], f"{path}.{k}", 1, 10_000) for k in ints}
+    values.update({k: read_int(d[k], f"{path}.{k}", 0, 100) for k in budgets})
+    mutation = None if "mutation" not in d else read_name(d["mutation"], f"{path}.mutation")
     return JobConfig(jobs, workers, drain, mutation=mutation, **values)
 
 
 def _parse_fault(doc: Any, path: str) -> JobFault:
-    d = _object(doc, path, ["operation", "call", "outcome"])
-    op = _choice(d["operation"], f"{path}.operation", JobOperation, "operation")
-    outcome = _choice(d["outcome"], f"{path}.outcome", Outcome, "outcome")
+    d = read_object(doc, path, ["operation", "call", "outcome"])
+    op = read_choice(d["operation"], f"{path}.operation", JobOperation, "operation")
+    outcome = read_choice(d["outcome"], f"{path}.outcome", Outcome, "outcome")
     if outcome not in FAULT_OUTCOMES[op]:
         raise TraceError(f"{path}.outcome", f"{outcome.value!r} is not an outcome of {op.value}")
-    return JobFault(op, _int(d["call"], f"{path}.call", 1, MAX_CALL), outcome)
+    return JobFault(op, read_int(d["call"], f"{path}.call", 1, MAX_CALL), outcome)
 
 
 def _parse_step(doc: Any, path: str, c: JobConfig) -> JobStep:
     if not isinstance(doc, dict) or "op" not in doc:
-        _object(doc, path, ["op"])
-    op = _str(doc["op"], f"{path}.op")
+        read_object(doc, path, ["op"])
+    op = read_str(doc["op"], f"{path}.op")
     if op not in OPS:
         raise TraceError(f"{path}.op", f"{op!r} is not a step")
     need = OPS[op]
-    d = _object(doc, path, ["op", *need], ["faults"])
+    d = read_object(doc, path, ["op", *need], ["faults"])
     kw: dict[str, Any] = {}
     if "worker" in need:
-        w = _str(d["worker"], f"{path}.worker")
+        w = read_str(d["worker"], f"{path}.worker")
         if w not in c.workers:
             raise TraceError(f"{path}.worker", f"{w!r} is not a worker of the config")
         kw["worker"] = w
     if "job" in need:
-        j = _str(d["job"], f"{path}.job")
+        j = read_str(d["job"], f"{path}.job")
         if j not in c.jobs:
             raise TraceError(f"{path}.job", f"{j!r} is not a job of the config")
         kw["job"] = j
     if "token" in need:
-        kw["token"] = _int(d["token"], f"{path}.token", 1, c.max_attempts)
+        kw["token"] = read_int(d["token"], f"{path}.token", 1, c.max_attempts)
     if "amount" in need:
-        kw["amount"] = _int(d["amount"], f"{path}.amount", 1, c.max_progress)
+        kw["amount"] = read_int(d["amount"], f"{path}.amount", 1, c.max_progress)
     if "outcome" in need:
-        kw["outcome"] = _choice(d["outcome"], f"{path}.outcome", JobOutcome, "job outcome")
+        kw["outcome"] = read_choice(d["outcome"], f"{path}.outcome", JobOutcome, "job outcome")
     if "service" in need:
-        kw["service"] = _choice(d["service"], f"{path}.service", Service, "service")
+        kw["service"] = read_choice(d["service"], f"{path}.service", Service, "service")
     faults = tuple(
         _parse_fault(f, f"{path}.faults[{i}]")
-        for i, f in enumerate(_list(d.get("faults", []), f"{path}.faults"))
+        for i, f in enumerate(read_list(d.get("faults", []), f"{path}.faults"))
     )
     if "faults" in d and not faults:
         raise TraceError(f"{path}.faults", "an empty list is written as no field")
@@ -330,13 +331,7 @@ def _check_incarnations(steps: tuple[JobStep, ...]) -> None:
 
 def loads(text: str) -> JobTrace:
     """Parse and validate a job trace document (see the module docstring)."""
-    try:
-        doc = strictjson.loads(text)
-    except strictjson.JsonRejected as exc:
-        if str(exc).startswith("trailing content"):
-            raise TraceError("trace", str(exc)) from None
-        raise TraceError("trace", f"not valid JSON ({exc})") from None
-    return from_json(doc)
+    return from_json(read_document(text))
 
 
 def from_json(doc: Any) -> JobTrace:
@@ -350,18 +345,18 @@ def from_json(doc: Any) -> JobTrace:
         "steps",
         "drain",
     ]
-    d = _object(doc, "trace", keys)
+    d = read_object(doc, "trace", keys)
     toolchain = parse_header(d, VERSION, IMPLEMENTATION)
     config = _parse_config(d["config"], "trace.config")
-    if _str(d["config_digest"], "trace.config_digest") != config_digest(d["config"]):
+    if read_str(d["config_digest"], "trace.config_digest") != config_digest(d["config"]):
         raise TraceError(
             "trace.config_digest", "does not match the config (the config was changed)"
         )
-    h = _object(d["handlers"], "trace.handlers", [], list(config.jobs))
+    h = read_object(d["handlers"], "trace.handlers", [], list(config.jobs))
     handlers = {
         j: tuple(
-            _choice(o, f"trace.handlers.{j}[{i}]", JobOutcome, "job outcome")
-            for i, o in enumerate(_list(v, f"trace.handlers.{j}"))
+            read_choice(o, f"trace.handlers.{j}[{i}]", JobOutcome, "job outcome")
+            for i, o in enumerate(read_list(v, f"trace.handlers.{j}"))
         )
         for j, v in h.items()
     }
@@ -370,12 +365,12 @@ def from_json(doc: Any) -> JobTrace:
             raise TraceError(f"trace.handlers.{j}", "expected at least one outcome")
     steps = tuple(
         _parse_step(s, f"trace.steps[{i}]", config)
-        for i, s in enumerate(_list(d["steps"], "trace.steps"))
+        for i, s in enumerate(read_list(d["steps"], "trace.steps"))
     )
     if len(steps) > config.steps:
         raise TraceError("trace.steps", f"{len(steps)} steps exceed the configured {config.steps}")
     _check_incarnations(steps)
-    return JobTrace(toolchain, config, handlers, steps, _bool(d["drain"], "trace.drain"))
+    return JobTrace(toolchain, config, handlers, steps, read_bool(d["drain"], "trace.drain"))
 
 
 def validate(trace: JobTrace) -> JobTrace:

@@ -26,7 +26,7 @@ from remora.store import StateStore
 from remora.store.postgres import PostgresStore
 from remora.worker import Lifecycle
 from tests.common.workload import generate
-from tests.postgres.test_fence_lock_order import NoFence
+from tests.postgres.locks import NoFence
 
 pytestmark = pytest.mark.services
 

@@ -18,11 +18,6 @@ this check fail.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
-
 import psycopg
 import pytest
 
@@ -34,54 +29,15 @@ from remora.store import StateStore, Token
 from remora.store.postgres import LOCK_PARTITION_SQL, PostgresBackend, PostgresStore
 from remora.worker import Lifecycle
 from tests.common.workload import generate
+from tests.postgres.locks import BOUND, NoFence, in_thread, wait_for_waiters
 
 pytestmark = pytest.mark.services
 
 P = 0
-BOUND = 15.0  # seconds: a hang fails instead of blocking the run
 
 
 def source() -> list[SourceRecord]:
     return [r for r in generate(11, 1, 8, subjects=3) if r.visible]
-
-
-def lock_waiters(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity "
-        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def wait_for_waiters(conn: psycopg.Connection[Any], n: int) -> None:
-    give_up = time.monotonic() + BOUND
-    while lock_waiters(conn) < n:
-        if time.monotonic() > give_up:
-            raise AssertionError(f"expected {n} lock waiters")
-        time.sleep(0.005)
-
-
-class Outcome:
-    def __init__(self) -> None:
-        self.value: object = None
-        self.error: BaseException | None = None
-
-    def __repr__(self) -> str:
-        return f"error {self.error!r}" if self.error is not None else f"success {self.value!r}"
-
-
-def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, Outcome]:
-    out = Outcome()
-
-    def run() -> None:
-        try:
-            out.value = fn()
-        except BaseException as exc:  # recorded for the assertions
-            out.error = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
 
 
 def race(dsn: str, order: str, stale_backend: type[PostgresBackend]) -> list[str]:
@@ -155,13 +111,6 @@ def race(dsn: str, order: str, stale_backend: type[PostgresBackend]) -> list[str
 @pytest.mark.parametrize("order", ["process-first", "claim-first"])
 def test_stale_owner_is_fenced_in_both_lock_orders(pg_dsn: str, order: str) -> None:
     assert race(pg_dsn, order, PostgresBackend) == []
-
-
-class NoFence(PostgresBackend):
-    """Planted bug: the fence check is skipped."""
-
-    def _fence(self, partition: int, installed: Token, token: Token, record: SourceRecord) -> None:
-        return None
 
 
 class NoRowLock(PostgresBackend):

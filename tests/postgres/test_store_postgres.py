@@ -31,7 +31,7 @@ from remora.store.postgres import (
 )
 from remora.worker import Lifecycle
 from tests.common.support import amendment, records
-from tests.postgres.test_fence_lock_order import BOUND, in_thread, wait_for_waiters
+from tests.postgres.locks import BOUND, in_thread, wait_for_waiters
 
 pytestmark = pytest.mark.services
 

@@ -11,7 +11,7 @@ from remora.protocol.parallel import explore_parallel
 from remora.protocol.spec import Remora, State
 
 from .helpers import TLC_COUNTS
-from .test_mutations import CASES, NoCleanup
+from .spec_mutants import CASES, NoCleanup
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

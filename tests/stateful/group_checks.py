@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
@@ -177,3 +178,16 @@ class SourceChecks:
             check_source(store, log, accept=False, say=said.append)
         finally:
             shutil.rmtree(copy, ignore_errors=True)
+
+
+# The settings of the runs that show a group rule catching its planted bug (tests/stateful/
+# test_group_checks.py, test_group_failure_checks.py): short, derandomized, no shrinking.
+SHORT = settings(
+    max_examples=80,
+    stateful_step_count=12,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.generate],  # the failure is the point, not its shrinking
+)

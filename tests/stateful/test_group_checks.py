@@ -8,7 +8,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import remora.domain.amendment
@@ -16,16 +16,8 @@ import remora.worker.source_identity as identity
 from remora.store import StateStore
 from remora.testing.group_machine import GroupRunMachine
 from tests.stateful import group_checks
+from tests.stateful.group_checks import SHORT
 
-SHORT = settings(
-    max_examples=80,
-    stateful_step_count=12,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    phases=[Phase.generate],  # the failure is the point, not its shrinking
-)
 CATCH = settings(SHORT, max_examples=300, stateful_step_count=20)
 """For the planted bugs: they stop at the first failure, so a larger budget costs only
 when a bug is hard to reach.  The group's runs are real threads, so how far a run gets

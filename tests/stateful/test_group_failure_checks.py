@@ -24,6 +24,7 @@ from remora.source.log import MemorySourceLog
 from remora.testing.group_machine import GroupRunMachine
 from remora.worker.group import Coordinator, GroupClient
 from remora.worker.source_identity import check_source
+from tests.stateful.group_checks import SHORT as GROUP_SHORT
 from tests.stateful.group_failures import GroupFailureChecks
 from tests.stateful.source_checks import (
     DomainChecks,
@@ -31,7 +32,6 @@ from tests.stateful.source_checks import (
     SourceLayoutChecks,
     SourceReadChecks,
 )
-from tests.stateful.test_group_checks import SHORT as GROUP_SHORT
 
 SHORT = settings(GROUP_SHORT, max_examples=60)
 

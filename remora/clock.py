@@ -171,3 +171,11 @@ class LogicalClock:
         wait reports that it was cut short."""
         self.advance(round(seconds * 1000))
         return not wake.is_set()
+
+
+__all__ = [
+    "Disarm",
+    "Clock",
+    "MonotonicClock",
+    "LogicalClock",
+]

@@ -155,3 +155,9 @@ class Context:
                     self._event.set()
             event = self._event
         return self._clock.sleep(seconds, event)
+
+
+__all__ = [
+    "Callback",
+    "Context",
+]

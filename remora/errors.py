@@ -73,3 +73,21 @@ class UnresolvedRead(LifecycleError):
 
 class Unseeked(SourceError):
     """A fetch was requested for a partition whose cursor was never positioned by a seek."""
+
+
+__all__ = [
+    "RemoraError",
+    "InvalidInput",
+    "Canceled",
+    "DeadlineExceeded",
+    "StoreError",
+    "Fenced",
+    "Unavailable",
+    "UnknownResult",
+    "SourceError",
+    "LifecycleError",
+    "LifetimeRetired",
+    "RetriesExhausted",
+    "UnresolvedRead",
+    "Unseeked",
+]

@@ -192,3 +192,22 @@ def controlled_call(hook: IOHook, call: IOCall, ctx: Context, effect: Effect[T])
         raise
     finally:
         hook.returned(call, IOReport(decision, applied, observation, error, foreign))
+
+
+__all__ = [
+    "Operation",
+    "Outcome",
+    "UNKNOWN_OUTCOMES",
+    "OUTCOMES_FOR",
+    "At",
+    "Observation",
+    "FaultDecision",
+    "COMMIT",
+    "IOCall",
+    "IOReport",
+    "IOHook",
+    "NoFaults",
+    "NO_FAULTS",
+    "Effect",
+    "controlled_call",
+]

@@ -48,3 +48,18 @@ MAX_CALL = 1_000_000
 
 MAX_WORKERS = 256
 """The most worker lifetimes (threads) ``remora run --workers`` starts."""
+
+
+__all__ = [
+    "INT64_MAX",
+    "MAX_OFFSET",
+    "MAX_ID",
+    "MAX_PARTITION",
+    "MAX_TRACE_PARTITIONS",
+    "MAX_STEPS",
+    "MAX_DELAY_MS",
+    "MAX_WAIT_MS",
+    "MAX_BUDGET_MS",
+    "MAX_CALL",
+    "MAX_WORKERS",
+]

@@ -229,3 +229,14 @@ def write_new(path: str | Path, data: str | bytes, *, parents: bool = True) -> P
     finally:
         tmp.unlink(missing_ok=True)
     raise OutputError(f"{target}: {MAX_NEW_NAMES} files of this name exist already")
+
+
+__all__ = [
+    "MAX_NEW_NAMES",
+    "OutputError",
+    "ATOMIC",
+    "THROUGH",
+    "check_output",
+    "write_output",
+    "write_new",
+]

@@ -133,3 +133,11 @@ def _is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # closed, or not a real stream
         return False
+
+
+__all__ = [
+    "CLEAR",
+    "default_interval",
+    "duration",
+    "Progress",
+]

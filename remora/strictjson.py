@@ -147,3 +147,16 @@ def decode_base64(text: str, what: str) -> bytes:
         return base64.b64decode(text.encode("ascii"), validate=True)
     except (UnicodeEncodeError, binascii.Error, ValueError):
         raise InvalidInput(f"{what} is not valid base64") from None
+
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "JsonRejected",
+    "loads",
+    "check_document",
+    "has_surrogate",
+    "is_int",
+    "short",
+    "decode_base64",
+]

@@ -183,3 +183,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, summary)
     return code
+
+
+__all__ = [
+    "register",
+    "run",
+]

@@ -39,3 +39,10 @@ class Relay:
                 for entry in entries:
                     applied += self.view.apply(entry)
         return applied
+
+
+__all__ = [
+    "OutboxReader",
+    "ViewStore",
+    "Relay",
+]

@@ -57,3 +57,11 @@ class MemoryView:
     def rows(self) -> tuple[ViewRow, ...]:
         with self._lock:
             return tuple(self._rows[k] for k in sorted(self._rows))
+
+
+__all__ = [
+    "DeliveryGap",
+    "ViewRow",
+    "materialize",
+    "MemoryView",
+]

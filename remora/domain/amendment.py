@@ -94,3 +94,11 @@ def parse_amendment(value: bytes) -> Amendment | Malformed:
     except RecursionError:
         return Malformed(subject, "body is nested too deeply to store")
     return Amendment(subject=subject, op=op, revision=revision, body=text)
+
+
+__all__ = [
+    "Amendment",
+    "Malformed",
+    "canonical_json",
+    "parse_amendment",
+]

@@ -115,3 +115,11 @@ def decide(
     if parsed.op != "withdraw":
         intent = Intent(record.partition, parsed.subject, parsed.revision, parsed.body)
     return Applied(entry=entry, subject=new_state, intent=intent)
+
+
+__all__ = [
+    "Applied",
+    "Quarantined",
+    "Decision",
+    "decide",
+]

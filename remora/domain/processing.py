@@ -127,3 +127,15 @@ def amendment_decide(record: SourceRecord, current: SubjectState | None, next_se
 
 AMENDMENTS = Processing(amendment_key, amendment_decide)
 """Remora's amendment fold as a :class:`Processing` (the default of every store)."""
+
+
+__all__ = [
+    "KeyFunction",
+    "DecideFunction",
+    "Processing",
+    "check_decision",
+    "storable_decision",
+    "amendment_key",
+    "amendment_decide",
+    "AMENDMENTS",
+]

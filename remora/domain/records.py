@@ -83,3 +83,17 @@ class SubjectState:
     status: SubjectStatus
     blocked: bool
     body: str | None = None
+
+
+__all__ = [
+    "Op",
+    "QuarantineReason",
+    "SubjectStatus",
+    "OPS",
+    "QUARANTINE_REASONS",
+    "SourceRecord",
+    "OutboxEntry",
+    "QuarantineEntry",
+    "Intent",
+    "SubjectState",
+]

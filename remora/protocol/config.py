@@ -179,3 +179,12 @@ def constants_to_mapping(k: Constants) -> dict[str, Any]:
         "NoJob": k.NoJob,
         "NoWorker": k.NoWorker,
     }
+
+
+__all__ = [
+    "ALL_SERVICES",
+    "NAMED_CONFIGS",
+    "constants_from_mapping",
+    "load_config",
+    "constants_to_mapping",
+]

@@ -17,3 +17,11 @@ class SpecEvaluationError(ProtocolError):
 
 class ExplorationLimitError(ProtocolError):
     """An exploration exceeded a limit the caller set (for example ``max_states``)."""
+
+
+__all__ = [
+    "ProtocolError",
+    "ConfigError",
+    "SpecEvaluationError",
+    "ExplorationLimitError",
+]

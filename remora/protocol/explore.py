@@ -353,3 +353,17 @@ def violation_text(v: Violation, model: Remora, config_name: str = "custom") -> 
     }.get(v.kind, f"Error: {v.name}")
     body = format_trace(v.document(model, config_name))
     return f"{head}\nThe behavior up to this point is:\n{body}"
+
+
+__all__ = [
+    "ActionStats",
+    "Violation",
+    "StateGraph",
+    "ExploreResult",
+    "ExploreOptions",
+    "property_checks",
+    "replay_chain",
+    "explore",
+    "format_summary",
+    "violation_text",
+]

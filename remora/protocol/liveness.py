@@ -712,3 +712,29 @@ def EventuallyNonWinnerStagingCleaned(model: Remora) -> list[LeadsTo]:
 
 def EventuallySystemQuiescent(model: Remora) -> list[LeadsTo]:
     return property_instances(model, ["EventuallySystemQuiescent"])
+
+
+__all__ = [
+    "FairnessConjunct",
+    "fairness",
+    "Pred",
+    "LeadsTo",
+    "LIVENESS_PROPERTIES",
+    "property_instances",
+    "LivenessResult",
+    "check_liveness",
+    "DRAIN_PRIORITY",
+    "drain_schedule",
+    "DrainError",
+    "fair_drain",
+    "DrainChecker",
+    "JobStep",
+    "Fairness",
+    "RecoveryAssumption",
+    "EventuallyDispatched",
+    "EventuallyReaped",
+    "EventuallyAuthorizedResolved",
+    "EventuallyTerminal",
+    "EventuallyNonWinnerStagingCleaned",
+    "EventuallySystemQuiescent",
+]

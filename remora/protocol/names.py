@@ -231,3 +231,8 @@ TLA_TO_PYTHON: dict[str, str] = {
     "EventuallyNonWinnerStagingCleaned": _L + "EventuallyNonWinnerStagingCleaned",
     "EventuallySystemQuiescent": _L + "EventuallySystemQuiescent",
 }
+
+
+__all__ = [
+    "TLA_TO_PYTHON",
+]

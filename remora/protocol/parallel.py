@@ -301,3 +301,8 @@ def _build_violation(
     else:
         detail = "no action is enabled"
     return Violation(kind, name, states, path, detail)
+
+
+__all__ = [
+    "explore_parallel",
+]

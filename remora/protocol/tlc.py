@@ -158,3 +158,10 @@ def tlc_branches(m: Remora, s: State, step: Step) -> int:
     """Copies of the successor TLC generates for the *enabled* action instance ``step``."""
     counter = BRANCHING_ACTIONS.get(step.name)
     return 1 if counter is None else counter(m, s, step.params)
+
+
+__all__ = [
+    "BranchCounter",
+    "BRANCHING_ACTIONS",
+    "tlc_branches",
+]

@@ -366,3 +366,14 @@ def _fmt(v: Any) -> str:
     if isinstance(v, str) and not v.startswith("["):
         return f'"{v}"' if v[0].isupper() and v not in ("NoJob", "NoWorker") else v
     return str(v)
+
+
+__all__ = [
+    "TRACE_FORMAT",
+    "ACTION_PARAMS",
+    "TraceError",
+    "Renderer",
+    "trace_document",
+    "replay",
+    "format_trace",
+]

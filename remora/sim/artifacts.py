@@ -28,3 +28,12 @@ def job_replay_command(path: str | Path) -> str:
 def show_command(path: str | Path) -> str:
     """The command that draws the run of a trace (or report) as one HTML page."""
     return f"remora show {shlex.quote(str(path))}"
+
+
+__all__ = [
+    "ARTIFACT_ENV",
+    "failures_dir",
+    "replay_command",
+    "job_replay_command",
+    "show_command",
+]

@@ -138,3 +138,13 @@ def write_evidence(
         directory / f"worker-seed-{EVIDENCE_SEED}-report.json", report.dumps(), parents=True
     )
     return {"corpus_ok": manifest["ok"], "seed_status": report.status}
+
+
+__all__ = [
+    "CORPUS_SEEDS",
+    "EVIDENCE_SEED",
+    "save_failure",
+    "run_corpus",
+    "manifest_text",
+    "write_evidence",
+]

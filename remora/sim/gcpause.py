@@ -30,3 +30,8 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+__all__ = [
+    "collector_paused",
+]

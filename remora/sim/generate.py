@@ -241,3 +241,12 @@ def generate(
         tuple(schedule),
         drain,
     )
+
+
+__all__ = [
+    "DEFAULT_STEPS",
+    "GENERATED_CLASSES",
+    "generate_source",
+    "generate_steps",
+    "generate",
+]

@@ -170,3 +170,8 @@ def dumps_indented(value: Any) -> str:
         return _text(value, 0, {})
     except (_Unsupported, RecursionError):
         return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+__all__ = [
+    "dumps_indented",
+]

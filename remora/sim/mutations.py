@@ -172,3 +172,18 @@ def mutation(name: str) -> Mutation:
         if m.name == name:
             return m
     raise InvalidInput(f"unknown mutation {name!r} (one of {', '.join(NAMES)})")
+
+
+__all__ = [
+    "KeepsTokensOnRetire",
+    "RevokeForgets",
+    "AdoptsReadEpoch",
+    "FrontierBeforeResolution",
+    "RetriesUnknownBlindly",
+    "SeekIgnoresStop",
+    "SkipsCancelAfterWakeup",
+    "Mutation",
+    "MUTATIONS",
+    "NAMES",
+    "mutation",
+]

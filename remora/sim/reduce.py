@@ -142,3 +142,11 @@ class Reducer:
 def reduce_trace(trace: Trace, failure_of: FailureOf = replay_failure) -> Trace:
     """A smaller trace with the same failure string (see the module docstring)."""
     return Reducer(trace, failure_of).run()
+
+
+__all__ = [
+    "FailureOf",
+    "replay_failure",
+    "Reducer",
+    "reduce_trace",
+]

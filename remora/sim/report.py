@@ -165,3 +165,13 @@ def _build_report(sim: Simulation, trace: Trace) -> Report:
         },
     }
     return Report(status, document["failure"], document)
+
+
+__all__ = [
+    "LABEL",
+    "STATUSES",
+    "Report",
+    "replay",
+    "run_trace",
+    "build_report",
+]

@@ -134,3 +134,13 @@ def prepared(config: SimConfig, lifecycle: str | None = None) -> Iterator[RunSet
         raise InvalidInput(f"trace.config.mutation: {exc}") from None
     with planted.applied() as mutant:
         yield RunSetup(mutant, processing, model)
+
+
+__all__ = [
+    "RunSetup",
+    "reference_of",
+    "processing_reference",
+    "import_reference",
+    "lifecycle_of",
+    "prepared",
+]

@@ -34,3 +34,8 @@ def scratch_database(dsn: str, prefix: str = "remora_scratch") -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+__all__ = [
+    "scratch_database",
+]

@@ -105,3 +105,11 @@ def store_factory(
             return StateStore(make())
 
         yield stores
+
+
+__all__ = [
+    "STORES",
+    "BackendFactory",
+    "backend_factory",
+    "store_factory",
+]

@@ -489,3 +489,21 @@ def render(timeline: Timeline) -> str:
         f'<script type="application/json" id="remora-timeline">{data}</script>\n'
         f"<script>\n{_asset('timeline.js')}</script>\n</body>\n</html>\n"
     )
+
+
+__all__ = [
+    "IO_KINDS",
+    "PROTOCOL_FORMAT",
+    "REPORT_IMPLEMENTATION",
+    "Lane",
+    "Mark",
+    "Link",
+    "Series",
+    "Band",
+    "Violation",
+    "Timeline",
+    "kind_of",
+    "from_report",
+    "from_protocol",
+    "render",
+]

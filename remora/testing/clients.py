@@ -42,3 +42,8 @@ class LogClient:
             self._assigned = False
             self._on_revoked(self.partitions)
         self.cursors.clear()
+
+
+__all__ = [
+    "LogClient",
+]

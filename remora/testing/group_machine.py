@@ -329,3 +329,8 @@ class GroupRunMachine(RuleBasedStateMachine):
         finally:
             self.store.close()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+__all__ = [
+    "GroupRunMachine",
+]

@@ -186,3 +186,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         problem = blob_version_problem(blob[0])
         if problem is not None:
             pytest.fail(problem, pytrace=False)
+
+
+__all__ = [
+    "STORE_KINDS",
+    "DSN_ENV",
+    "REQUIRE_ENV",
+    "pytest_addoption",
+    "pytest_generate_tests",
+    "unavailable",
+    "remora_postgres_dsn",
+    "remora_scratch_database",
+    "remora_memory_store",
+    "remora_sqlite_store",
+    "remora_postgres_store",
+    "remora_store_kind",
+    "remora_store_factory",
+    "blob_version_problem",
+    "pytest_runtest_setup",
+]

@@ -80,3 +80,17 @@ def full_budget() -> bool:
     """True under a profile that promises reach (``ci`` or ``nightly`` sized)."""
     current = settings.default
     return current is not None and current.max_examples >= CI_EXAMPLES
+
+
+__all__ = [
+    "CI_EXAMPLES",
+    "NIGHTLY_EXAMPLES",
+    "DEFAULT_EXAMPLES",
+    "REDIS_ENV",
+    "PROFILE_ENV",
+    "REDIS_KEY_PREFIX",
+    "nightly_database",
+    "register_profiles",
+    "selected_profile",
+    "full_budget",
+]

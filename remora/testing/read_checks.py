@@ -277,3 +277,15 @@ class RejectedWrites:
                 f"raised {got and got.__name__}, not {error.__name__}"
                 + ("" if after == before else "; it changed the durable state"),
             )
+
+
+__all__ = [
+    "ReadMismatch",
+    "canonical_problems",
+    "read_problems",
+    "change_problems",
+    "ObserverReadsAgree",
+    "REJECTIONS",
+    "rejected_write",
+    "RejectedWrites",
+]

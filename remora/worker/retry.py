@@ -31,3 +31,9 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
+
+
+__all__ = [
+    "RetryPolicy",
+    "DEFAULT_RETRY",
+]

@@ -119,3 +119,12 @@ def record_source(
         current = _identity(log, summary.partition, summary.frontier)
         if current is not None and current != known:
             store.backend.record_source_identity(current)
+
+
+__all__ = [
+    "Say",
+    "ACCEPT_FLAG",
+    "SourceMismatch",
+    "check_source",
+    "record_source",
+]

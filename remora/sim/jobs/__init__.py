@@ -5,3 +5,5 @@
 (:mod:`.mutations`).  No Hypothesis: ``remora sim-jobs`` and ``remora reduce`` run it on a
 plain install.
 """
+
+__all__: list[str] = []

@@ -280,7 +280,14 @@ class Monitor:
 
 
 def _first_difference(got: Sequence[object], want: Sequence[object]) -> str:
+    """The first entry where ``got`` and ``want`` differ, with both sides written out (a
+    reader of the report or its picture sees the offending entry, not only a count)."""
     for i, (g, w) in enumerate(zip(got, want, strict=False)):
         if g != w:
             return f"entry {i}: got {g!r}, expected {w!r}"
-    return f"got {len(got)} entries, expected {len(want)}"
+    n = min(len(got), len(want))
+    if len(got) < len(want):
+        return (
+            f"got {len(got)} entries, expected {len(want)}: entry {n} missing, expected {want[n]!r}"
+        )
+    return f"got {len(got)} entries, expected {len(want)}: entry {n} unexpected, got {got[n]!r}"

@@ -5,8 +5,6 @@
   "use strict";
   var data = JSON.parse(document.getElementById("remora-timeline").textContent);
   var SVG = "http://www.w3.org/2000/svg";
-  var KINDS = ["commit", "abort", "unknown-committed", "unknown-aborted", "fenced",
-               "canceled", "error", "step", "callback"];
   var SLOT = 22, LANE = 38, LEFT = 190, TOP = 34, SERIES = 76, GAP = 18;
 
   function el(name, attrs, parent) {
@@ -47,21 +45,53 @@
     html("dt", "", p[0], dl);
     html("dd", "", p[1], dl);
   });
+  // -- the first violation, in words (visible without hovering) ---------------------
+  if (data.violation) {
+    var finding = html("section", "finding", undefined, header);
+    finding.id = "finding";
+    var fh = html("h2", "", "First violation: " + data.violation.label, finding);
+    var go = html("a", "goto", "show the step", fh);
+    go.href = "#violation-step";
+    var fdl = html("dl", "", undefined, finding);
+    var facts = data.violation.facts.length ? data.violation.facts
+      : [["message", data.violation.message]];
+    facts.forEach(function (p) {
+      html("dt", "", p[0], fdl);
+      html("dd", "", p[1], fdl);
+    });
+  }
+
+  // -- legend: only what is drawn, with every abbreviation -----------------------------
   var legend = html("div", "legend", undefined, header);
   var counts = {};
   data.marks.forEach(function (m) { counts[m.kind] = (counts[m.kind] || 0) + 1; });
-  KINDS.forEach(function (k) {
-    if (!counts[k] && ["commit", "abort", "unknown-committed", "unknown-aborted", "fenced",
-                       "canceled"].indexOf(k) < 0) { return; }
+  data.legend.forEach(function (p) {
     var item = html("span", "", undefined, legend);
+    item.setAttribute("data-kind", p[0]);
     var dot = html("i", "", undefined, item);
-    dot.style.background = "var(--" + k + ")";
-    html("b", "", k, item);
-    html("small", "", "(" + (counts[k] || 0) + ")", item);
+    dot.style.background = "var(--" + p[0] + ")";
+    html("b", "", p[0], item);
+    html("small", "", p[1] + " (" + (counts[p[0]] || 0) + ")", item);
   });
-  var extra = html("span", "", "dashed ring: selected fault · red ✕: stop · blue arrow: " +
-                   "replacement · red line: first violation · hover for details", legend);
-  extra.style.color = "#868e96";
+  var keys = [];
+  if (data.marks.some(function (m) { return m.selected; })) { keys.push("dashed ring: a selected fault"); }
+  if (data.links.some(function (l) { return l.stop; })) { keys.push("red \u2715: an interleaved stop"); }
+  if (data.links.some(function (l) { return l.target; })) { keys.push("blue arrow: a replacement lifetime started"); }
+  if (data.violation) { keys.push("red line and diamond: the first violation"); }
+  keys.push("hover a mark for every detail");
+  var extra = html("span", "keys", keys.join(" \u00b7 "), legend);
+  extra.style.color = "#495057";
+  var shortOf = {};
+  if (data.abbreviations.length) {
+    var abbr = html("div", "abbreviations", undefined, header);
+    html("b", "", "labels: ", abbr);
+    data.abbreviations.forEach(function (p) {
+      shortOf[p[1]] = p[0];
+      var item = html("span", "", undefined, abbr);
+      html("code", "", p[0], item);
+      html("span", "", " = " + p[1], item);
+    });
+  }
 
   // -- the timeline ---------------------------------------------------------------------
   var laneIndex = {};
@@ -130,7 +160,7 @@
       el("circle", {"class": "fault-ring", cx: cx, cy: cy, r: 10.5}, g);
     }
     el("title", {}, g).textContent = detailText(m.details);
-    text(g, cx, cy + 17, m.label.slice(0, 3), "axis", "middle");
+    text(g, cx, cy + 17, shortOf[m.label] || m.label.slice(0, 3), "axis", "middle");
     hover(shape, m.details);
   });
 
@@ -155,14 +185,20 @@
 
   if (data.violation) {
     var v = data.violation;
-    var vg = el("g", {id: "violation", "data-slot": v.slot}, svg);
+    var va = el("a", {href: "#finding", id: "violation-step"}, svg);
+    var vg = el("g", {id: "violation", "data-slot": v.slot}, va);
     var vx = x(v.slot) + SLOT / 2;
     el("line", {"class": "violation-line", x1: vx, x2: vx, y1: TOP - 6,
                 y2: TOP + lanesHeight + 6}, vg);
     var vy = v.lane && laneIndex[v.lane] !== undefined ? y(v.lane) : TOP + lanesHeight / 2;
     var d = "M" + vx + " " + (vy - 10) + " l10 10 l-10 10 l-10 -10 z";
     var diamond = el("path", {"class": "violation-mark", d: d}, vg);
-    text(vg, vx + 13, vy - 4, v.label, "violation-label");
+    var room = width - vx - 16;  // the label goes where it fits: right of the line, else left
+    var vlabel = text(vg, vx + 13, vy - 4, v.label, "violation-label");
+    if (vlabel.getComputedTextLength() > room) {
+      vlabel.setAttribute("x", vx - 13);
+      vlabel.setAttribute("text-anchor", "end");
+    }
     el("title", {}, vg).textContent = v.label + ": " + v.message;
     hover(diamond, [["first violation", v.label], ["message", v.message]]);
   }
@@ -198,6 +234,41 @@
         s.names[1] + " " + last[2] + " at the end";
     }
   });
+
+  // -- the steps, with their parameters and changes (a counterexample) -----------------
+  if (data.table.length > 1) {
+    var tableWrap = html("div", "steps", undefined, app);
+    html("h2", "", "Steps", tableWrap);
+    var table = html("table", "", undefined, tableWrap);
+    data.table.forEach(function (row, i) {
+      var tr = html("tr", i === data.table.length - 1 && data.violation ? "violating" : "", undefined, table);
+      row.forEach(function (cell) { html(i === 0 ? "th" : "td", "", cell, tr); });
+    });
+  }
+
+  // -- layout facts for the browser test: the finding is on screen, nothing overflows ---
+  var overflow = [];
+  var svgWidth = Number(svg.getAttribute("width"));
+  svg.querySelectorAll("text").forEach(function (t) {
+    var b = t.getBBox();
+    if (b.x < 0 || b.x + b.width > svgWidth + 0.5) { overflow.push("svg text " + t.textContent); }
+  });
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+    overflow.push("the page is wider than the window");
+  }
+  header.querySelectorAll("dd, span, h1, h2").forEach(function (n) {
+    if (n.scrollWidth > n.clientWidth + 1 && getComputedStyle(n).overflow !== "visible") {
+      overflow.push("clipped: " + n.textContent.slice(0, 40));
+    }
+  });
+  var findingNode = document.getElementById("finding");
+  var visible = "none";
+  if (findingNode) {
+    var r = findingNode.getBoundingClientRect();
+    visible = r.height > 0 && r.top >= 0 && r.top < window.innerHeight ? "visible" : "hidden";
+  }
+  document.body.setAttribute("data-finding", visible);
+  document.body.setAttribute("data-overflow", overflow.length ? overflow.join(" | ") : "none");
 
   var box = svg.getBBox();
   var body = document.body;

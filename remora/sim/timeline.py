@@ -92,10 +92,15 @@ class Band:
 
 @attrs.frozen
 class Violation:
+    """The first violation: where it was recorded, and ``facts`` — what the page's summary
+    panel states in words (the property, the step, who was involved, expected against
+    observed), visible without hovering."""
+
     slot: int
     lane: str | None
     label: str
     message: str
+    facts: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen
@@ -111,9 +116,82 @@ class Timeline:
     series: tuple[Series, ...]
     bands: tuple[Band, ...]
     violation: Violation | None
+    legend: tuple[tuple[str, str], ...] = ()  # (mark kind, its meaning here): only those drawn
+    abbreviations: tuple[tuple[str, str], ...] = ()  # (short label on a mark, full name)
+    table: tuple[tuple[str, ...], ...] = ()  # a step table under the drawing (header first)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+# -- words for the page ----------------------------------------------------------------
+
+_REPORT_MEANINGS = {
+    "commit": "the call committed",
+    "abort": "the call failed before its effect (unavailable)",
+    "unknown-committed": "the reply was lost; the effect landed",
+    "unknown-aborted": "the reply was lost; nothing landed",
+    "fenced": "the store's fence refused it",
+    "canceled": "the caller's context was canceled",
+    "error": "a foreign exception (a bug)",
+    "callback": "an attempt with no I/O call",
+}
+_PROTOCOL_MEANINGS = {
+    "commit": "a durable commit (accept, checkpoint, credential)",
+    "fenced": "a fence or an expiry (reject, expire, reap, invalidate)",
+    "canceled": "cancellation",
+    "abort": "a fault (crash, dropped link, coordination state lost)",
+    "step": "any other spec action",
+}
+
+
+def _legend(marks: Sequence[Mark], meanings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The legend of the kinds actually drawn, in the order of ``meanings``."""
+    used = {m.kind for m in marks}
+    return tuple((k, v) for k, v in meanings.items() if k in used)
+
+
+def short_label(name: str, longer: bool = False) -> str:
+    """What a mark shows under it: an operation's first three letters (``obs``), a spec
+    action's capitals (``AuthorizeAttempt`` → ``AA``; with ``longer``, two letters of each
+    word, ``AuAt``, for names whose capitals collide)."""
+    words = re.findall(r"[A-Z][a-z0-9]*", name)
+    if len(words) < 2:
+        return name[:3]
+    return "".join(w[:2] for w in words) if longer else "".join(w[0] for w in words)
+
+
+def _abbreviations(marks: Sequence[Mark]) -> tuple[tuple[str, str], ...]:
+    """Every short label drawn with the name it stands for, one name per label."""
+    names = sorted({m.label for m in marks})
+    first: dict[str, list[str]] = {}
+    for n in names:
+        first.setdefault(short_label(n), []).append(n)
+    out: dict[str, str] = {}
+    for short, group in first.items():
+        for n in group:
+            key = short if len(group) == 1 else short_label(n, longer=True)
+            out[key if key not in out else n] = n
+    return tuple(sorted(out.items()))
+
+
+_GOT = re.compile(r"(?:entry (\d+): )?got (.+), expected (.+)$")
+
+
+def _compared(message: str) -> list[tuple[str, str]]:
+    """Expected against observed, when the message compares them (an oracle mismatch:
+    ``entry 2: got (…), expected (…)``; ``got 1 entries, expected 2: entry 1 missing …``)."""
+    text = message.split(": ", 1)[1] if re.match(r"partition \d+: ", message) else message
+    m = _GOT.search(text)
+    if m is None:
+        return []
+    out = [("entry", m.group(1))] if m.group(1) else []
+    observed, expected = m.group(2), m.group(3)
+    if ": entry " in expected:  # a count, then the first missing or unexpected entry
+        count, _, which = expected.partition(": ")
+        out.append(("entry", which))
+        expected = count
+    return [*out, ("expected", expected), ("observed", observed)]
 
 
 # -- reading JSON defensively -----------------------------------------------------------
@@ -284,7 +362,23 @@ def from_report(doc: Any, source: str) -> Timeline:
             vlane = None
         if vlane is not None and vlane not in lanes:
             vlane = None
-        violation = Violation(at, vlane, f"ERROR {kind}", message)
+        involved = sorted({int(n) for n in re.findall(r"lifetime (\d+)", message)})
+        if owner is not None and int(owner["worker"]) not in involved:
+            involved.append(int(owner["worker"]))
+        facts = [("property", kind)]
+        if owner is not None:
+            step = f"attempt {attempt}: {owner.get('actor')} by lifetime {owner.get('worker')}"
+            if owner.get("partition") is not None:
+                step += f" on partition {owner['partition']}"
+            facts.append(("step", step))
+        if involved:
+            facts.append(("involved", ", ".join(f"lifetime {n}" for n in involved)))
+        partition = re.match(r"partition (\d+)", message)
+        if partition is not None:
+            facts.append(("partition", partition.group(1)))
+        facts += _compared(message)
+        facts.append(("message", message))
+        violation = Violation(at, vlane, f"ERROR {kind}", message, tuple(facts))
 
     ordered = sorted(lanes, key=lambda k: int(k.split()[-1]))
     return Timeline(
@@ -304,6 +398,8 @@ def from_report(doc: Any, source: str) -> Timeline:
         ),
         bands=tuple(bands),
         violation=violation,
+        legend=_legend(marks, _REPORT_MEANINGS),
+        abbreviations=_abbreviations(marks),
     )
 
 
@@ -415,6 +511,7 @@ def from_protocol(doc: Any, source: str) -> Timeline:
     marks: list[Mark] = []
     points: dict[str, list[tuple[int, int, int]]] = {}
     last_lane: str | None = None
+    rows: list[tuple[str, ...]] = [("step", "action", "parameters", "changes")]
     for slot, (where, step) in enumerate(steps):
         action = _get(step, where, "action", str)
         params = _get(step, where, "params", dict)
@@ -435,6 +532,14 @@ def from_protocol(doc: Any, source: str) -> Timeline:
         marks.append(
             Mark(slot, key, _ACTION_KIND.get(action, "step"), action, False, tuple(details))
         )
+        rows.append(
+            (
+                str(slot),
+                action,
+                shown,
+                "; ".join(f"{var} = {json.dumps(v, sort_keys=True)}" for var, v in changes.items()),
+            )
+        )
         tokens, checkpoints = state.get("currentToken"), state.get("checkpoint")
         if isinstance(tokens, dict) and isinstance(checkpoints, dict):
             for job in sorted(tokens):
@@ -446,6 +551,17 @@ def from_protocol(doc: Any, source: str) -> Timeline:
     if isinstance(cycle, int) and 0 <= cycle < slots:
         bands.append(Band(cycle, slots - 1, "cycle (repeats forever)", "cycle"))
     label = f"{vkind} {vname}"
+    last_action = rows[-1]
+    facts = [
+        ("property", f"{vname} ({vkind})"),
+        ("step", f"{last_action[0]}: {last_action[1]}({last_action[2]})"),
+    ]
+    if last_lane is not None:
+        facts.append(("involved", last_lane))
+    if detail:
+        facts.append(("detail", detail))
+    if last_action[3]:
+        facts.append(("the step changed", last_action[3]))
     return Timeline(
         title=label,
         source=source,
@@ -465,7 +581,10 @@ def from_protocol(doc: Any, source: str) -> Timeline:
             for job, pts in sorted(points.items())
         ),
         bands=tuple(bands),
-        violation=Violation(slots - 1, last_lane, label, detail),
+        violation=Violation(slots - 1, last_lane, label, detail, tuple(facts)),
+        legend=_legend(marks, _PROTOCOL_MEANINGS),
+        abbreviations=_abbreviations(marks),
+        table=tuple(rows),
     )
 
 
@@ -506,4 +625,5 @@ __all__ = [
     "from_report",
     "from_protocol",
     "render",
+    "short_label",
 ]

@@ -8,12 +8,16 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
+import pytest
 
 from remora.cli import main
 from remora.sim.generate import generate
+from remora.sim.report import run_trace
 from tests.common.browser import dump_dom, screenshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "show"
@@ -104,3 +108,86 @@ def test_a_screenshot_of_the_page(tmp_path: Path) -> None:
     shot = screenshot(failing_page(tmp_path), tmp_path / "shot.png")
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a drawing, not a blank page
+
+
+# -- the first violation in words, and nothing overflowing, at 1000 px ---------------------
+
+WINDOW = (1000, 900)
+
+
+def processing_bug_page(tmp_path: Path) -> Path:
+    """A user's own processing bug found by the oracle (the ledger's planted sign error)."""
+    sys.path.append(str(Path(__file__).resolve().parents[2] / "examples" / "ledger"))
+    from ledger.model import ledger_model
+
+    from tests.sim.test_custom_processing import WRONG, trace
+
+    report = run_trace(trace(), processing=WRONG, model=ledger_model)
+    assert report.failure == "ERROR outbox-mismatch"
+    (tmp_path / "ledger.json").write_text(json.dumps(report.document))
+    assert main(["show", str(tmp_path / "ledger.json")]) == 0
+    return tmp_path / "ledger.html"
+
+
+def counterexample_page(tmp_path: Path) -> Path:
+    source = tmp_path / "cex.json"
+    source.write_text((FIXTURES / "commit-is-fenced-cas.json").read_text())
+    assert main(["show", str(source)]) == 0
+    return tmp_path / "cex.html"
+
+
+def finding_of(dom: str) -> dict[str, str]:
+    """The summary panel's facts, as the browser rendered them."""
+    m = re.search(r'<section class="finding" id="finding">(.*?)</section>', dom, re.S)
+    assert m is not None, "no finding panel in the rendered page"
+    pairs = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", m.group(1), re.S)
+    return {html.unescape(k): html.unescape(v) for k, v in pairs}
+
+
+def layout_of(dom: str) -> dict[str, str]:
+    body = re.search(r"<body([^>]*)>", dom)
+    return dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1) if body else ""))
+
+
+@pytest.mark.parametrize(
+    ("make", "wanted"),
+    [
+        (failing_page, {"property": "io-after-stop", "involved": "lifetime"}),
+        (processing_bug_page, {"property": "outbox-mismatch", "expected": "", "observed": ""}),
+        (counterexample_page, {"property": "CommitIsFencedCAS", "step": "AcceptSuccess"}),
+    ],
+    ids=["worker-trace", "processing-bug", "counterexample"],
+)
+def test_the_first_violation_is_stated_on_the_page_without_hovering(
+    tmp_path: Path, make: Any, wanted: dict[str, str]
+) -> None:
+    page = make(tmp_path)
+    source = page.read_text()
+    dom = dump_dom(page, WINDOW)
+    layout = layout_of(dom)
+    assert layout.get("data-rendered") == "true"
+    assert layout.get("data-finding") == "visible"  # on screen as the page opens
+    assert layout.get("data-overflow") == "none", layout.get("data-overflow")
+    facts = finding_of(dom)
+    assert '<section class="finding"' not in source  # drawn by the page, read from the browser
+    for key, part in wanted.items():
+        assert key in facts and part in facts[key], (key, facts)
+    if "expected" in wanted:
+        assert facts["expected"] != facts["observed"]
+
+
+def test_planted_a_page_that_hides_the_finding_or_overflows(tmp_path: Path) -> None:
+    text = failing_page(tmp_path).read_text()
+    hidden = tmp_path / "hidden.html"
+    hidden.write_text(text.replace("section.finding {", "section.finding { display: none;"))
+    assert layout_of(dump_dom(hidden, WINDOW)).get("data-finding") == "hidden"
+    wide = tmp_path / "wide.html"
+    wide.write_text(text.replace("header {", "header { min-width: 1600px;"))
+    assert "wider than the window" in layout_of(dump_dom(wide, WINDOW)).get("data-overflow", "")
+    clipped = tmp_path / "clipped.html"
+    clipped.write_text(  # the violation's label drawn past the drawing's right edge
+        text.replace("if (vlabel.getComputedTextLength() > room) {", "if (false) {").replace(
+            "var vlabel = text(vg, vx + 13,", "var vlabel = text(vg, vx + 4000,"
+        )
+    )
+    assert "svg text ERROR" in layout_of(dump_dom(clipped, WINDOW)).get("data-overflow", "")

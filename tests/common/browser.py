@@ -53,9 +53,11 @@ def _run(page: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedP
         )
 
 
-def dump_dom(page: Path) -> str:
-    """The page's DOM after its scripts ran, serialized by the browser."""
-    done = _run(page, "--dump-dom")
+def dump_dom(page: Path, size: tuple[int, int] | None = None) -> str:
+    """The page's DOM after its scripts ran, serialized by the browser (in a window of
+    ``size`` pixels, when given: the page's layout facts depend on it)."""
+    extra = () if size is None else (f"--window-size={size[0]},{size[1]}",)
+    done = _run(page, *extra, "--dump-dom")
     assert done.returncode == 0 and "<html" in done.stdout, done.stderr[-2000:]
     return done.stdout
 

@@ -1,9 +1,11 @@
 """``remora show FILE``: one self-contained HTML page picturing a run.
 
 FILE is a ``worker-schedule-v1`` trace (replayed first, exactly as ``sim-worker --replay``
-would), a report, or an explorer counterexample (``remora-protocol-trace-v1``).  Exit 0 when
-the page is written (whatever the run's status); 2 for bad usage or a rejected file (one
-line on stderr, nothing written).
+would), a report, an explorer counterexample (``remora-protocol-trace-v1``), or the
+directory of a recorded job run (``remora jobs … --record DIR``; with the run's stores —
+``--db``, or ``--dsn`` and ``--redis`` — the page carries the refinement checker's
+verdict).  Exit 0 when the page is written (whatever the run's status); 2 for bad usage or
+a rejected file (one line on stderr, nothing written).
 """
 
 from __future__ import annotations
@@ -35,8 +37,17 @@ def register(sub: Any) -> None:
             "bad usage or a rejected file (nothing written)",
         ),
     )
-    p.add_argument("file", metavar="FILE", help="a trace, a report or a counterexample (JSON)")
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        help="a trace, a report or a counterexample (JSON), or a --record directory",
+    )
     p.add_argument("--out", metavar="HTML", help="where to write the page (default FILE.html)")
+    run = p.add_argument_group("a recorded job run's stores (for the spec's verdict)")
+    run.add_argument("--db", metavar="FILE", help="the run's SQLite database")
+    run.add_argument("--dsn", metavar="DSN", help="the run's PostgreSQL database")
+    run.add_argument("--redis", metavar="URL", help="the run's Redis (its coordination log)")
+    run.add_argument("--namespace", default="remora", help="the run's Redis namespace")
     p.set_defaults(func=show)
 
 
@@ -64,8 +75,46 @@ def timeline_of(path: Path) -> Timeline:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
+def recording_of(directory: Path, args: argparse.Namespace) -> Timeline:
+    """The timeline of a ``--record`` directory, with the spec's verdict when the run's
+    stores are given."""
+    from remora.sim.jobs.picture import from_recording, read_records, verdict_of
+
+    records = read_records(directory)
+    verdict = None
+    if args.db or args.dsn:
+        from remora.jobs.durable import open_postgres, open_sqlite
+
+        if args.db and not Path(args.db).is_file():
+            raise InvalidInput(f"{args.db}: no such database (--db names the run's SQLite file)")
+        durable = open_sqlite(args.db) if args.db else open_postgres(args.dsn, migrate=False)
+        try:
+            log: list[Any] = []
+            if args.redis:
+                from remora.jobs.model import JobsConfig
+                from remora.jobs.redis_coordination import RedisCoordination
+
+                stream = RedisCoordination(
+                    args.redis, durable.config() or JobsConfig(), namespace=args.namespace
+                )
+                try:
+                    log = list(stream.log())
+                finally:
+                    stream.close()
+            verdict = verdict_of(records, durable, log)
+        finally:
+            durable.close()
+    return from_recording(directory, records, verdict)
+
+
 def show(args: argparse.Namespace) -> int:
     source = Path(args.file)
+    if source.is_dir():
+        out = Path(args.out) if args.out else source.with_name(source.name + ".html")
+        page = render(recording_of(source, args))
+        write_output(out, page)
+        print(out)
+        return EXIT_OK
     out = Path(args.out) if args.out else source.with_suffix(".html")
     if out.resolve() == source.resolve():
         raise InvalidInput(f"{source}: the page would overwrite its input; pass --out")
@@ -75,4 +124,4 @@ def show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["register", "show", "timeline_of"]
+__all__ = ["recording_of", "register", "show", "timeline_of"]

@@ -38,8 +38,8 @@
   var header = html("header", "", undefined, app);
   var h1 = html("h1", "", "remora show: " + data.title, header);
   var badge = html("span", "status", data.status, h1);
-  if (data.status === "ERROR" || data.status === "VIOLATED") { badge.className += " bad"; }
-  else if (data.status !== "PASS") { badge.className += " qualified"; }
+  if (["ERROR", "VIOLATED", "REJECTED"].indexOf(data.status) >= 0) { badge.className += " bad"; }
+  else if (["PASS", "REFINES"].indexOf(data.status) < 0) { badge.className += " qualified"; }
   var dl = html("dl", "summary", undefined, header);
   data.summary.concat([["file", data.source]]).forEach(function (p) {
     html("dt", "", p[0], dl);
@@ -129,6 +129,16 @@
     if (b.kind !== "wait") {
       text(bandGroup, LEFT + b.first * SLOT + 2, TOP - 8 - (i % 2) * 10, b.label, "band-label");
     }
+  });
+  var barGroup = el("g", {id: "bars"}, svg);
+  data.bars.forEach(function (b) {
+    if (laneIndex[b.lane] === undefined) { return; }
+    var top = TOP + laneIndex[b.lane] * LANE;
+    var r = el("rect", {"class": "bar " + b.kind, x: LEFT + b.first * SLOT + 2, y: top + 8,
+                        width: (b.last - b.first + 1) * SLOT - 4, height: LANE - 16,
+                        rx: 6, "data-lane": b.lane}, barGroup);
+    el("title", {}, r).textContent = b.label;
+    text(barGroup, LEFT + b.first * SLOT + 4, top + 9, b.label, "bar-label");
   });
   for (var s = 0; s <= data.slots; s += 5) {
     text(svg, x(s), TOP - 20, String(s), "axis", "middle");

@@ -91,6 +91,17 @@ class Band:
 
 
 @attrs.frozen
+class Bar:
+    """A stretch of slots on one lane (an attempt on the incarnation that ran it)."""
+
+    lane: str
+    first: int
+    last: int  # inclusive
+    label: str
+    kind: str
+
+
+@attrs.frozen
 class Violation:
     """The first violation: where it was recorded, and ``facts`` — what the page's summary
     panel states in words (the property, the step, who was involved, expected against
@@ -119,6 +130,7 @@ class Timeline:
     legend: tuple[tuple[str, str], ...] = ()  # (mark kind, its meaning here): only those drawn
     abbreviations: tuple[tuple[str, str], ...] = ()  # (short label on a mark, full name)
     table: tuple[tuple[str, ...], ...] = ()  # a step table under the drawing (header first)
+    bars: tuple[Bar, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -145,7 +157,7 @@ _PROTOCOL_MEANINGS = {
 }
 
 
-def _legend(marks: Sequence[Mark], meanings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+def legend(marks: Sequence[Mark], meanings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The legend of the kinds actually drawn, in the order of ``meanings``."""
     used = {m.kind for m in marks}
     return tuple((k, v) for k, v in meanings.items() if k in used)
@@ -161,7 +173,7 @@ def short_label(name: str, longer: bool = False) -> str:
     return "".join(w[:2] for w in words) if longer else "".join(w[0] for w in words)
 
 
-def _abbreviations(marks: Sequence[Mark]) -> tuple[tuple[str, str], ...]:
+def abbreviations(marks: Sequence[Mark]) -> tuple[tuple[str, str], ...]:
     """Every short label drawn with the name it stands for, one name per label."""
     names = sorted({m.label for m in marks})
     first: dict[str, list[str]] = {}
@@ -398,8 +410,8 @@ def from_report(doc: Any, source: str) -> Timeline:
         ),
         bands=tuple(bands),
         violation=violation,
-        legend=_legend(marks, _REPORT_MEANINGS),
-        abbreviations=_abbreviations(marks),
+        legend=legend(marks, _REPORT_MEANINGS),
+        abbreviations=abbreviations(marks),
     )
 
 
@@ -483,6 +495,12 @@ _PROTOCOL_KINDS = {
 _ACTION_KIND = {a: kind for kind, actions in _PROTOCOL_KINDS.items() for a in actions}
 
 
+def protocol_kind(action: str) -> str:
+    """The colour of a spec action's mark (a commit, a fence or expiry, cancellation, a
+    fault, any other step)."""
+    return _ACTION_KIND.get(action, "step")
+
+
 def _protocol_lane(params: Mapping[str, Any]) -> tuple[str, str]:
     if "a" in params:
         return f"attempt {params['a']}", "attempt"
@@ -529,9 +547,7 @@ def from_protocol(doc: Any, source: str) -> Timeline:
         shown = ", ".join(f"{k}={v}" for k, v in params.items())
         details = [("step", f"{slot}: {action}({shown})" if shown else f"{slot}: {action}")]
         details += [(var, json.dumps(value, sort_keys=True)) for var, value in changes.items()]
-        marks.append(
-            Mark(slot, key, _ACTION_KIND.get(action, "step"), action, False, tuple(details))
-        )
+        marks.append(Mark(slot, key, protocol_kind(action), action, False, tuple(details)))
         rows.append(
             (
                 str(slot),
@@ -582,8 +598,8 @@ def from_protocol(doc: Any, source: str) -> Timeline:
         ),
         bands=tuple(bands),
         violation=Violation(slots - 1, last_lane, label, detail, tuple(facts)),
-        legend=_legend(marks, _PROTOCOL_MEANINGS),
-        abbreviations=_abbreviations(marks),
+        legend=legend(marks, _PROTOCOL_MEANINGS),
+        abbreviations=abbreviations(marks),
         table=tuple(rows),
     )
 
@@ -619,6 +635,7 @@ __all__ = [
     "Link",
     "Series",
     "Band",
+    "Bar",
     "Violation",
     "Timeline",
     "kind_of",
@@ -626,4 +643,7 @@ __all__ = [
     "from_protocol",
     "render",
     "short_label",
+    "legend",
+    "abbreviations",
+    "protocol_kind",
 ]

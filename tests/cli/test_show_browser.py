@@ -191,3 +191,58 @@ def test_planted_a_page_that_hides_the_finding_or_overflows(tmp_path: Path) -> N
         )
     )
     assert "svg text ERROR" in layout_of(dump_dom(clipped, WINDOW)).get("data-overflow", "")
+
+
+# -- a recorded job run ---------------------------------------------------------------------
+
+
+def recorded_run(tmp_path: Path) -> tuple[Path, Path]:
+    """Two jobs (one retried) submitted and worked on SQLite with ``--record``."""
+    db, record = tmp_path / "jobs.sqlite3", tmp_path / "rec"
+    stores = ["--db", str(db), "--record", str(record)]
+    assert main(["jobs", "submit", "greet", *stores, "--payload", '{"name": "Ada"}']) == 0
+    assert main(["jobs", "submit", "flaky", *stores]) == 0
+    worker = ["jobs", "worker", *stores, "--app", "examples.jobs.app", "--until-idle"]
+    assert main(worker) == 0
+    return db, record
+
+
+def test_a_recorded_job_run_is_drawn_with_the_specs_verdict(tmp_path: Path) -> None:
+    db, record = recorded_run(tmp_path)
+    assert main(["show", str(record), "--db", str(db)]) == 0
+    page = tmp_path / "rec.html"
+    data = data_of(page.read_text())
+    assert data["status"] == "REFINES" and data["violation"] is None
+    dom = dump_dom(page, WINDOW)
+    assert drawing_problems(dom, data) == []
+    layout = layout_of(dom)
+    assert layout.get("data-overflow") == "none", layout.get("data-overflow")
+    assert "accepted:" in html.unescape(dom) and "behaviour of Remora.tla" in html.unescape(dom)
+    lanes = [lane["key"] for lane in data["lanes"]]  # type: ignore[attr-defined,index]
+    assert any(k.endswith(".reconciler") for k in lanes) and any(
+        k.startswith("client") for k in lanes
+    )
+    assert len(re.findall(r'<rect class="bar attempt"', dom)) == 3  # greet 1, flaky 1 and 2
+
+
+def test_planted_a_recording_the_spec_rejects(tmp_path: Path) -> None:
+    """A recording with its reservations removed: the authorizations they allowed are no
+    longer spec steps, and the page says so in words at the top."""
+    db, record = recorded_run(tmp_path)
+    for path in record.glob("*.jsonl"):
+        lines = [ln for ln in path.read_text().splitlines() if '"action": "Reserve"' not in ln]
+        path.write_text("\n".join(lines) + "\n")
+    assert main(["show", str(record), "--db", str(db)]) == 0
+    page = tmp_path / "rec.html"
+    assert data_of(page.read_text())["status"] == "REJECTED"
+    dom = dump_dom(page, WINDOW)
+    assert layout_of(dom).get("data-finding") == "visible"
+    assert "Remora.tla" in finding_of(dom)["property"]
+
+
+def test_a_recording_without_its_stores_is_drawn_unchecked(tmp_path: Path) -> None:
+    _, record = recorded_run(tmp_path)
+    assert main(["show", str(record)]) == 0
+    data = data_of((tmp_path / "rec.html").read_text())
+    assert data["status"] == "RECORDED"
+    assert any("not checked" in v for _, v in data["summary"])  # type: ignore[attr-defined]

@@ -99,7 +99,9 @@
   var lanesHeight = data.lanes.length * LANE;
   var seriesTop = TOP + lanesHeight + GAP;
   var width = LEFT + Math.max(data.slots, 1) * SLOT + 260;
-  var height = seriesTop + data.series.length * (SERIES + GAP) + 10;
+  var ROW = 20;
+  var stateTop = seriesTop + data.series.length * (SERIES + GAP) + (data.state_rows.length ? 20 : 0);
+  var height = stateTop + data.state_rows.length * ROW + 10;
   var wrap = html("div", "scroll", undefined, app);
   var svg = el("svg", {width: width, height: height, id: "timeline",
                        "data-slots": data.slots}, wrap);
@@ -244,6 +246,31 @@
         s.names[1] + " " + last[2] + " at the end";
     }
   });
+
+  // -- the state variables that make the property false, over time ---------------------
+  if (data.state_rows.length) {
+    var stateGroup = el("g", {id: "state-rows"}, svg);
+    text(stateGroup, 10, stateTop - 6, "state over time", "lane-label");
+    data.state_rows.forEach(function (row, i) {
+      var top = stateTop + i * ROW;
+      var g = el("g", {"class": "state-row", "data-row": row.label}, stateGroup);
+      var lbl = text(g, LEFT - 6, top + 14, row.label, "state-label", "end");
+      while (lbl.getComputedTextLength() > LEFT - 12 && lbl.textContent.length > 4) {
+        lbl.textContent = lbl.textContent.slice(0, -2) + "\u2026";
+      }
+      el("title", {}, lbl).textContent = row.label;
+      row.segments.forEach(function (seg, k) {
+        var sx = LEFT + seg[0] * SLOT, sw = (seg[1] - seg[0] + 1) * SLOT;
+        el("rect", {"class": "state-seg" + (k % 2 ? " odd" : ""), x: sx, y: top + 2, width: sw,
+                    height: ROW - 4}, g);
+        var t = text(g, sx + 3, top + 14, seg[2], "state-value");
+        while (t.getComputedTextLength() > sw - 6 && t.textContent.length > 1) {
+          t.textContent = t.textContent.length > 2 ? t.textContent.slice(0, -2) + "\u2026" : "";
+        }
+        el("title", {}, t).textContent = row.label + " = " + seg[2];
+      });
+    });
+  }
 
   // -- the steps, with their parameters and changes (a counterexample) -----------------
   if (data.table.length > 1) {

@@ -102,6 +102,15 @@ class Bar:
 
 
 @attrs.frozen
+class StateRow:
+    """One state variable at one key over the slots: ``segments`` are ``(first, last,
+    value)`` stretches with one value (a counterexample's cause, drawn over time)."""
+
+    label: str
+    segments: tuple[tuple[int, int, str], ...]
+
+
+@attrs.frozen
 class Violation:
     """The first violation: where it was recorded, and ``facts`` — what the page's summary
     panel states in words (the property, the step, who was involved, expected against
@@ -131,6 +140,7 @@ class Timeline:
     abbreviations: tuple[tuple[str, str], ...] = ()  # (short label on a mark, full name)
     table: tuple[tuple[str, ...], ...] = ()  # a step table under the drawing (header first)
     bars: tuple[Bar, ...] = ()
+    state_rows: tuple[StateRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -530,6 +540,7 @@ def from_protocol(doc: Any, source: str) -> Timeline:
     points: dict[str, list[tuple[int, int, int]]] = {}
     last_lane: str | None = None
     rows: list[tuple[str, ...]] = [("step", "action", "parameters", "changes")]
+    history: list[dict[str, Any]] = []
     for slot, (where, step) in enumerate(steps):
         action = _get(step, where, "action", str)
         params = _get(step, where, "params", dict)
@@ -541,6 +552,7 @@ def from_protocol(doc: Any, source: str) -> Timeline:
                 state[var] = {**state[var], **value}
             else:
                 state[var] = value
+        history.append({var: dict(v) if isinstance(v, dict) else v for var, v in state.items()})
         key, kind_label = _protocol_lane(params)
         lanes.setdefault(key, Lane(key, key, kind_label))
         last_lane = key
@@ -568,6 +580,7 @@ def from_protocol(doc: Any, source: str) -> Timeline:
         bands.append(Band(cycle, slots - 1, "cycle (repeats forever)", "cycle"))
     label = f"{vkind} {vname}"
     last_action = rows[-1]
+    final_changes = steps[-1][1].get("changes") or {}
     facts = [
         ("property", f"{vname} ({vkind})"),
         ("step", f"{last_action[0]}: {last_action[1]}({last_action[2]})"),
@@ -601,7 +614,56 @@ def from_protocol(doc: Any, source: str) -> Timeline:
         legend=legend(marks, _PROTOCOL_MEANINGS),
         abbreviations=abbreviations(marks),
         table=tuple(rows),
+        state_rows=_state_rows(history, final_changes),
     )
+
+
+_CAUSE_VARIABLES = ("leaseState", "reservation", "authority", "currentToken", "phase")
+"""Variables drawn over time beside those the violating step changed: who holds what."""
+MAX_STATE_ROWS = 14
+
+
+def _state_rows(
+    history: Sequence[dict[str, Any]], final: Mapping[str, Any]
+) -> tuple[StateRow, ...]:
+    """The state variables that make the property false, over time: every (variable, key)
+    the violating step changed, then the leases, reservations, authority, token and phase."""
+    if not history:
+        return ()
+    last = history[-1]
+    tracked: list[tuple[str, str | None]] = []
+    for var in [*final, *(v for v in _CAUSE_VARIABLES if v not in final)]:
+        value = last.get(var)
+        keys = sorted(value) if isinstance(value, dict) else [None]
+        tracked += [(var, k) for k in keys if (var, k) not in tracked]
+    out = []
+    for var, k in tracked[:MAX_STATE_ROWS]:
+        segments: list[tuple[int, int, str]] = []
+        for slot, st in enumerate(history):
+            v = st.get(var)
+            if k is not None:
+                v = v.get(k) if isinstance(v, dict) else None
+            text = "" if v is None else (v if isinstance(v, str) else json.dumps(v))
+            if segments and segments[-1][2] == text:
+                segments[-1] = (segments[-1][0], slot, text)
+            else:
+                segments.append((slot, slot, text))
+        label = var if k is None else f"{var}[{k}]"
+        out.append(
+            StateRow(
+                _short_records(label),
+                tuple((a, b, _short_records(text)) for a, b, text in segments),
+            )
+        )
+    return tuple(out)
+
+
+_ATTEMPT_RECORD = re.compile(r"\[job \|-> ([^,\]]+), token \|-> (\d+)\]")
+
+
+def _short_records(text: str) -> str:
+    """``[job |-> j1, token |-> 2]`` written as ``j1#2`` (the runtime's own spelling)."""
+    return _ATTEMPT_RECORD.sub(r"\1#\2", text)
 
 
 # -- the page ---------------------------------------------------------------------------
@@ -636,6 +698,7 @@ __all__ = [
     "Series",
     "Band",
     "Bar",
+    "StateRow",
     "Violation",
     "Timeline",
     "kind_of",

@@ -163,3 +163,15 @@ def test_missing_file_and_self_overwrite(
 def test_timeline_errors_are_typed() -> None:
     with pytest.raises(InvalidInput, match=r"report\.status"):
         from_report({"events": []}, "x")
+
+
+def test_a_counterexample_draws_its_cause_over_time() -> None:
+    """CommitIsFencedCAS: the stale attempt 1 commits although its lease expired and the
+    job's token moved to 2 — the state rows show exactly that."""
+    doc = json.loads((FIXTURES / "commit-is-fenced-cas.json").read_text())
+    rows = {r.label: r.segments for r in from_protocol(doc, "cex.json").state_rows}
+    assert [v for _, _, v in rows["leaseState[j1#1]"]] == ["NoLease", "LeaseLive", "LeaseExpired"]
+    assert rows["currentToken[j1]"][-1][2] == "2"
+    assert rows["committedAttempt[j1]"][-1][2] == "j1#1"
+    assert all(seg[1] - seg[0] >= 0 for segs in rows.values() for seg in segs)
+    assert sum(seg[1] - seg[0] + 1 for seg in rows["phase[j1]"]) == len(doc["steps"])

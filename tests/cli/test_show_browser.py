@@ -174,6 +174,9 @@ def test_the_first_violation_is_stated_on_the_page_without_hovering(
         assert key in facts and part in facts[key], (key, facts)
     if "expected" in wanted:
         assert facts["expected"] != facts["observed"]
+    rows = data_of(source)["state_rows"]
+    assert isinstance(rows, list)
+    assert len(re.findall(r'<g class="state-row" data-row="', dom)) == len(rows)
 
 
 def test_planted_a_page_that_hides_the_finding_or_overflows(tmp_path: Path) -> None:

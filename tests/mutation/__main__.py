@@ -1,10 +1,12 @@
 """Mutation score of the state machines.
 
-    python -m tests.mutation [--jobs N] [--only SUBSTRING] [--limit N] [--list] [--json FILE]
+    python -m tests.mutation [--side worker|jobs] [--jobs N] [--only SUBSTRING] [--limit N]
+                             [--list] [--json FILE]
 
 Plants every single-site mutant (``tests/mutation/operators.py``) in the production modules
-listed in :data:`TARGETS`, one at a time, and runs the *state machines alone* (the
-``tests/stateful`` machine tests — :data:`MACHINE_TESTS`, ``mutants`` profile: ``ci``'s
+of one side (:data:`SIDES`: ``worker`` — the lifecycle, stores, domain and source, judged by
+the worker machines; ``jobs`` — the job runtime, judged by the job machines), one at a
+time, and runs that side's *state machines alone* (``mutants`` profile: ``ci``'s
 derandomized examples, so a run is reproducible, without shrinking a failure) as the test
 command; each mutant runs the machines whose coverage reaches its lines. A mutant is
 *killed* when that command fails (or times out), *survived* when it passes, *not reached*
@@ -80,6 +82,28 @@ TEST_COMMAND = (
 )
 """The state machines alone: no named unit tests, no campaign."""
 
+JOB_TARGETS = ("remora/jobs",)
+"""The job runtime, every module: the PostgreSQL and Redis stores are reported as not
+reached for as long as no machine in :data:`JOB_MACHINE_TESTS` runs them."""
+
+JOB_MACHINE_TESTS = ("tests/stateful/test_job_machines.py::test_job_machines",)
+"""The job machines (runtime, race and larger machines), one node."""
+
+
+@attrs.frozen
+class Side:
+    """What one mutation run plants mutants in, and which machines judge them."""
+
+    name: str
+    targets: tuple[str, ...]
+    machines: tuple[str, ...]
+
+
+SIDES = {
+    "worker": Side("worker", TARGETS, MACHINE_TESTS),
+    "jobs": Side("jobs", JOB_TARGETS, JOB_MACHINE_TESTS),
+}
+
 COPIED = ("remora", "tests", "conftest.py", "pyproject.toml")
 
 
@@ -124,9 +148,7 @@ def env_for_tests() -> dict[str, str]:
     return env
 
 
-def run_tests(
-    slot: Path, timeout: float, nodes: tuple[str, ...] = MACHINE_TESTS
-) -> tuple[str, float, str]:
+def run_tests(slot: Path, timeout: float, nodes: tuple[str, ...]) -> tuple[str, float, str]:
     start = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -151,13 +173,13 @@ CACHE = ROOT / ".mutants"
 results journal lives (git-ignored)."""
 
 
-def fingerprint() -> str:
+def fingerprint(machines: tuple[str, ...] = MACHINE_TESTS) -> str:
     """A hash of everything a verdict depends on: every copied file except the mutation
     harness itself (so judging an equivalent does not invalidate results), the machine
     nodes and the test command.  A cached coverage pass or a journaled result is reused
     only under the same fingerprint."""
     digest = hashlib.sha256()
-    digest.update(repr((MACHINE_TESTS, TEST_COMMAND, sys.version_info[:2])).encode())
+    digest.update(repr((machines, TEST_COMMAND, sys.version_info[:2])).encode())
     for name in COPIED:
         source = ROOT / name
         files = sorted(source.rglob("*.py")) if source.is_dir() else [source]
@@ -184,7 +206,7 @@ class Coverage:
         names: set[str] = set()
         for n in range(m.line, m.end_line + 1):
             names |= lines.get(n, frozenset())
-        return tuple(sorted(names, key=lambda n: (self.node_seconds[n], MACHINE_TESTS.index(n))))
+        return tuple(sorted(names, key=lambda n: (self.node_seconds[n], n)))
 
     def dump(self) -> str:
         return json.dumps(
@@ -213,7 +235,7 @@ class BaselineFailed(Exception):
     """The unmutated code fails a machine: no mutant can be judged."""
 
 
-def measure_coverage(slot: Path, files: list[Path]) -> Coverage:
+def measure_coverage(slot: Path, files: list[Path], machines: tuple[str, ...]) -> Coverage:
     """Per line, the machine nodes that execute it on the unmutated code (one coverage run
     per node, each recorded under the node's id as its context).  A node that fails here
     fails on the unmutated code: :class:`BaselineFailed`."""
@@ -221,7 +243,7 @@ def measure_coverage(slot: Path, files: list[Path]) -> Coverage:
     data = slot / ".coverage-mutants"
     env["COVERAGE_FILE"] = str(data)
     node_seconds: dict[str, float] = {}
-    for node in MACHINE_TESTS:
+    for node in machines:
         began = time.perf_counter()
         proc = subprocess.run(
             [
@@ -264,7 +286,9 @@ def measure_coverage(slot: Path, files: list[Path]) -> Coverage:
     return Coverage(reached, node_seconds)
 
 
-def cached_coverage(slot: Path, files: list[Path], key: str, fresh: bool) -> Coverage:
+def cached_coverage(
+    slot: Path, files: list[Path], key: str, fresh: bool, machines: tuple[str, ...]
+) -> Coverage:
     """The coverage pass for ``key``, from ``.mutants/coverage-<key>.json`` when present
     (and not ``fresh``), else measured and saved there."""
     path = CACHE / f"coverage-{key}.json"
@@ -272,7 +296,7 @@ def cached_coverage(slot: Path, files: list[Path], key: str, fresh: bool) -> Cov
         print(f"coverage: cached ({path.relative_to(ROOT)})", file=sys.stderr)
         return Coverage.load(path.read_text())
     print("coverage: the machines on unmutated code, one node at a time ...", file=sys.stderr)
-    coverage = measure_coverage(slot, files)
+    coverage = measure_coverage(slot, files, machines)
     CACHE.mkdir(exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(coverage.dump())
@@ -304,6 +328,12 @@ def read_journal(path: Path, key: str) -> dict[str, dict[str, object]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
+    parser.add_argument(
+        "--side",
+        choices=sorted(SIDES),
+        default="worker",
+        help="which production code to mutate, judged by which machines (default worker)",
+    )
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
     parser.add_argument(
         "--only",
@@ -317,9 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json",
         type=Path,
-        default=CACHE / "results.jsonl",
+        default=None,
         help="the results journal: one JSON line per mutant, appended as each finishes "
-        "(default .mutants/results.jsonl)",
+        "(default .mutants/results.jsonl; for --side jobs .mutants/results-jobs.jsonl)",
     )
     parser.add_argument(
         "--resume",
@@ -349,7 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         print("--jobs and --every must be at least 1", file=sys.stderr)
         return 2
 
-    files = target_files(TARGETS)
+    side = SIDES[args.side]
+    if args.json is None:
+        args.json = CACHE / ("results.jsonl" if side.name == "worker" else "results-jobs.jsonl")
+    files = target_files(side.targets)
     mutants: list[Site] = []
     for f in files:
         mutants.extend(sites(str(f.relative_to(ROOT)), f.read_text()))
@@ -363,13 +396,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(mutants)} mutants")
         return 0
 
-    key = fingerprint()
+    key = fingerprint(side.machines)
     journal = read_journal(args.json, key) if args.resume else {}
     with tempfile.TemporaryDirectory(prefix="remora-mutants-") as tmp:
         base = Path(tmp)
         slots = [make_slot(base, i) for i in range(max(1, args.jobs))]
         try:
-            coverage = cached_coverage(slots[0], files, key, args.fresh_coverage)
+            coverage = cached_coverage(slots[0], files, key, args.fresh_coverage, side.machines)
         except BaselineFailed as exc:
             print(f"the unmutated code fails the machines: {exc}", file=sys.stderr)
             return 2

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.mutation.__main__ import (
     MACHINE_TESTS,
+    SIDES,
     Coverage,
     fingerprint,
     mutant_timeout,
@@ -49,3 +52,21 @@ def test_coverage_round_trips_and_orders_nodes_cheapest_first() -> None:
 def test_the_fingerprint_is_stable() -> None:
     assert fingerprint() == fingerprint()
     assert len(fingerprint()) == 16
+
+
+def test_each_side_mutates_its_own_code_and_runs_its_own_machines() -> None:
+    worker, jobs = SIDES["worker"], SIDES["jobs"]
+    assert worker.machines == MACHINE_TESTS
+    assert all("job" not in n for n in worker.machines)
+    assert jobs.targets == ("remora/jobs",) and all("job" in n for n in jobs.machines)
+    assert not any(t.startswith("remora/jobs") for t in worker.targets)
+    assert fingerprint(jobs.machines) != fingerprint(worker.machines)
+    listed = subprocess.run(
+        [sys.executable, "-m", "tests.mutation", "--side", "jobs", "--list", "--only", "guards"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "remora/jobs/guards.py" in listed.stdout and "remora/worker" not in listed.stdout

@@ -24,6 +24,7 @@ from remora.cli.common import (
     print_table,
 )
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
+from remora.errors import SourceError
 from remora.limits import MAX_WORKERS
 from remora.source import SourceLog, open_source_dir
 from remora.store import PartitionSummary, StateStore
@@ -135,7 +136,7 @@ def summarize(
                 "frontier": s.frontier,
                 "outbox": s.outbox,
                 "quarantine": s.quarantine,
-                "complete": log.next_visible(partition, s.frontier) is None,
+                "complete": _complete(log, partition, s.frontier),
             }
         )
     return rows
@@ -285,6 +286,14 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     return (
         EXIT_OK if all(r["complete"] for r in rows if r["partition"] not in lost) else EXIT_FAILED
     )
+
+
+def _complete(log: SourceLog, partition: int, frontier: int) -> bool:
+    """No visible record at or after ``frontier`` (a line that no longer reads: not)."""
+    try:
+        return log.next_visible(partition, frontier) is None
+    except SourceError:
+        return False
 
 
 def _failure_json(f: PartitionFailure) -> dict[str, Any]:

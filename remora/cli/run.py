@@ -24,7 +24,7 @@ from remora.cli.common import (
     print_table,
 )
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
-from remora.errors import SourceError
+from remora.errors import SourceError, StorageFailed, StoreError
 from remora.limits import MAX_WORKERS
 from remora.source import SourceLog, open_source_dir
 from remora.store import PartitionSummary, StateStore
@@ -203,6 +203,7 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     except BaseException:
         store.close()
         raise
+    late: StoreError | None = None
     try:
         first = _frontiers(store, mine)
         total = sum(max(ends[p] - first[p], 0) for p in mine)
@@ -218,7 +219,10 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         def show(p: GroupProgress) -> None:
             if not progress.due():
                 return
-            now = _frontiers(store, mine)
+            try:
+                now = _frontiers(store, mine)
+            except StoreError:  # the store is away: the workers retry; no progress line
+                return
             done = sum(min(now[q], ends[q]) - first[q] for q in mine if now[q] > first[q])
             progress.update(
                 f"run: {p.processed} records; source offsets",
@@ -233,6 +237,10 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     finally:
         try:
             record_source(store, log, mine)  # however the run ended: what is processed, is
+        except StoreError as exc:
+            # Only the marks are not moved up (the next run checks the older ones, which
+            # still hold); said below, unless the run already failed on the same store.
+            late = exc
         finally:
             store.close()
     elapsed = time.monotonic() - started
@@ -269,7 +277,10 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         return EXIT_FAILED
     if stats.errors:
         error = stats.errors[0]
-        print(f"remora run: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"remora run: {_error_line(error)}", file=sys.stderr)
+        return EXIT_FAILED
+    if late is not None and not stats.failures:
+        print(f"remora run: {_error_line(late)}", file=sys.stderr)
         return EXIT_FAILED
     if stats.failures:
         stopped = ", ".join(
@@ -286,6 +297,14 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     return (
         EXIT_OK if all(r["complete"] for r in rows if r["partition"] not in lost) else EXIT_FAILED
     )
+
+
+def _error_line(error: BaseException) -> str:
+    """A store's storage failure is its own message (the file and the cause, e.g. ``no
+    space left on device``) and what to do; any other error is named by its type."""
+    if isinstance(error, StorageFailed):
+        return f"{error}; the table shows what was committed: fix the cause and run again to resume"
+    return f"{type(error).__name__}: {error}"
 
 
 def _complete(log: SourceLog, partition: int, frontier: int) -> bool:

@@ -23,7 +23,9 @@ members, each a :class:`~remora.worker.runner.Runner` over its own
     :class:`PartitionFailure` naming partition and offset, while every other partition
     keeps making progress.
 
-  Only an error that names no partition stops the whole group.  The durable state is
+  Only an error that names no partition stops the whole group — and a
+  :class:`~remora.errors.StorageFailed` (a full disk, a read-only filesystem), which would
+  strike every partition in turn.  The durable state is
   consistent whatever stopped, and a new run resumes from the durable frontiers.
 
 The barrier is what makes ownership moves clean in the healthy path (the new owner claims
@@ -42,7 +44,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from remora.domain import SourceRecord
-from remora.errors import Fenced, RemoraError
+from remora.errors import Fenced, RemoraError, StorageFailed
 from remora.source.cursor import FetchCursors
 from remora.source.log import SourceLog
 from remora.store.base import OwnershipStore
@@ -302,6 +304,8 @@ class WorkerGroup:
                     # After stop() (or a group-wide failure), errors are its consequences.
                     if self._halted:
                         return
+                    if isinstance(error, StorageFailed):
+                        partition = None  # the store's storage (a full disk): every partition
                     if partition is not None:
                         failure = PartitionFailure(partition, stats.failed_offset, error)
                         self._failures.append(failure)

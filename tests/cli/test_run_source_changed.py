@@ -17,6 +17,7 @@ import remora.cli.run
 from remora.cli import main
 from remora.source import FileSourceLog, open_source_dir
 from remora.store import SqliteStore
+from tests.cli.docs_lines import assert_documented
 from tests.common.workload import generate, write_source_dir
 
 BAD_LINE = 20  # 1-based line number of partition-1.jsonl that changes mid-run
@@ -72,6 +73,10 @@ def test_a_line_changed_mid_run_stops_only_its_partition(
     assert f"partition-1.jsonl:{BAD_LINE} (byte {where[0]})" in err, err
     assert "Traceback" not in err and "internal error" not in err
     assert err.strip().splitlines()[-1].startswith("remora run: stopped: partition 1 at offset")
+    if change is _corrupt:  # the lines docs/cli.md shows are the ones printed
+        first, last = err.strip().splitlines()
+        assert_documented("cli.md", "remora run: partition", first)
+        assert_documented("cli.md", "remora run: stopped:", last)
     # Everything before the bad line was processed, exactly once (the frontier stops there).
     store = SqliteStore(db)
     frontier = store.backend.partition_row(1).frontier

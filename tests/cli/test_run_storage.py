@@ -27,6 +27,7 @@ import remora.cli.run
 from remora.cli import main
 from remora.sim.checker import Checker
 from remora.store import SqliteStore, StateStore
+from tests.cli.docs_lines import assert_documented
 from tests.common.processes import REPO
 from tests.common.workload import generate, write_source_dir
 
@@ -133,6 +134,7 @@ def test_disk_full_deterministic_max_page_count(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(f"remora run: {db}: cannot write: no space left on device"), err
+    assert_documented("cli.md", "remora run: …/state.sqlite3: cannot write: no", lines[0])
     doc = json.loads(out)
     assert doc["stopped"] == [] and not all(p["complete"] for p in doc["partitions"])
     committed = {p["partition"]: p["frontier"] for p in doc["partitions"]}
@@ -165,6 +167,7 @@ def test_read_only_filesystem_run_refused_status_reads(tmp_path: Path, tmpfs: Tm
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(f"remora run: {db}: cannot write: read-only filesystem"), err
+    assert_documented("cli.md", "remora run: …/state.sqlite3: cannot write: read", lines[0])
 
     fresh = tmpfs.path / "new.sqlite3"
     code, out, err = cli("run", str(src), "--db", str(fresh), "-q")

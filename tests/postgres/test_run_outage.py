@@ -10,6 +10,7 @@ and drops new ones; the test waits on the durable progress, not on the clock, to
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pytest
 
 from remora.sim.checker import Checker
 from remora.store.postgres import PostgresStore
+from tests.cli.docs_lines import assert_documented
 from tests.common.processes import finish, remora_run, wait_for_progress
 from tests.common.workload import generate, write_source_dir
 from tests.postgres.proxy import PgProxy
@@ -71,6 +73,12 @@ def test_a_cut_within_the_budget_waits_resumes_and_finishes(
     assert len(waiting) == 1, err
     assert f"retrying for up to {budget:g} s (--outage-budget)" in waiting[0]
     assert "the store is back after" in err and "Traceback" not in err, err
+    if budget == 60:  # the lines docs/cli.md shows are the ones printed
+        back = next(line for line in err.splitlines() if "the store is back" in line)
+        assert_documented("cli.md", "remora run: waiting", waiting[0])
+        assert_documented(
+            "cli.md", "remora run: the store is back", re.sub(r"[0-9.]+ s;", "15.2 s;", back)
+        )
     _exactly_once(records, pg_dsn)
 
 
@@ -94,6 +102,7 @@ def test_past_the_budget_one_line_and_the_table_then_a_rerun_finishes(
         "the store stayed unavailable past the outage budget (3 s, --outage-budget)" in (lines[0])
     ), err
     assert "partition  epoch  frontier  outbox  quarantine  complete" in out, out
+    assert_documented("cli.md", "remora run: the store stayed", lines[0].replace("(3 s", "(60 s"))
 
     code, out, err = finish(remora_run(src, args))
     assert (code, err) == (0, ""), out

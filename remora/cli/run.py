@@ -33,6 +33,7 @@ from remora.errors import (
     StorageFailed,
     StoreError,
     Unavailable,
+    UnresolvedRead,
 )
 from remora.limits import MAX_WORKERS
 from remora.source import SourceLog, open_source_dir
@@ -322,7 +323,7 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
             ),
             # A store that stays away, or whose storage fails, strikes every partition:
             # one line for the run, not one per partition.
-            store_wide=(StorageFailed, RetriesExhausted, DeadlineExceeded),
+            store_wide=(StorageFailed, RetriesExhausted, UnresolvedRead, DeadlineExceeded),
         )
 
         def show(p: GroupProgress) -> None:
@@ -449,7 +450,8 @@ def _error_line(error: BaseException, budget: float | None = None) -> str:
     """A store's storage failure is its own message (the file and the cause, e.g. ``no
     space left on device``) and what to do; a store that stayed away past the outage
     budget says so; any other error is named by its type."""
-    if isinstance(error, (RetriesExhausted, DeadlineExceeded)) and budget is not None:
+    outage = (RetriesExhausted, UnresolvedRead, DeadlineExceeded)
+    if isinstance(error, outage) and budget is not None:
         return (
             f"the store stayed unavailable past the outage budget ({budget:g} s, "
             f"--outage-budget): {error}; the table shows what was committed: run again to "

@@ -150,7 +150,8 @@ def connect_read_only(path: str | Path) -> sqlite3.Connection:
     """A read-only connection (URI ``mode=ro``: never creates, migrates or writes the file,
     not even its journal mode).  On a read-only filesystem, where SQLite cannot create the
     ``-shm`` index a WAL database needs, the file is opened ``immutable`` — nobody can
-    change it there."""
+    change it there — unless its ``-wal`` holds commits (refused: immutable would not see
+    them)."""
     uri = f"{Path(path).resolve().as_uri()}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
@@ -160,6 +161,14 @@ def connect_read_only(path: str | Path) -> sqlite3.Connection:
         conn.close()
         if _why_unwritable(str(path)) != "read-only filesystem":
             raise
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # Committed records may live only in the WAL, which immutable would ignore.
+            raise StoreNotWritable(
+                f"{path}: cannot read on a read-only filesystem: its write-ahead log "
+                f"{wal.name} holds commits not yet in the file (open it once where it can "
+                "be written)"
+            ) from None
     return sqlite3.connect(
         f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False
     )

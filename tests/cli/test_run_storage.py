@@ -174,3 +174,27 @@ def test_read_only_filesystem_run_refused_status_reads(tmp_path: Path, tmpfs: Tm
     assert code == 2, (out, err)
     assert f"remora run: {fresh}: cannot write: read-only filesystem" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_status_on_a_read_only_filesystem_refuses_a_file_whose_wal_holds_commits(
+    tmp_path: Path, tmpfs: Tmpfs
+) -> None:
+    """Opened ``immutable``, such a file would show a stale state: refused instead, exit 2."""
+    import shutil
+    import sqlite3
+
+    made = tmp_path / "made.sqlite3"
+    SqliteStore(made).close()
+    conn = sqlite3.connect(made, isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("INSERT INTO remora_partition VALUES (7, 1, 3, 1)")  # only in the WAL
+    tmpfs.mount("size=16m")
+    db = tmpfs.path / "state.sqlite3"
+    shutil.copy(made, db)
+    shutil.copy(f"{made}-wal", f"{db}-wal")  # as a crash leaves it: a WAL, no -shm
+    conn.close()
+    tmpfs.remount("ro")
+    code, out, err = cli("status", "--db", str(db))
+    assert code == 2, (out, err)
+    assert "write-ahead log state.sqlite3-wal holds commits" in err, err
+    assert len(err.strip().splitlines()) == 1, err

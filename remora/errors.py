@@ -43,6 +43,17 @@ class UnknownResult(StoreError):
     Resolved only by re-reading durable state; never treated as success or as failure."""
 
 
+class StorageFailed(StoreError):
+    """The store's storage refused a write (no space left on device, an I/O error): the
+    call had no effect (its transaction rolled back), and calling again will not help until
+    the cause is fixed.  The message names the file (or server) and the cause."""
+
+
+class StoreNotWritable(StorageFailed, InvalidInput):
+    """The store cannot be written at all (a read-only filesystem, permission denied): a
+    rejected store, like a bad path (exit 2).  The message names the file and the cause."""
+
+
 class SourceError(RemoraError):
     """The source log rejected a request (unknown partition, validation failure)."""
 

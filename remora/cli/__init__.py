@@ -31,8 +31,8 @@ from remora.cli import show as show_cmd
 from remora.cli import sim as sim_cmd
 from remora.cli import sim_jobs as sim_jobs_cmd
 from remora.cli import status as status_cmd
-from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from remora.errors import InvalidInput, RemoraError
+from remora.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_codes
+from remora.errors import InvalidInput, RemoraError, StorageFailed
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="remora",
         description="Fenced, exactly-once work ownership: run, simulate and check it.",
+        epilog=exit_codes(
+            "strict success (a completed run, a passing simulation or check)",
+            "any other result (interrupted, a partition stopped, a failed check, the store "
+            "unavailable or out of space)",
+            "bad usage or a rejected input (a file, a source, a database, a read-only store)",
+        )
+        + "  Each command's --help details its own.",
     )
     parser.add_argument("--version", action="version", version=f"remora {__version__}")
     parser.add_argument("--debug", action="store_true", default=False, help=DEBUG_HELP)
@@ -92,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidInput as exc:
         print(f"remora {name}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except StorageFailed as exc:  # the message names the file and the cause
+        print(f"remora {name}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except RemoraError as exc:
         print(f"remora {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -24,15 +24,97 @@ from remora.cli.common import (
     print_table,
 )
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
+from remora.context import Context
+from remora.domain import SourceRecord
+from remora.errors import (
+    DeadlineExceeded,
+    RetriesExhausted,
+    SourceError,
+    StorageFailed,
+    StoreError,
+    Unavailable,
+    UnresolvedRead,
+)
 from remora.limits import MAX_WORKERS
 from remora.source import SourceLog, open_source_dir
-from remora.store import PartitionSummary, StateStore
+from remora.store import PartitionSummary, StateStore, Token
 from remora.worker.group import GroupProgress, PartitionFailure, WorkerGroup
+from remora.worker.lifecycle import PRODUCTION_BUDGET, Lifecycle
+from remora.worker.retry import RetryPolicy
 from remora.worker.source_identity import ACCEPT_FLAG, check_source, record_source
 
 __all__ = ["DEFAULT_DB", "register", "run", "summarize"]
 
 DEFAULT_REBALANCE_EVERY = 500
+DEFAULT_OUTAGE_BUDGET = 60.0
+FIRST_WAIT = 0.1
+LONGEST_WAIT = 2.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be in 0..86400 seconds, got {text}")
+    return value
+
+
+def outage_retry(budget: float) -> RetryPolicy:
+    """Waits doubling from 0.1 s up to 2 s between calls, until they add up to ``budget``
+    seconds (at least the production policy's three calls)."""
+    waits: list[float] = []
+    wait = FIRST_WAIT
+    while sum(waits) < budget or len(waits) < 2:
+        waits.append(wait)
+        wait = min(wait * 2, LONGEST_WAIT)
+    return RetryPolicy(max_calls=len(waits) + 1, waits=tuple(waits))
+
+
+class _Watched:
+    """The store as the workers see it (an :class:`OwnershipStore`): says once on stderr
+    that it waits for an unavailable store (and once that it resumed), and remembers each
+    partition's last token read or written, for the table when the store is gone."""
+
+    def __init__(self, store: StateStore, where: str, budget: float, say: Callable[[str], None]):
+        self.store = store
+        self.where = where
+        self.budget = budget
+        self.say = say
+        self.tokens: dict[int, Token] = {}
+        self._lock = threading.Lock()
+        self._since: float | None = None  # when the store became unavailable
+
+    def _call(self, partition: int, call: Callable[[], Token]) -> Token:
+        try:
+            token = call()
+        except Unavailable as exc:
+            with self._lock:
+                if self._since is None:
+                    self._since = time.monotonic()
+                    self.say(
+                        f"waiting for the store ({self.where}): {exc}; retrying for up to "
+                        f"{self.budget:g} s (--outage-budget)"
+                    )
+            raise
+        with self._lock:
+            self.tokens[partition] = token
+            if self._since is not None:
+                self.say(
+                    f"the store is back after {time.monotonic() - self._since:.1f} s; resuming"
+                )
+                self._since = None
+        return token
+
+    def claim(self, partition: int, ctx: Context) -> Token:
+        return self._call(partition, lambda: self.store.claim(partition, ctx))
+
+    def observe(self, partition: int, ctx: Context) -> Token:
+        return self._call(partition, lambda: self.store.observe(partition, ctx))
+
+    def process(self, partition: int, token: Token, record: SourceRecord, ctx: Context) -> Token:
+        return self._call(partition, lambda: self.store.process(partition, token, record, ctx))
 
 
 _positive = int_at_least(1)
@@ -104,6 +186,16 @@ def register(sub: Any) -> None:
         help="eager rebalance (revoke all, reassign rotated) every N records processed; "
         f"0 = never (default {DEFAULT_REBALANCE_EVERY})",
     )
+    p.add_argument(
+        "--outage-budget",
+        type=_seconds,
+        default=DEFAULT_OUTAGE_BUDGET,
+        metavar="SECONDS",
+        help="while the store is unavailable (PostgreSQL restarting, failing over or "
+        "unreachable; an SQLite lock), retry with backoff for up to SECONDS, saying once "
+        "that it waits, then resume; past it, stop with the table of what was committed "
+        f"(default {DEFAULT_OUTAGE_BUDGET:g})",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         ACCEPT_FLAG,
@@ -135,7 +227,7 @@ def summarize(
                 "frontier": s.frontier,
                 "outbox": s.outbox,
                 "quarantine": s.quarantine,
-                "complete": log.next_visible(partition, s.frontier) is None,
+                "complete": _complete(log, partition, s.frontier),
             }
         )
     return rows
@@ -191,6 +283,12 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
             sys.stderr.write(f"remora run: {failure.describe()}{note}\n")
             sys.stderr.flush()
 
+    def say(line: str) -> None:
+        with said:
+            progress.done()
+            sys.stderr.write(f"remora run: {line}\n")
+            sys.stderr.flush()
+
     try:
         check_source(
             store,
@@ -202,9 +300,13 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     except BaseException:
         store.close()
         raise
+    late: StoreError | None = None
     try:
         first = _frontiers(store, mine)
+        rows_before = _committed(store)
         total = sum(max(ends[p] - first[p], 0) for p in mine)
+        watched = _Watched(store, where, args.outage_budget, say)
+        retry = outage_retry(args.outage_budget)
         group = WorkerGroup(
             store,
             log,
@@ -212,12 +314,25 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
             rebalance_every=args.rebalance_every,
             partitions=mine,
             on_failure=failed,
+            lifecycle=lambda i: Lifecycle(
+                watched,
+                log,
+                name=f"worker-{i}",
+                retry=retry,
+                budget=args.outage_budget + PRODUCTION_BUDGET,
+            ),
+            # A store that stays away, or whose storage fails, strikes every partition:
+            # one line for the run, not one per partition.
+            store_wide=(StorageFailed, RetriesExhausted, UnresolvedRead, DeadlineExceeded),
         )
 
         def show(p: GroupProgress) -> None:
             if not progress.due():
                 return
-            now = _frontiers(store, mine)
+            try:
+                now = _frontiers(store, mine)
+            except StoreError:  # the store is away: the workers retry; no progress line
+                return
             done = sum(min(now[q], ends[q]) - first[q] for q in mine if now[q] > first[q])
             progress.update(
                 f"run: {p.processed} records; source offsets",
@@ -228,17 +343,36 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         with stop_on_signals(group.stop) as signals:
             stats = group.run(progress=show)
         progress.done()
-        rows = summarize(store, log, mine)
+        try:
+            rows = summarize(store, log, mine)
+        except StoreError:  # the store went away for good: what this run saw committed
+            rows = _last_seen(watched, log, mine, first)
+        # What this run committed, counted by the store: a record's commit that a stop
+        # cut short of its reply is counted too (the workers' own count misses it).
+        lost_now = {f.partition for f in stats.lost}
+        processed = sum(
+            r["outbox"] + r["quarantine"] - rows_before.get(r["partition"], 0)
+            if isinstance(r["outbox"], int)
+            else 0
+            for r in rows
+            if r["partition"] not in lost_now
+        )
+        if any(not isinstance(r["outbox"], int) for r in rows):
+            processed = stats.processed  # the store cannot count: the workers' count
     finally:
         try:
             record_source(store, log, mine)  # however the run ended: what is processed, is
+        except StoreError as exc:
+            # Only the marks are not moved up (the next run checks the older ones, which
+            # still hold); said below, unless the run already failed on the same store.
+            late = exc
         finally:
             store.close()
     elapsed = time.monotonic() - started
     lost = {f.partition for f in stats.lost}
     if args.json:
         doc = {
-            "processed": stats.processed,
+            "processed": processed,
             "workers": args.workers,
             "member": None if args.member is None else "{}/{}".format(*args.member),
             "rebalances": stats.rebalances,
@@ -250,7 +384,7 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         }
         print(json.dumps(doc, indent=2))
     else:
-        print(f"processed {stats.processed} records into {where}")
+        print(f"processed {processed} records into {where}")
         print_table(rows, HEADERS)
     if lost:
         print(
@@ -268,7 +402,10 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
         return EXIT_FAILED
     if stats.errors:
         error = stats.errors[0]
-        print(f"remora run: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"remora run: {_error_line(error, args.outage_budget)}", file=sys.stderr)
+        return EXIT_FAILED
+    if late is not None and not stats.failures:
+        print(f"remora run: {_error_line(late)}", file=sys.stderr)
         return EXIT_FAILED
     if stats.failures:
         stopped = ", ".join(
@@ -287,6 +424,52 @@ def _run(args: argparse.Namespace, log: SourceLog) -> int:
     )
 
 
+def _last_seen(
+    watched: _Watched, log: SourceLog, mine: tuple[int, ...], first: dict[int, int]
+) -> list[dict[str, Any]]:
+    """The table when the store cannot be read: each partition's last token this run read
+    or wrote (its frontier is durable); the counts are unknown (``?``)."""
+    rows = []
+    for partition in mine:
+        token = watched.tokens.get(partition)
+        frontier = first[partition] if token is None else token.frontier
+        rows.append(
+            {
+                "partition": partition,
+                "epoch": "?" if token is None else token.epoch,
+                "frontier": frontier,
+                "outbox": "?",
+                "quarantine": "?",
+                "complete": _complete(log, partition, frontier),
+            }
+        )
+    return rows
+
+
+def _error_line(error: BaseException, budget: float | None = None) -> str:
+    """A store's storage failure is its own message (the file and the cause, e.g. ``no
+    space left on device``) and what to do; a store that stayed away past the outage
+    budget says so; any other error is named by its type."""
+    outage = (RetriesExhausted, UnresolvedRead, DeadlineExceeded)
+    if isinstance(error, outage) and budget is not None:
+        return (
+            f"the store stayed unavailable past the outage budget ({budget:g} s, "
+            f"--outage-budget): {error}; the table shows what was committed: run again to "
+            "resume"
+        )
+    if isinstance(error, StorageFailed):
+        return f"{error}; the table shows what was committed: fix the cause and run again to resume"
+    return f"{type(error).__name__}: {error}"
+
+
+def _complete(log: SourceLog, partition: int, frontier: int) -> bool:
+    """No visible record at or after ``frontier`` (a line that no longer reads: not)."""
+    try:
+        return log.next_visible(partition, frontier) is None
+    except SourceError:
+        return False
+
+
 def _failure_json(f: PartitionFailure) -> dict[str, Any]:
     return {
         "partition": f.partition,
@@ -299,6 +482,11 @@ def _end(log: SourceLog, partition: int) -> int:
     """One past the partition's last offset (0 when the log cannot say)."""
     end = getattr(log, "end", None)
     return int(end(partition)) if callable(end) else 0
+
+
+def _committed(store: StateStore) -> dict[int, int]:
+    """Outbox plus quarantine rows per partition: one per record processed."""
+    return {s.partition: s.outbox + s.quarantine for s in store.backend.partition_summaries()}
 
 
 def _frontiers(store: StateStore, partitions: tuple[int, ...]) -> dict[int, int]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from remora.errors import InvalidInput
 from remora.store import SqliteStore, StateStore
+from remora.store.sqlite import connect_read_only
 
 DEFAULT_DB = "remora-state.sqlite3"
 
@@ -51,8 +52,9 @@ def open_store(args: argparse.Namespace, *, existing: bool = False) -> StateStor
         raise InvalidInput(f"{path}: is a directory; --db names an SQLite database file")
     if not path.parent.is_dir():
         raise InvalidInput(f"{path}: the folder {path.parent} does not exist")
-    if existing:
+    if existing:  # read only (URI mode=ro): works on a read-only filesystem too
         _require_sqlite_schema(path)
+        return SqliteStore(path, read_only=True)
     return SqliteStore(path)
 
 
@@ -61,7 +63,7 @@ def _require_sqlite_schema(path: Path) -> None:
     if not path.is_file():
         raise InvalidInput(f"{path}: no such database file")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = connect_read_only(path)
         try:
             row = conn.execute(
                 "SELECT value FROM remora_meta WHERE key = 'schema_version'"

@@ -8,13 +8,20 @@ exists is modeled I/O and goes through the same fault hook as the store.
 from __future__ import annotations
 
 from remora.source.cursor import FetchCursors
-from remora.source.files import FileSourceLog, load_source_dir, open_source_dir, parse_source_line
+from remora.source.files import (
+    FileSourceLog,
+    PartitionSourceError,
+    load_source_dir,
+    open_source_dir,
+    parse_source_line,
+)
 from remora.source.log import MemorySourceLog, SourceLog, SourceValidator
 
 __all__ = [
     "FetchCursors",
     "FileSourceLog",
     "MemorySourceLog",
+    "PartitionSourceError",
     "SourceLog",
     "SourceValidator",
     "load_source_dir",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from remora.domain import SourceRecord
-from remora.errors import Unseeked
+from remora.errors import SourceError, Unseeked
 from remora.source.log import SourceLog
 
 
@@ -37,7 +37,14 @@ class FetchCursors:
             for partition in partitions:
                 if self._positions.get(partition) is None:
                     continue
-                record = self.fetch(partition)
+                try:
+                    record = self.fetch(partition)
+                except SourceError:
+                    # Deliver what was fetched first (its cursor did not move past the
+                    # failing read, so the next fetch raises again, with nothing pending).
+                    if out:
+                        return out
+                    raise
                 if record is not None:
                     out.append(record)
                     progressing = True

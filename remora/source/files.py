@@ -146,9 +146,9 @@ def _decode(raw: bytes, where: str) -> str:
         raise InvalidInput(f"{where}: cannot read (not UTF-8: {exc.reason})") from None
 
 
-def _scan(partition: int, file: Path) -> Iterator[tuple[SourceRecord, int]]:
+def _scan(partition: int, file: Path) -> Iterator[tuple[SourceRecord, int, int]]:
     """Every record of one partition file, validated (parsed, offsets increasing), with the
-    byte position its line starts at; read line by line."""
+    byte position its line starts at and its line number; read line by line."""
     last = -1
     position = 0
     try:
@@ -163,7 +163,7 @@ def _scan(partition: int, file: Path) -> Iterator[tuple[SourceRecord, int]]:
                 if record.offset <= last:
                     raise InvalidInput(f"{where}: offset {record.offset} is not increasing")
                 last = record.offset
-                yield record, start
+                yield record, start, number
     except OSError as exc:
         raise InvalidInput(f"{file}: cannot read ({exc})") from None
 
@@ -171,7 +171,7 @@ def _scan(partition: int, file: Path) -> Iterator[tuple[SourceRecord, int]]:
 def load_source_dir(path: str | Path) -> MemorySourceLog:
     """Load every ``partition-<N>.jsonl`` file under ``path`` into a :class:`MemorySourceLog`."""
     files = _partition_files(path)
-    records = [record for p, file in files for record, _ in _scan(p, file)]
+    records = [record for p, file in files for record, _, _ in _scan(p, file)]
     return MemorySourceLog(records, [p for p, _ in files])
 
 
@@ -183,50 +183,91 @@ def open_source_dir(path: str | Path, hook: IOHook = NO_FAULTS) -> FileSourceLog
     )
 
 
+class PartitionSourceError(SourceError):
+    """A partition file that no longer reads while a run reads it (a line changed, cut
+    short or gone, or the file removed, after it was validated): that partition's failure,
+    not the whole run's.  The message names ``FILE:LINE (byte B)``."""
+
+    def __init__(self, partition: int, line: int, byte: int, after: int, reason: str) -> None:
+        super().__init__(reason)
+        self.partition = partition
+        self.line = line
+        self.byte = byte
+        self.after = after  # the smallest offset the bad line could have held
+
+
 class _PartitionFile:
     """One validated partition file and a reading position in it.
 
-    ``pos`` is a line boundary and ``floor`` the smallest offset a record from ``pos`` on can
-    have; ``index`` holds such (floor, pos) pairs every :data:`INDEX_EVERY` records."""
+    ``pos`` is a line boundary, ``line`` its line number and ``floor`` the smallest offset a
+    record from ``pos`` on can have; ``index`` holds such (floor, pos, line) triples every
+    :data:`INDEX_EVERY` records."""
 
-    def __init__(self, partition: int, file: Path, index: list[tuple[int, int]], end: int) -> None:
+    def __init__(
+        self, partition: int, file: Path, index: list[tuple[int, int, int]], end: int
+    ) -> None:
         self.partition = partition
         self.file = file
         self.index = index
-        self.floors = [floor for floor, _ in index]
+        self.floors = [floor for floor, _, _ in index]
         self.end = end
         self.lock = threading.Lock()
         self.handle: IO[bytes] | None = None
         self.pos = 0
+        self.line = 1
         self.floor = 0
 
     @classmethod
     def validated(cls, partition: int, file: Path) -> _PartitionFile:
-        index = [(0, 0)]
+        index = [(0, 0, 1)]
         end = 0
-        for n, (record, start) in enumerate(_scan(partition, file), start=1):
+        for n, (record, start, line) in enumerate(_scan(partition, file), start=1):
             if n % INDEX_EVERY == 0:
-                index.append((end, start))
+                index.append((end, start, line))
             end = record.offset + 1
         return cls(partition, file, index, end)
 
     def next_visible(self, position: int) -> SourceRecord | None:
         with self.lock:
             if position < self.floor:  # back to the last indexed line at or before it
-                self.floor, self.pos = self.index[bisect.bisect_right(self.floors, position) - 1]
+                self.floor, self.pos, self.line = self.index[
+                    bisect.bisect_right(self.floors, position) - 1
+                ]
             if self.handle is None:
                 try:
                     self.handle = self.file.open("rb")
                 except OSError as exc:
-                    raise SourceError(f"{self.file}: cannot read ({exc})") from None
+                    raise PartitionSourceError(
+                        self.partition,
+                        self.line,
+                        self.pos,
+                        self.floor,
+                        f"{self.file}: cannot read ({exc})",
+                    ) from None
             self.handle.seek(self.pos)
             while raw := self.handle.readline():
-                where = f"{self.file}@{self.pos}"
+                where = f"{self.file}:{self.line} (byte {self.pos})"
+                try:
+                    line = _decode(raw, where)
+                    record = (
+                        parse_source_line(self.partition, line, where) if line.strip() else None
+                    )
+                    if record is not None and record.offset < self.floor:
+                        raise InvalidInput(f"{where}: offset {record.offset} is not increasing")
+                except InvalidInput as exc:
+                    # Validated when the run began, so the file changed since: this
+                    # partition stops here (the position is kept; a rerun reads it again).
+                    raise PartitionSourceError(
+                        self.partition,
+                        self.line,
+                        self.pos,
+                        self.floor,
+                        f"{exc} (changed since the run began)",
+                    ) from None
                 self.pos += len(raw)
-                line = _decode(raw, where)
-                if not line.strip():
+                self.line += 1
+                if record is None:
                     continue
-                record = parse_source_line(self.partition, line, where)
                 self.floor = record.offset + 1
                 if record.offset >= position and record.visible:
                     return record

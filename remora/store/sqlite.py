@@ -8,6 +8,7 @@ statement through :meth:`sqlite3.Connection.interrupt`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -25,7 +26,14 @@ from remora.domain import (
     SourceRecord,
     SubjectState,
 )
-from remora.errors import Canceled, InvalidInput, Unavailable
+from remora.errors import (
+    Canceled,
+    InvalidInput,
+    RemoraError,
+    StorageFailed,
+    StoreNotWritable,
+    Unavailable,
+)
 from remora.faults import NO_FAULTS, IOHook
 from remora.store import identity
 from remora.store.base import (
@@ -92,6 +100,80 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+def _why_unwritable(path: str) -> str | None:
+    """Why the database file (or its folder, for the journal files) cannot be written:
+    ``read-only filesystem`` or ``permission denied``; None when it looks writable."""
+    if path == ":memory:" or path.startswith("file:"):
+        return None
+    target = Path(path)
+    folder = target.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only filesystem"
+    except OSError:
+        return None
+    files = [target, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    if any(f.exists() and not os.access(f, os.W_OK) for f in files):
+        return "permission denied"
+    if not all(f.exists() for f in files) and not os.access(folder, os.W_OK):
+        return "permission denied"
+    return None
+
+
+def _no_space(path: str) -> bool:
+    try:
+        return os.statvfs(Path(path).parent).f_bavail == 0
+    except OSError:
+        return False
+
+
+def storage_error(path: str, exc: sqlite3.Error) -> RemoraError | None:
+    """The storage failure behind an SQLite error, named with the file and the cause
+    (:class:`StorageFailed`: no space left on device, an I/O error;
+    :class:`StoreNotWritable`: read-only filesystem, permission denied) — or None when it
+    is not one (a lock, an interrupt, a damaged file)."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    detail = f"(sqlite: {exc})"
+    if code == sqlite3.SQLITE_FULL:
+        return StorageFailed(f"{path}: cannot write: no space left on device {detail}")
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR):
+        why = _why_unwritable(path)
+        if why is not None:
+            return StoreNotWritable(f"{path}: cannot write: {why} {detail}")
+        if code == sqlite3.SQLITE_IOERR:
+            cause = "no space left on device" if _no_space(path) else "I/O error"
+            return StorageFailed(f"{path}: cannot write: {cause} {detail}")
+    return None
+
+
+def connect_read_only(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection (URI ``mode=ro``: never creates, migrates or writes the file,
+    not even its journal mode).  On a read-only filesystem, where SQLite cannot create the
+    ``-shm`` index a WAL database needs, the file is opened ``immutable`` — nobody can
+    change it there — unless its ``-wal`` holds commits (refused: immutable would not see
+    them)."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if _why_unwritable(str(path)) != "read-only filesystem":
+            raise
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # Committed records may live only in the WAL, which immutable would ignore.
+            raise StoreNotWritable(
+                f"{path}: cannot read on a read-only filesystem: its write-ahead log "
+                f"{wal.name} holds commits not yet in the file (open it once where it can "
+                "be written)"
+            ) from None
+    return sqlite3.connect(
+        f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False
+    )
+
+
 class SqliteBackend(Backend):
     """An SQLite database file (or ``:memory:``) on one connection (module docstring)."""
 
@@ -100,23 +182,34 @@ class SqliteBackend(Backend):
         path: str | Path = ":memory:",
         lock_timeout: float = 5.0,
         processing: Processing = AMENDMENTS,
+        *,
+        read_only: bool = False,
     ) -> None:
         self.path = str(path)
         self.processing = processing
         self.lock_timeout = lock_timeout
+        self.read_only = read_only
         self._lock = threading.Lock()
         # No busy handler: _begin polls for the write lock itself so that cancellation can
         # end the wait (sqlite3's interrupt() does not interrupt a busy wait).
         try:
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0.0
-            )
+            if read_only:
+                self._conn = connect_read_only(self.path)
+            else:
+                self._conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=0.0
+                )
         except sqlite3.Error as exc:  # e.g. a directory, a folder that does not exist
-            raise InvalidInput(f"{self.path}: not a usable Remora database ({exc})") from None
+            raise storage_error(self.path, exc) or InvalidInput(
+                f"{self.path}: not a usable Remora database ({exc})"
+            ) from None
         try:
             self._open()
         except sqlite3.OperationalError as exc:
             self._conn.close()
+            failure = storage_error(self.path, exc)
+            if failure is not None:  # a full disk, a read-only filesystem: say so
+                raise failure from None
             if _locked(exc):  # another process holds the file: transient, not bad input
                 raise Unavailable(
                     f"{self.path}: database is locked by another connection (waited "
@@ -133,6 +226,9 @@ class SqliteBackend(Backend):
     def _open(self) -> None:
         """Journal mode, then the schema — retrying a lock another process holds (while it
         creates or migrates the same file) for up to ``lock_timeout`` seconds."""
+        if self.read_only:
+            self._check_schema()
+            return
         give_up = time.monotonic() + self.lock_timeout
         pause = 0.001
         while True:
@@ -147,6 +243,24 @@ class SqliteBackend(Backend):
                     raise
                 time.sleep(pause)
                 pause = min(pause * 2, 0.05)
+
+    def _check_schema(self) -> None:
+        """A read-only open: the file must hold a Remora schema this version reads."""
+        try:
+            row = self._conn.execute(
+                "SELECT value FROM remora_meta WHERE key = 'schema_version'"
+            ).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            row = None
+        if row is None:
+            raise InvalidInput(f"{self.path}: no Remora schema in this database")
+        if int(row[0]) > SCHEMA_VERSION:
+            raise InvalidInput(
+                f"{self.path}: schema version {row[0]} is newer than this Remora "
+                f"supports ({SCHEMA_VERSION})"
+            )
 
     def _begin(self, ctx: Context | None) -> None:
         """``BEGIN IMMEDIATE``, waiting for another writer's lock at most ``lock_timeout``
@@ -192,7 +306,7 @@ class SqliteBackend(Backend):
                 )
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
 
     def _rollback(self) -> None:
@@ -229,6 +343,9 @@ class SqliteBackend(Backend):
             except sqlite3.OperationalError as exc:
                 if ctx.canceled or "interrupt" in str(exc):
                     raise Canceled(f"sqlite statement interrupted: {exc}") from exc
+                failure = storage_error(self.path, exc)
+                if failure is not None:  # rolled back: no effect, but retrying won't help
+                    raise failure from exc
                 raise Unavailable(f"sqlite: {exc}") from exc
             finally:
                 unregister()
@@ -363,8 +480,13 @@ class SqliteBackend(Backend):
                 self._begin(None)
                 self._conn.execute(identity.upsert_sql("?"), identity.to_row(source))
                 self._conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    failure = storage_error(self.path, exc)
+                    if failure is not None:
+                        raise failure from None
+                    raise Unavailable(f"sqlite: {exc}") from None
                 raise
 
     def close(self) -> None:
@@ -382,5 +504,7 @@ class SqliteStore(StateStore):
         path: str | Path = ":memory:",
         hook: IOHook = NO_FAULTS,
         processing: Processing = AMENDMENTS,
+        *,
+        read_only: bool = False,
     ) -> None:
-        super().__init__(SqliteBackend(path, processing=processing), hook)
+        super().__init__(SqliteBackend(path, processing=processing, read_only=read_only), hook)

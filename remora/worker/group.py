@@ -19,11 +19,14 @@ members, each a :class:`~remora.worker.runner.Runner` over its own
     installed a newer epoch: the partition is *lost*, a normal revoke, logged and not an
     error;
   - anything else — the partition *stopped* at the offset it was processing (a record the
-    store cannot take, a store that stays unavailable): recorded as a
+    store cannot take, a store that stays unavailable — unless ``store_wide`` names its
+    kind): recorded as a
     :class:`PartitionFailure` naming partition and offset, while every other partition
     keeps making progress.
 
-  Only an error that names no partition stops the whole group.  The durable state is
+  Only an error that names no partition stops the whole group — and an error of a kind in
+  ``store_wide`` (default :class:`~remora.errors.StorageFailed`: a full disk, a read-only
+  filesystem), which would strike every partition in turn.  The durable state is
   consistent whatever stopped, and a new run resumes from the durable frontiers.
 
 The barrier is what makes ownership moves clean in the healthy path (the new owner claims
@@ -42,7 +45,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from remora.domain import SourceRecord
-from remora.errors import Fenced, RemoraError
+from remora.errors import Fenced, RemoraError, StorageFailed
 from remora.source.cursor import FetchCursors
 from remora.source.log import SourceLog
 from remora.store.base import OwnershipStore
@@ -250,6 +253,7 @@ class WorkerGroup:
         lifecycle: Callable[[int], Lifecycle] | None = None,
         partitions: Sequence[int] | None = None,
         on_failure: Callable[[PartitionFailure], None] | None = None,
+        store_wide: tuple[type[RemoraError], ...] = (StorageFailed,),
     ) -> None:
         if workers < 1:
             raise ValueError("a group needs at least one worker")
@@ -262,6 +266,7 @@ class WorkerGroup:
             Runner(self._make(i), GroupClient(self.coordinator, i, log)) for i in range(workers)
         ]
         self.on_failure = on_failure
+        self.store_wide = store_wide
         self._lock = threading.Lock()
         self._halted = False
         self._interrupted = False
@@ -302,6 +307,8 @@ class WorkerGroup:
                     # After stop() (or a group-wide failure), errors are its consequences.
                     if self._halted:
                         return
+                    if isinstance(error, self.store_wide):
+                        partition = None  # the store's (e.g. a full disk): every partition
                     if partition is not None:
                         failure = PartitionFailure(partition, stats.failed_offset, error)
                         self._failures.append(failure)

@@ -23,6 +23,7 @@ import attrs
 
 from remora.domain import SourceRecord
 from remora.errors import RemoraError
+from remora.source.files import PartitionSourceError
 from remora.worker.lifecycle import Lifecycle
 
 AssignCallback = Callable[[Sequence[int]], None]
@@ -115,6 +116,8 @@ class Runner:
             self.stats.error = exc if isinstance(exc, RemoraError) else RemoraError(repr(exc))
             if self._at is not None:
                 self.stats.failed_partition, self.stats.failed_offset = self._at
+            elif isinstance(exc, PartitionSourceError):  # a line of one partition, while fetching
+                self.stats.failed_partition, self.stats.failed_offset = exc.partition, exc.after
         finally:
             self.lifecycle.revoke()
             if close:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.docs_lines import assert_documented
 from tests.testing.user_project import run_pytest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ledger"
@@ -113,3 +114,5 @@ def test_away_from_the_project_the_replay_refuses_instead_of_running_remoras_own
     done = remora(tmp_path, "sim-worker", "--replay", str(trace))
     assert done.returncode == 2 and not done.stdout
     assert "trace.config.processing: cannot import ledger.processing:LEDGER" in done.stderr
+    # The line docs/custom.md shows is the one printed (issue 25: it differed).
+    assert_documented("custom.md", "remora sim-worker:", done.stderr.strip())

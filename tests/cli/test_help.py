@@ -49,7 +49,12 @@ def test_every_argument_has_help(path: tuple[str, ...], parser: argparse.Argumen
     assert missing == [], f"{' '.join(path)}: no help for {missing}"
 
 
-@pytest.mark.parametrize(("path", "parser"), LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
+TOP = [(path, p) for path, p in ALL if path == ("remora",)]
+
+
+@pytest.mark.parametrize(
+    ("path", "parser"), TOP + LEAVES, ids=[" ".join(p) for p, _ in TOP + LEAVES]
+)
 def test_every_command_lists_its_exit_codes(
     path: tuple[str, ...], parser: argparse.ArgumentParser
 ) -> None:

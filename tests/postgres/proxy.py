@@ -20,6 +20,9 @@ Once :meth:`PgProxy.arm` is called, the next COMMIT passing through any connecti
   while the client already gave up).  A re-read made right after the client's error sees
   "not committed"; the commit lands afterwards.
 
+:meth:`PgProxy.down` / :meth:`PgProxy.up` play an outage: every connection closed and new
+ones dropped, until it ends.
+
 Connections must not use TLS or GSS encryption (the proxy reads the bytes):
 :meth:`PgProxy.dsn` adds ``sslmode=disable gssencmode=disable``.
 """
@@ -179,6 +182,7 @@ class PgProxy:
         self.late_delay = 0.3
         self._links: list[_Link] = []
         self._stopped = False
+        self._down = False
         threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
 
     def dsn(self, upstream_dsn: str) -> str:
@@ -220,10 +224,25 @@ class PgProxy:
             if self._stopped:
                 client.close()
                 return
+            if self._down:  # an outage: the connection is dropped as it arrives
+                client.close()
+                continue
             link = _Link(self, client)
             with self._lock:
                 self._links.append(link)
             link.start()
+
+    def down(self) -> None:
+        """An outage (a restart, a failover, a cut link): every open connection is closed
+        and every new one dropped as it arrives, until :meth:`up`."""
+        self._down = True
+        with self._lock:
+            links, self._links = self._links, []
+        for link in links:
+            link.close()
+
+    def up(self) -> None:
+        self._down = False
 
     def close(self) -> None:
         self._stopped = True

@@ -130,10 +130,38 @@ def load_app(module: str) -> Registry:
         sys.path.insert(0, os.getcwd())  # as ``python -m`` does: apps beside the caller
     try:
         mod = importlib.import_module(module)
+    except SyntaxError as exc:
+        where = f"{exc.filename or module}, line {exc.lineno}"
+        raise InvalidInput(
+            f"cannot import app module {module!r}: SyntaxError: {exc.msg} ({where})"
+        ) from None
     except ImportError as exc:
-        raise InvalidInput(f"cannot import app module {module!r}: {exc}") from None
+        raise InvalidInput(f"cannot import app module {module!r}: {_one_line(exc)}") from None
+    except BaseException as exc:  # any failure of the app's own code at import
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise InvalidInput(
+            f"cannot import app module {module!r}: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     own = getattr(mod, "registry", None)
     return own if isinstance(own, Registry) else REGISTRY
+
+
+def load_worker_app(module: str) -> Registry:
+    """:func:`load_app` for a worker: the module must register at least one handler (a
+    worker with none would only leave every job queued)."""
+    registry = load_app(module)
+    if not registry.names():
+        raise InvalidInput(f"app module {module!r} registers no handler")
+    return registry
+
+
+def _one_line(exc: BaseException) -> str:
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # str() itself may fail
+        text = ""
+    return text[:300] or type(exc).__name__
 
 
 def encode_output(value: Any) -> bytes:
@@ -157,4 +185,5 @@ __all__ = [
     "encode_output",
     "handler",
     "load_app",
+    "load_worker_app",
 ]

@@ -47,6 +47,7 @@ from remora.jobs.model import (
     Phase,
     SecretState,
     Stop,
+    UnknownJob,
 )
 from remora.jobs.stores import Stores
 
@@ -134,6 +135,8 @@ class Worker:
         #: nothing records that — until another incarnation declares it down.
         self.killed = False
         self._lock = threading.RLock()
+        #: Each job's handler, once read (:meth:`registers`).
+        self._handler_of: dict[str, str] = {}
 
     # -- helpers ------------------------------------------------------------------------------
     def _need_up(self) -> None:
@@ -616,7 +619,8 @@ class Worker:
                 return True
         # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
         # contend for the same job), not the whole coordination state.
-        for job in self.stores.coordination.candidates(self.actor, 8):
+        accept = None if self.registry is None else self.registers
+        for job in self.stores.coordination.candidates(self.actor, 8, accept):
             if self.reserve(job) is None:
                 continue
             try:
@@ -635,6 +639,21 @@ class Worker:
             self._start(pool, running, contexts, a)
             return True
         return False
+
+    def registers(self, job: str) -> bool:
+        """Whether this worker registers the handler of ``job`` (a job's handler never
+        changes: read once from the durable store, then remembered).  A worker reserves
+        only such jobs; the others stay queued for a worker that has their handler."""
+        handler = self._handler_of.get(job)
+        if handler is None:
+            try:
+                handler = self.stores.durable.job(job).handler
+            except UnknownJob:
+                return False
+            if len(self._handler_of) >= 100_000:
+                self._handler_of.clear()
+            self._handler_of[job] = handler
+        return self.registry is not None and handler in self.registry.names()
 
     def _start(
         self,

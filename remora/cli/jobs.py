@@ -59,6 +59,16 @@ MAX_CONFIG_VALUE = 1_000_000_000
 _positive = int_at_least(1)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
+
+
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "jobs",
@@ -137,6 +147,14 @@ def register(sub: Any) -> None:
         default=0.5,
         metavar="SECONDS",
         help="run the reconciler's ambient actions this often (default 0.5)",
+    )
+    w.add_argument(
+        "--grace",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, let running attempts finish this long, then abandon them "
+        "(default 30); a second signal ends the worker at once (exit 1)",
     )
     w.set_defaults(func=worker)
 
@@ -373,8 +391,22 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
     )
     stop = threading.Event()
 
+    signals: list[int] = []
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        # Counted first: a second signal's handler may run in the middle of this one.
+        signals.append(signum)
+        name = signal.Signals(signum).name
+        if len(signals) > 1:
+            # The second signal: end now (nothing is marked down: like a crash, the
+            # next incarnation or the reaper takes the attempts back).
+            _say(f"remora jobs worker: {name} again: exiting at once")
+            os._exit(EXIT_FAILED)
         stop.set()
+        _say(
+            f"remora jobs worker: {name}: stopping (no new jobs; running attempts get "
+            f"{args.grace:g}s); a second signal exits at once"
+        )
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
 
@@ -390,7 +422,13 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
         w.start()
         if not args.redis:
             declare_earlier_incarnations_down(stores, w, recorder)
-        w.run(stop=stop, poll=args.poll, reconcile_every=args.reconcile_every, on_idle=idle)
+        w.run(
+            stop=stop,
+            poll=args.poll,
+            reconcile_every=args.reconcile_every,
+            on_idle=idle,
+            grace=args.grace,
+        )
         # A last pass: clean staging and coordination of what just finished.
         Reconciler(stores, f"{worker_id}.final", recorder=recorder).reconcile_once()
     finally:
@@ -507,6 +545,14 @@ def reconcile(args: argparse.Namespace) -> int:
         stores.close()
     print(f"{steps} steps")
     return EXIT_OK
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a reentrant write
+        pass
 
 
 def _short(value: object, width: int = 40) -> str:

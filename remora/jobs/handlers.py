@@ -82,18 +82,36 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._timeouts: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def handler(self, name: str) -> Callable[[Handler], Handler]:
+    def handler(self, name: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+        """Register a handler; ``timeout``: seconds an attempt may run before it ends as a
+        retryable failure (the worker stops waiting on the handler)."""
         if not name or not name.strip():
             raise InvalidInput("a handler needs a name")
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise InvalidInput(f"handler {name!r}: timeout must be a positive number of seconds")
 
         def register(fn: Handler) -> Handler:
             with self._lock:
                 self._handlers[name] = fn
+                if timeout is None:
+                    self._timeouts.pop(name, None)
+                else:
+                    self._timeouts[name] = float(timeout)
             return fn
 
         return register
+
+    def timeout(self, name: str) -> float | None:
+        """The handler's timeout in seconds (None: none)."""
+        with self._lock:
+            return self._timeouts.get(name)
 
     def get(self, name: str) -> Handler:
         with self._lock:
@@ -115,9 +133,10 @@ class UnknownHandler(InvalidInput):
 REGISTRY = Registry()
 
 
-def handler(name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of jobs named ``name`` (in :data:`REGISTRY`)."""
-    return REGISTRY.handler(name)
+def handler(name: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of jobs named ``name`` (in :data:`REGISTRY`);
+    ``timeout``: seconds an attempt may run (see :meth:`Registry.handler`)."""
+    return REGISTRY.handler(name, timeout=timeout)
 
 
 def load_app(module: str) -> Registry:

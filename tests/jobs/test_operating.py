@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +315,194 @@ def test_worker_postgres_unreachable_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stderr
     assert out.stderr.count("\n") == 1, out.stderr
     assert "internal error" not in out.stderr and "PostgreSQL" in out.stderr
+
+
+# -- item 2: stoppable workers ------------------------------------------------------------------
+
+SAFETY = 120.0  # seconds: a safety net only, never a speed assertion
+
+
+def _wait_for(cond: Any, what: str, timeout: float = SAFETY) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _hung_worker(tmp_path: Path, grace: str) -> tuple[subprocess.Popen[str], str, Path]:
+    db = str(tmp_path / "j.sqlite3")
+    marker = tmp_path / "started"
+    cfg = json.dumps({"tick_ms": 100, "lease_ticks": 50, "reservation_ticks": 50})
+    payload = json.dumps({"marker": str(marker)})
+    out = run_cli("submit", "hang", "--db", db, "--id", "h", "--payload", payload, "--config", cfg)
+    assert out.returncode == 0, out.stderr
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "remora",
+            "jobs",
+            "worker",
+            "--db",
+            db,
+            "--app",
+            APP,
+            "--id",
+            "w-hung",
+            "--grace",
+            grace,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        _wait_for(lambda: Path(f"{marker}.1").exists() or proc.poll() is not None, "the handler")
+    except BaseException:
+        proc.kill()
+        raise
+    assert proc.poll() is None, proc.communicate()
+    return proc, db, marker
+
+
+def _end(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=SAFETY)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the worker did not exit")
+    return proc.returncode, err
+
+
+def test_sigterm_stops_a_worker_whose_handler_hangs(tmp_path: Path) -> None:
+    """SIGTERM: no new jobs, the hung attempt gets ``--grace``, then is abandoned; the
+    incarnation goes down durably and the worker exits 0."""
+    proc, db, _ = _hung_worker(tmp_path, grace="0.2")
+    proc.send_signal(signal.SIGTERM)
+    code, err = _end(proc)
+    assert code == 0, err
+    assert "SIGTERM: stopping" in err and "internal error" not in err
+    durable = open_sqlite(db)
+    assert durable.liveness(time.time())[1] == []  # no incarnation up
+    crashes = [e for e in durable.log() if e.action == "CrashWorker"]
+    assert [(e.params, e.actor) for e in crashes] == [({"w": "w-hung"}, "w-hung")]
+    assert status_rows(db)["h"]["phase"] in ("Running", "Queued")  # to be retried
+
+
+def test_second_signal_exits_at_once(tmp_path: Path) -> None:
+    proc, _, _ = _hung_worker(tmp_path, grace="600")
+    proc.send_signal(signal.SIGINT)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # the worker has seen the first signal
+    assert "SIGINT: stopping" in first, first
+    proc.send_signal(signal.SIGTERM)
+    code, err = _end(proc)
+    assert code == 1
+    assert err.count("\n") == 1 and "SIGTERM again: exiting at once" in err, err
+
+
+# -- items 1 and 3: timeouts, cancellation that frees a slot --------------------------------
+
+
+def _run_in_thread(w: Worker, stop: threading.Event) -> threading.Thread:
+    t = threading.Thread(
+        target=lambda: w.run(stop=stop, poll=0.005, reconcile_every=0.05, grace=0.0),
+        daemon=True,
+    )
+    t.start()
+    return t
+
+
+def _validate(stores: Stores, rec: MemoryRecorder, workers: list[str], limit: int) -> None:
+    from remora.jobs.reconciler import Reconciler
+
+    Reconciler(stores, "final", recorder=rec).reconcile_once()
+    records = merge_records(rec.steps, stores.durable.log())
+    jobs = [j.id for j in stores.durable.jobs()]
+    validate_run(
+        records,
+        constants_of_run(records, jobs, workers, stores.config, local_limit=limit),
+        stores.config,
+    )
+
+
+def test_cancelling_hung_jobs_frees_their_slots() -> None:
+    """Two hung (non-cooperative) jobs fill a ``concurrency=2`` worker; cancelling them
+    frees both slots: two more jobs run while the hung threads are still stuck."""
+    from tests.jobs import ops_app
+
+    ops_app.RELEASE.clear()
+    stores, rec = _stores(MemoryCoordination)
+    client = Actor("client", Context(stores.clock), recorder=rec)
+    for job in ("h1", "h2"):
+        stores.submit(client, job, "hang", None, enqueue=True)
+    w = Worker(stores, "w1", concurrency=2, recorder=rec, registry=_ops_registry())
+    w.start()
+    stop = threading.Event()
+    t = _run_in_thread(w, stop)
+    try:
+        _wait_for(
+            lambda: all(stores.durable.job(j).phase is Phase.RUNNING for j in ("h1", "h2")),
+            "both hung jobs running",
+        )
+        for job in ("h1", "h2"):
+            stores.request_cancel(client, job)
+        for job in ("q1", "q2"):
+            stores.submit(client, job, "quick", None, enqueue=True)
+        _wait_for(
+            lambda: all(stores.durable.job(j).phase is Phase.SUCCEEDED for j in ("q1", "q2")),
+            "the quick jobs to run in the freed slots",
+        )
+        _wait_for(
+            lambda: all(stores.durable.job(j).phase is Phase.CANCELLED for j in ("h1", "h2")),
+            "the cancels to finish",
+        )
+        assert not ops_app.RELEASE.is_set()  # the hung threads are still stuck
+    finally:
+        ops_app.RELEASE.set()
+        stop.set()
+        t.join(SAFETY)
+    _validate(stores, rec, ["w1"], 2)
+
+
+def test_handler_timeout_is_a_retryable_failure() -> None:
+    """``@handler(..., timeout=0.3)``: the hung first attempt ends as a retryable failure
+    (the job's error says so) and the retry succeeds; what the hung attempt stages once
+    released is never committed."""
+    from tests.jobs import ops_app
+
+    ops_app.RELEASE.clear()
+    stores, rec = _stores(MemoryCoordination)
+    client = Actor("client", Context(stores.clock), recorder=rec)
+    stores.submit(client, "t", "first_hangs", None, enqueue=True)
+    w = Worker(stores, "w1", recorder=rec, registry=_ops_registry())
+    w.start()
+    stop = threading.Event()
+    t = _run_in_thread(w, stop)
+    try:
+        _wait_for(lambda: stores.durable.job("t").phase.terminal, "the job to finish")
+        ops_app.RELEASE.set()  # the abandoned first attempt now tries to stage
+        time.sleep(0.2)
+    finally:
+        ops_app.RELEASE.set()
+        stop.set()
+        t.join(SAFETY)
+    row = stores.durable.job("t")
+    assert row.phase is Phase.SUCCEEDED, row
+    assert stores.result("t") == b"attempt 2"
+    first = next(a for a in stores.durable.snapshot().attempts if a.token == 1)
+    assert not first.committed
+    assert any(e.action.startswith("AcceptRetryableFailure") for e in stores.durable.log()), (
+        "the timeout went through ProcessOutcome"
+    )
+    _validate(stores, rec, ["w1"], 1)
+
+
+def _ops_registry() -> Registry:
+    import tests.jobs.ops_app  # noqa: F401  (registers into the default registry)
+    from remora.jobs.handlers import REGISTRY
+
+    return REGISTRY

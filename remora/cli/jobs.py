@@ -499,8 +499,10 @@ def status(args: argparse.Namespace) -> int:
         rows = []
         wanted = set(args.jobs)
         attempts: dict[str, int] = {}
+        workers: dict[tuple[str, int], str] = {}
         for a in snap.attempts:
             attempts[a.job] = attempts.get(a.job, 0) + 1
+            workers[(a.job, a.token)] = a.worker
         for job in snap.jobs:
             if wanted and job.id not in wanted:
                 continue
@@ -511,9 +513,11 @@ def status(args: argparse.Namespace) -> int:
                     "handler": job.handler,
                     "phase": job.phase.value,
                     "attempts": attempts.get(job.id, 0),
+                    "attempt": job.current_token or None,
+                    "worker": workers.get((job.id, job.current_token)),
                     "cancel_requested": job.cancel_requested,
                     "result": None if result is None else result.decode(errors="replace"),
-                    "error": job.error or None,
+                    "error": _current_error(job),
                 }
             )
         missing = wanted - {r["id"] for r in rows}
@@ -530,7 +534,8 @@ def status(args: argparse.Namespace) -> int:
     from remora.cli.common import print_table
 
     shown = [{**r, "result": _short(r["result"]), "error": _short(r["error"])} for r in rows]
-    print_table(shown, ["id", "handler", "phase", "attempts", "result", "error"])
+    shown = [{**r, "attempt": r["attempt"] or "", "worker": r["worker"] or ""} for r in shown]
+    print_table(shown, ["id", "handler", "phase", "attempt", "worker", "result", "error"])
     return EXIT_OK
 
 
@@ -545,6 +550,15 @@ def reconcile(args: argparse.Namespace) -> int:
         stores.close()
     print(f"{steps} steps")
     return EXIT_OK
+
+
+def _current_error(job: Any) -> str | None:
+    """The error of the job's current attempt only: the durable row keeps the last failure's
+    message, which belongs to the current attempt while the job is failed or waits for its
+    retry (``Queued``), and to an earlier one once a retry runs or succeeded."""
+    if job.phase in (Phase.FAILED, Phase.QUEUED) and job.error:
+        return str(job.error)
+    return None
 
 
 def _say(line: str) -> None:

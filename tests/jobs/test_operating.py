@@ -506,3 +506,24 @@ def _ops_registry() -> Registry:
     from remora.jobs.handlers import REGISTRY
 
     return REGISTRY
+
+
+# -- item 6 (part): status shows the current attempt ----------------------------------------
+
+
+def test_status_shows_the_current_attempt_not_an_earlier_error(tmp_path: Path) -> None:
+    """``flaky`` fails its first attempt and succeeds on the second: the Succeeded job shows
+    no error (the first attempt's stays in its history), its attempt and worker."""
+    db = str(tmp_path / "j.sqlite3")
+    assert run_cli("submit", "flaky", "--db", db, "--id", "f").returncode == 0
+    assert run_cli("submit", "doomed", "--db", db, "--id", "d").returncode == 0
+    out = run_cli(
+        "worker", "--db", db, "--app", "examples.jobs.app", "--until-idle", "--id", "w-st"
+    )
+    assert out.returncode == 0, out.stderr
+    rows = status_rows(db)
+    assert rows["f"]["phase"] == "Succeeded" and rows["f"]["error"] is None, rows["f"]
+    assert (rows["f"]["attempt"], rows["f"]["worker"]) == (2, "w-st")
+    assert rows["d"]["phase"] == "Failed" and "never succeed" in rows["d"]["error"]
+    table = run_cli("status", "--db", db)
+    assert table.returncode == 0 and "w-st" in table.stdout

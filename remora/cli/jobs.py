@@ -33,7 +33,7 @@ from remora.context import Context
 from remora.errors import InvalidInput, Unavailable
 from remora.jobs.coordination import Coordination, MemoryCoordination
 from remora.jobs.handlers import load_app, load_worker_app
-from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, Recorder
+from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, LogRecorder, Recorder, TeeRecorder
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
@@ -155,6 +155,13 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="on SIGTERM/SIGINT, let running attempts finish this long, then abandon them "
         "(default 30); a second signal ends the worker at once (exit 1)",
+    )
+    w.add_argument(
+        "--log-format",
+        choices=("text", "json", "none"),
+        default="text",
+        help="one stderr line per attempt transition (reserve, start, checkpoint, outcome, "
+        "accept, reap, declare-down): text (default), json, or none",
     )
     w.set_defaults(func=worker)
 
@@ -381,6 +388,8 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
     worker_id = args.worker_id or _fresh_id()
     check_id("worker", worker_id)
     recorder = recorder_for(args, worker_id)
+    if args.log_format != "none":
+        recorder = TeeRecorder(recorder, LogRecorder(sys.stderr, args.log_format))
     w = Worker(
         stores,
         worker_id,

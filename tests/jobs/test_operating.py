@@ -527,3 +527,37 @@ def test_status_shows_the_current_attempt_not_an_earlier_error(tmp_path: Path) -
     assert rows["d"]["phase"] == "Failed" and "never succeed" in rows["d"]["error"]
     table = run_cli("status", "--db", db)
     assert table.returncode == 0 and "w-st" in table.stdout
+
+
+def test_worker_logs_each_attempt_transition_as_json(tmp_path: Path) -> None:
+    db = str(tmp_path / "j.sqlite3")
+    assert run_cli("submit", "count", "--db", db, "--id", "c").returncode == 0
+    assert run_cli("submit", "flaky", "--db", db, "--id", "f").returncode == 0
+    out = run_cli(
+        "worker",
+        "--db",
+        db,
+        "--app",
+        "examples.jobs.app",
+        "--until-idle",
+        "--id",
+        "w-log",
+        "--log-format",
+        "json",
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stderr.splitlines()]
+    events = {(x["event"], x["action"]) for x in lines}
+    for want in (
+        ("reserve", "Reserve"),
+        ("start", "ActivateAttempt"),
+        ("checkpoint", "PersistCheckpoint"),
+        ("outcome", "SendOutcome"),
+        ("accept", "AcceptSuccess"),
+        ("accept", "AcceptRetryableFailureWithBudget"),
+        ("declare-down", "CrashWorker"),
+    ):
+        assert want in events, (want, events)
+    assert all(isinstance(x["ts"], float) and x["actor"].startswith("w-log") for x in lines)
+    text = run_cli("worker", "--db", db, "--app", "examples.jobs.app", "--until-idle")
+    assert text.returncode == 0 and " declare-down CrashWorker " in text.stderr, text.stderr

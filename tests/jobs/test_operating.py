@@ -351,6 +351,8 @@ def _hung_worker(tmp_path: Path, grace: str) -> tuple[subprocess.Popen[str], str
             "w-hung",
             "--grace",
             grace,
+            "--log-format",
+            "none",
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,

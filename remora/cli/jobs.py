@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,13 +24,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import attrs
+
+from remora import strictjson
 from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, int_at_least
 from remora.clock import MonotonicClock
 from remora.context import Context
-from remora.errors import InvalidInput
+from remora.errors import InvalidInput, Unavailable
 from remora.jobs.coordination import Coordination, MemoryCoordination
-from remora.jobs.handlers import load_app
-from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, Recorder
+from remora.jobs.handlers import load_app, load_worker_app
+from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, LogRecorder, Recorder, TeeRecorder
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
@@ -47,7 +51,22 @@ DEFAULT_DB = "remora-jobs.sqlite3"
 EMBEDDED_LOCK = 0x52454D4A4F42  # "REMJOB": one in-process-coordination worker per database
 LOCK_WAIT = 2.0  # seconds a worker waits for that lock before it is refused
 
+MAX_PAYLOAD_BYTES = 1 << 20
+"""The largest payload accepted (``--payload`` or ``--payload-file``), in UTF-8 bytes."""
+MAX_CONFIG_VALUE = 1_000_000_000
+"""The largest value of a ``--config`` field."""
+
 _positive = int_at_least(1)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -86,7 +105,14 @@ def register(sub: Any) -> None:
     )
     common(s)
     s.add_argument("handler", metavar="HANDLER", help="the registered handler that runs the job")
-    s.add_argument("--payload", default="null", metavar="JSON", help="the job's input (JSON)")
+    given = s.add_mutually_exclusive_group()
+    given.add_argument("--payload", metavar="JSON", help="the job's input (JSON; default null)")
+    given.add_argument(
+        "--payload-file",
+        metavar="FILE",
+        help=f"read the job's input (JSON) from FILE, or '-' for stdin (at most "
+        f"{MAX_PAYLOAD_BYTES} bytes)",
+    )
     s.add_argument("--id", dest="job_id", metavar="ID", help="job id (default: generated)")
     s.add_argument("--count", type=_positive, default=1, metavar="N", help="submit N jobs")
     s.add_argument("--app", metavar="MODULE", help="check HANDLER is registered by MODULE")
@@ -122,6 +148,21 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="run the reconciler's ambient actions this often (default 0.5)",
     )
+    w.add_argument(
+        "--grace",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, let running attempts finish this long, then abandon them "
+        "(default 30); a second signal ends the worker at once (exit 1)",
+    )
+    w.add_argument(
+        "--log-format",
+        choices=("text", "json", "none"),
+        default="text",
+        help="one stderr line per attempt transition (reserve, start, checkpoint, outcome, "
+        "accept, reap, declare-down): text (default), json, or none",
+    )
     w.set_defaults(func=worker)
 
     c = cmds.add_parser(
@@ -152,14 +193,50 @@ def register(sub: Any) -> None:
     r.set_defaults(func=reconcile)
 
 
-def open_stores(args: argparse.Namespace, clock: MonotonicClock) -> Stores:
-    config = None
-    if args.config:
-        try:
-            config = JobsConfig(**json.loads(args.config))
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise InvalidInput(f"--config: {exc}") from None
+def parse_config(text: str) -> JobsConfig:
+    """``--config``: a strict JSON object of :class:`JobsConfig` fields, each an integer in
+    its range; refused with one line naming the field."""
+    try:
+        doc = strictjson.loads(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--config is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput("--config must be a JSON object of limits")
+    fields = [f.name for f in attrs.fields(JobsConfig)]
+    for name, value in doc.items():
+        if name not in fields:
+            known = ", ".join(fields)
+            raise InvalidInput(f"--config: unknown field {strictjson.short(name)} (known: {known})")
+        low = 0 if name == "down_after_ticks" else 1
+        if not strictjson.is_int(value) or not low <= value <= MAX_CONFIG_VALUE:
+            raise InvalidInput(
+                f"--config: {name} must be an integer from {low} to {MAX_CONFIG_VALUE}, "
+                f"not {strictjson.short(value)}"
+            )
+    try:
+        return JobsConfig(**doc)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(f"--config: {exc}") from None
+
+
+def open_stores(
+    args: argparse.Namespace,
+    clock: MonotonicClock,
+    *,
+    existing: bool = False,
+    coordination: bool = True,
+) -> Stores:
+    """``existing``: refuse a missing SQLite file rather than create it (commands that
+    only read or change existing jobs).  ``coordination=False``: never reach Redis (the
+    command reads only the durable store)."""
+    config = parse_config(args.config) if args.config else None
     ctx = Context(clock)
+    if args.dsn is None:
+        db = Path(args.db or DEFAULT_DB)
+        if db.is_dir():
+            raise InvalidInput(f"{db}: is a directory; --db names an SQLite database file")
+        if existing and not db.is_file():
+            raise InvalidInput(f"{db}: no such jobs database file (jobs submit creates it)")
     if args.dsn is not None:
         from remora.jobs.durable import open_postgres
         from remora.jobs.postgres import PostgresTarget, PostgresVault
@@ -177,16 +254,16 @@ def open_stores(args: argparse.Namespace, clock: MonotonicClock) -> Stores:
         target = DirectoryTarget(db.with_name(db.name + ".stage"))
         vault = DirectoryVault(db.with_name(db.name + ".vault"))
     chosen = durable.ensure_config(ctx, config)
-    coordination: Coordination
-    if args.redis:
+    coord: Coordination
+    if args.redis and coordination:
         from remora.jobs.redis_coordination import RedisCoordination
 
         redis_store = RedisCoordination(args.redis, chosen, namespace=args.namespace)
         redis_store.ping()
-        coordination = redis_store
+        coord = redis_store
     else:
-        coordination = MemoryCoordination(clock, chosen)
-    return Stores(durable, coordination, target, vault, clock, chosen)
+        coord = MemoryCoordination(clock, chosen)
+    return Stores(durable, coord, target, vault, clock, chosen)
 
 
 def recorder_for(args: argparse.Namespace, name: str) -> Recorder:
@@ -195,15 +272,38 @@ def recorder_for(args: argparse.Namespace, name: str) -> Recorder:
     return FileRecorder(Path(args.record) / f"{name}.jsonl")
 
 
-def _payload(text: str) -> Any:
+def read_payload(args: argparse.Namespace) -> Any:
+    """The job's input: ``--payload``, or ``--payload-file`` (``-``: stdin), at most
+    :data:`MAX_PAYLOAD_BYTES` bytes of UTF-8, read by the strict JSON reader."""
+    if args.payload_file is None:
+        what = "--payload"
+        raw = (args.payload if args.payload is not None else "null").encode(
+            "utf-8", "surrogatepass"
+        )
+    else:
+        what = "--payload-file " + args.payload_file
+        try:
+            if args.payload_file == "-":
+                raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
+            else:
+                with open(args.payload_file, "rb") as f:
+                    raw = f.read(MAX_PAYLOAD_BYTES + 1)
+        except OSError as exc:
+            raise InvalidInput(f"{what}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise InvalidInput(f"{what}: larger than {MAX_PAYLOAD_BYTES} bytes")
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # also huge integers and deep nesting
-        raise InvalidInput(f"--payload is not JSON: {exc}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{what}: not UTF-8 text") from None
+    try:
+        return strictjson.loads(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{what} is not JSON: {exc}") from None
 
 
 def submit(args: argparse.Namespace) -> int:
-    payload = _payload(args.payload)
+    payload = read_payload(args)
     if args.app:
         load_app(args.app).get(args.handler)
     if args.job_id:
@@ -255,17 +355,29 @@ def sole_embedded_worker(args: argparse.Namespace) -> Iterator[None]:
                     time.sleep(0.05)
             yield
         return
-    import psycopg
+    try:
+        import psycopg
+    except ImportError:
+        raise InvalidInput("--dsn needs psycopg: pip install 'remora[postgres]'") from None
 
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (EMBEDDED_LOCK,)).fetchone()
+    try:
+        conn = psycopg.connect(args.dsn, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise Unavailable(f"cannot reach PostgreSQL: {' '.join(str(exc).split())}") from None
+    except Exception as exc:  # e.g. a malformed DSN (psycopg raises ProgrammingError)
+        raise InvalidInput(f"--dsn: {' '.join(str(exc).split())}") from None
+    with conn:
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (EMBEDDED_LOCK,)).fetchone()
+        except psycopg.Error as exc:
+            raise Unavailable(f"PostgreSQL worker lock: {' '.join(str(exc).split())}") from None
         if not (row and row[0]):
             raise busy
         yield
 
 
 def worker(args: argparse.Namespace) -> int:
-    registry = load_app(args.app)
+    registry = load_worker_app(args.app)
     with sole_embedded_worker(args):
         return _worker(args, registry)
 
@@ -276,6 +388,8 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
     worker_id = args.worker_id or _fresh_id()
     check_id("worker", worker_id)
     recorder = recorder_for(args, worker_id)
+    if args.log_format != "none":
+        recorder = TeeRecorder(recorder, LogRecorder(sys.stderr, args.log_format))
     w = Worker(
         stores,
         worker_id,
@@ -286,20 +400,44 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
     )
     stop = threading.Event()
 
+    signals: list[int] = []
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        # Counted first: a second signal's handler may run in the middle of this one.
+        signals.append(signum)
+        name = signal.Signals(signum).name
+        if len(signals) > 1:
+            # The second signal: end now (nothing is marked down: like a crash, the
+            # next incarnation or the reaper takes the attempts back).
+            _say(f"remora jobs worker: {name} again: exiting at once")
+            os._exit(EXIT_FAILED)
         stop.set()
+        _say(
+            f"remora jobs worker: {name}: stopping (no new jobs; running attempts get "
+            f"{args.grace:g}s); a second signal exits at once"
+        )
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def idle() -> None:
-        if args.until_idle and not stores.durable.jobs(active_only=True):
+        # Jobs of handlers this worker lacks stay queued for another worker: not its work.
+        names = set(registry.names())
+        if args.until_idle and not any(
+            j.handler in names for j in stores.durable.jobs(active_only=True)
+        ):
             stop.set()
 
     try:
         w.start()
         if not args.redis:
             declare_earlier_incarnations_down(stores, w, recorder)
-        w.run(stop=stop, poll=args.poll, reconcile_every=args.reconcile_every, on_idle=idle)
+        w.run(
+            stop=stop,
+            poll=args.poll,
+            reconcile_every=args.reconcile_every,
+            on_idle=idle,
+            grace=args.grace,
+        )
         # A last pass: clean staging and coordination of what just finished.
         Reconciler(stores, f"{worker_id}.final", recorder=recorder).reconcile_once()
     finally:
@@ -325,7 +463,7 @@ def cancel(args: argparse.Namespace) -> int:
     for job in args.jobs:
         check_id("job", job)
     clock = MonotonicClock()
-    stores = open_stores(args, clock)
+    stores = open_stores(args, clock, existing=True)
     name = f"client-{secrets.token_hex(4)}"
     actor = Actor(name, Context(clock), recorder=recorder_for(args, name))
     code = EXIT_OK
@@ -334,13 +472,28 @@ def cancel(args: argparse.Namespace) -> int:
             from remora.jobs.model import NotEnabled, UnknownJob
 
             try:
+                before = stores.durable.job(job)
+            except UnknownJob as exc:
+                raise InvalidInput(str(exc)) from None
+            if before.phase.terminal:
+                print(f"{job}: already {before.phase.value}, nothing to cancel")
+                continue
+            if before.cancel_requested:
+                print(f"{job}: cancellation already requested ({before.phase.value})")
+                continue
+            try:
                 row = stores.request_cancel(actor, job)
                 print(f"{job}: {row.phase.value}")
             except UnknownJob as exc:
                 raise InvalidInput(str(exc)) from None
             except NotEnabled as exc:
-                print(f"{job}: not cancelled ({exc})")
-                code = EXIT_FAILED
+                # Raced: the job became terminal (or was cancelled) since the read above.
+                now = stores.durable.job(job)
+                if now.phase.terminal or now.cancel_requested:
+                    print(f"{job}: already {now.phase.value}, nothing to cancel")
+                else:
+                    print(f"{job}: not cancelled ({exc})")
+                    code = EXIT_FAILED
     finally:
         stores.close()
     return code
@@ -348,14 +501,17 @@ def cancel(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     clock = MonotonicClock()
-    stores = open_stores(args, clock)
+    # Everything shown is durable: Redis is never reached (status works with it down).
+    stores = open_stores(args, clock, existing=True, coordination=False)
     try:
         snap = stores.durable.snapshot()
         rows = []
         wanted = set(args.jobs)
         attempts: dict[str, int] = {}
+        workers: dict[tuple[str, int], str] = {}
         for a in snap.attempts:
             attempts[a.job] = attempts.get(a.job, 0) + 1
+            workers[(a.job, a.token)] = a.worker
         for job in snap.jobs:
             if wanted and job.id not in wanted:
                 continue
@@ -366,9 +522,11 @@ def status(args: argparse.Namespace) -> int:
                     "handler": job.handler,
                     "phase": job.phase.value,
                     "attempts": attempts.get(job.id, 0),
+                    "attempt": job.current_token or None,
+                    "worker": workers.get((job.id, job.current_token)),
                     "cancel_requested": job.cancel_requested,
                     "result": None if result is None else result.decode(errors="replace"),
-                    "error": job.error or None,
+                    "error": _current_error(job),
                 }
             )
         missing = wanted - {r["id"] for r in rows}
@@ -385,7 +543,8 @@ def status(args: argparse.Namespace) -> int:
     from remora.cli.common import print_table
 
     shown = [{**r, "result": _short(r["result"]), "error": _short(r["error"])} for r in rows]
-    print_table(shown, ["id", "handler", "phase", "attempts", "result", "error"])
+    shown = [{**r, "attempt": r["attempt"] or "", "worker": r["worker"] or ""} for r in shown]
+    print_table(shown, ["id", "handler", "phase", "attempt", "worker", "result", "error"])
     return EXIT_OK
 
 
@@ -400,6 +559,23 @@ def reconcile(args: argparse.Namespace) -> int:
         stores.close()
     print(f"{steps} steps")
     return EXIT_OK
+
+
+def _current_error(job: Any) -> str | None:
+    """The error of the job's current attempt only: the durable row keeps the last failure's
+    message, which belongs to the current attempt while the job is failed or waits for its
+    retry (``Queued``), and to an earlier one once a retry runs or succeeded."""
+    if job.phase in (Phase.FAILED, Phase.QUEUED) and job.error:
+        return str(job.error)
+    return None
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a reentrant write
+        pass
 
 
 def _short(value: object, width: int = 40) -> str:

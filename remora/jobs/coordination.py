@@ -147,9 +147,13 @@ class Coordination(Protocol):
         an idle worker's pause between looks at the queue, cut short when work arrives."""
         ...
 
-    def candidates(self, actor: Actor, limit: int) -> list[str]:
+    def candidates(
+        self, actor: Actor, limit: int, accept: Callable[[str], bool] | None = None
+    ) -> list[str]:
         """Up to ``limit`` queued jobs to try to reserve (Redis: a random sample, so that
-        workers do not all contend for the same job)."""
+        workers do not all contend for the same job); with ``accept``, only jobs it
+        accepts (a worker's registered handlers: the others stay queued for a worker that
+        has them — which job to reserve is the spec's free choice)."""
         ...
 
     def log(self) -> list[CoordEntry]: ...
@@ -482,12 +486,24 @@ class MemoryCoordination:
         self._work.clear()
         return woken
 
-    def candidates(self, actor: Actor, limit: int) -> list[str]:
+    def candidates(
+        self, actor: Actor, limit: int, accept: Callable[[str], bool] | None = None
+    ) -> list[str]:
         def read(commit: bool) -> list[str]:
             with self._lock:
-                return sorted(self._data.queued)[:limit]
+                queued = sorted(self._data.queued)
+            return queued if accept is not None else queued[:limit]
 
-        return io_call(actor, JobOperation.COORD_READ, "", read)
+        queued = io_call(actor, JobOperation.COORD_READ, "", read)
+        if accept is None:
+            return queued
+        out: list[str] = []
+        for job in queued:  # the filter reads outside the store's call
+            if len(out) >= limit:
+                break
+            if accept(job):
+                out.append(job)
+        return out
 
     def log(self) -> list[CoordEntry]:
         with self._lock:

@@ -82,18 +82,36 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._timeouts: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def handler(self, name: str) -> Callable[[Handler], Handler]:
+    def handler(self, name: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+        """Register a handler; ``timeout``: seconds an attempt may run before it ends as a
+        retryable failure (the worker stops waiting on the handler)."""
         if not name or not name.strip():
             raise InvalidInput("a handler needs a name")
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise InvalidInput(f"handler {name!r}: timeout must be a positive number of seconds")
 
         def register(fn: Handler) -> Handler:
             with self._lock:
                 self._handlers[name] = fn
+                if timeout is None:
+                    self._timeouts.pop(name, None)
+                else:
+                    self._timeouts[name] = float(timeout)
             return fn
 
         return register
+
+    def timeout(self, name: str) -> float | None:
+        """The handler's timeout in seconds (None: none)."""
+        with self._lock:
+            return self._timeouts.get(name)
 
     def get(self, name: str) -> Handler:
         with self._lock:
@@ -115,9 +133,10 @@ class UnknownHandler(InvalidInput):
 REGISTRY = Registry()
 
 
-def handler(name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of jobs named ``name`` (in :data:`REGISTRY`)."""
-    return REGISTRY.handler(name)
+def handler(name: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of jobs named ``name`` (in :data:`REGISTRY`);
+    ``timeout``: seconds an attempt may run (see :meth:`Registry.handler`)."""
+    return REGISTRY.handler(name, timeout=timeout)
 
 
 def load_app(module: str) -> Registry:
@@ -130,10 +149,38 @@ def load_app(module: str) -> Registry:
         sys.path.insert(0, os.getcwd())  # as ``python -m`` does: apps beside the caller
     try:
         mod = importlib.import_module(module)
+    except SyntaxError as exc:
+        where = f"{exc.filename or module}, line {exc.lineno}"
+        raise InvalidInput(
+            f"cannot import app module {module!r}: SyntaxError: {exc.msg} ({where})"
+        ) from None
     except ImportError as exc:
-        raise InvalidInput(f"cannot import app module {module!r}: {exc}") from None
+        raise InvalidInput(f"cannot import app module {module!r}: {_one_line(exc)}") from None
+    except BaseException as exc:  # any failure of the app's own code at import
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise InvalidInput(
+            f"cannot import app module {module!r}: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     own = getattr(mod, "registry", None)
     return own if isinstance(own, Registry) else REGISTRY
+
+
+def load_worker_app(module: str) -> Registry:
+    """:func:`load_app` for a worker: the module must register at least one handler (a
+    worker with none would only leave every job queued)."""
+    registry = load_app(module)
+    if not registry.names():
+        raise InvalidInput(f"app module {module!r} registers no handler")
+    return registry
+
+
+def _one_line(exc: BaseException) -> str:
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # str() itself may fail
+        text = ""
+    return text[:300] or type(exc).__name__
 
 
 def encode_output(value: Any) -> bytes:
@@ -157,4 +204,5 @@ __all__ = [
     "encode_output",
     "handler",
     "load_app",
+    "load_worker_app",
 ]

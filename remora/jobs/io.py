@@ -229,7 +229,10 @@ def resolved_call(
 __all__ = [
     "NULL_RECORDER",
     "Actor",
+    "LOGGED_EVENTS",
     "FileRecorder",
+    "LogRecorder",
+    "TeeRecorder",
     "JobOperation",
     "Links",
     "MemoryRecorder",
@@ -239,3 +242,76 @@ __all__ = [
     "io_call",
     "resolved_call",
 ]
+
+
+#: The attempt transitions an operator sees in a worker's log (spec action → event).
+LOGGED_EVENTS = {
+    "Reserve": "reserve",
+    "AuthorizeAttempt": "authorize",
+    "ActivateAttempt": "start",
+    "PersistCheckpoint": "checkpoint",
+    "SendOutcome": "outcome",
+    "AcceptSuccess": "accept",
+    "AcceptRetryableFailureWithBudget": "accept",
+    "AcceptRetryableFailureExhausted": "accept",
+    "AcceptPermanentFailure": "accept",
+    "RejectOutcome": "reject",
+    "CooperativeStop": "stop",
+    "ExpireLease": "reap",
+    "ExpireReservation": "reap",
+    "ReapLostAttempt": "reap",
+    "FinalizeCancel": "cancelled",
+    "CrashWorker": "declare-down",
+}
+
+
+class LogRecorder:
+    """One line per attempt transition (:data:`LOGGED_EVENTS`) on a text stream: ``text``
+    (``time event action key=value…``) or ``json`` (one object a line).  Writing never
+    fails the step: a broken stream is ignored."""
+
+    def __init__(self, stream: Any, fmt: str = "text") -> None:
+        if fmt not in ("text", "json"):
+            raise ValueError(f"log format {fmt!r}: text or json")
+        self.stream = stream
+        self.fmt = fmt
+        self._lock = threading.Lock()
+
+    def record(self, step: StepRecord) -> None:
+        event = LOGGED_EVENTS.get(step.action)
+        if event is None:
+            return
+        now = time.time()
+        if self.fmt == "json":
+            line = json.dumps(
+                {
+                    "ts": round(now, 3),
+                    "event": event,
+                    "action": step.action,
+                    "actor": step.actor,
+                    **{k: v for k, v in step.params.items() if k not in ("ts", "event")},
+                },
+                sort_keys=True,
+                default=str,
+            )
+        else:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+            fields = " ".join(f"{k}={v}" for k, v in sorted(step.params.items()))
+            line = f"{stamp}Z {event} {step.action} by={step.actor} {fields}".rstrip()
+        with self._lock:
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+
+
+class TeeRecorder:
+    """Every record to each of several recorders."""
+
+    def __init__(self, *recorders: Recorder) -> None:
+        self.recorders = recorders
+
+    def record(self, step: StepRecord) -> None:
+        for r in self.recorders:
+            r.record(step)

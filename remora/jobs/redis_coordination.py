@@ -37,7 +37,7 @@ a script ran leaves its effect unknown: the stream is searched for the call's
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -671,15 +671,23 @@ class RedisCoordination:
 
         return bool(io_call(actor, JobOperation.COORD_READ, "", read))
 
-    def candidates(self, actor: Actor, limit: int) -> list[str]:
+    def candidates(
+        self, actor: Actor, limit: int, accept: Callable[[str], bool] | None = None
+    ) -> list[str]:
         def read(commit: bool) -> list[str]:
+            # With a filter, a larger sample: jobs of handlers this worker lacks are
+            # skipped (they stay queued), and a later look samples again.
+            count = limit if accept is None else limit * 8
             try:
-                found: Any = self.client.srandmember(f"{self.ns}:queued", limit)
+                found: Any = self.client.srandmember(f"{self.ns}:queued", count)
             except redis.RedisError as exc:
                 raise Unavailable(f"redis queue sample: {exc}") from exc
             return sorted(_d(x) for x in found or [])
 
-        return io_call(actor, JobOperation.COORD_READ, "", read)
+        jobs: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
+        if accept is not None:
+            jobs = [j for j in jobs if accept(j)][:limit]
+        return jobs
 
     def log(self) -> list[CoordEntry]:
         out = []

@@ -19,7 +19,7 @@ import functools
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -47,10 +47,38 @@ from remora.jobs.model import (
     Phase,
     SecretState,
     Stop,
+    UnknownJob,
 )
 from remora.jobs.stores import Stores
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DaemonPool:
+    """Runs each attempt's handler in a daemon thread of its own (at most ``concurrency``
+    at once: the loop dispatches only into a free slot).  Unlike a ``ThreadPoolExecutor``,
+    whose threads the interpreter joins at exit, a thread whose handler hangs can be
+    abandoned: the worker stops waiting on it, and the process can still exit."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._n = 0
+
+    def submit(self, fn: Callable[[], None]) -> Future[None]:
+        fut: Future[None] = Future()
+        fut.set_running_or_notify_cancel()
+
+        def body() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # reported through the future
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+
+        self._n += 1
+        threading.Thread(target=body, name=f"{self.name}-{self._n}", daemon=True).start()
+        return fut
 
 
 def serial(method: F) -> F:
@@ -134,6 +162,8 @@ class Worker:
         #: nothing records that — until another incarnation declares it down.
         self.killed = False
         self._lock = threading.RLock()
+        #: Each job's handler, once read (:meth:`registers`).
+        self._handler_of: dict[str, str] = {}
 
     # -- helpers ------------------------------------------------------------------------------
     def _need_up(self) -> None:
@@ -504,6 +534,8 @@ class Worker:
         reconcile_every: float = 0.5,
         on_idle: Callable[[], None] | None = None,
         full_every: int = 10,
+        grace: float = 30.0,
+        cancel_grace: float | None = None,
     ) -> None:
         """Run until ``stop`` is set: reserve → authorize → activate → handler (in a thread
         pool of ``concurrency``), renew leases, report progress, react to cancel notices;
@@ -511,7 +543,18 @@ class Worker:
         every ``full_every`` passes, incremental ones in between) — in a thread of its own,
         so a pass never holds up dispatch (with one slot, passes run in the loop took a
         quarter of its time with two worker processes: benchmarks/jobs_peers.py).  An
-        executing attempt is tended (lease renewed, cancel noticed) at most once a tick."""
+        executing attempt is tended (lease renewed, cancel noticed) at most once a tick.
+
+        Once ``stop`` is set no job is reserved any more; running attempts may finish for
+        up to ``grace`` seconds (their leases still renewed), then the worker abandons the
+        ones still running (their threads are left behind: a handler that does not return
+        cannot be ended in a thread) and goes down (``CrashWorker``: their attempts stop).
+        A handler still running ``cancel_grace`` seconds (default: two ticks) after its
+        attempt's cancel or lost lease was noticed is abandoned the same way, through
+        ``CooperativeStop``: its slot is free again.  One that overruns its handler's
+        ``timeout`` ends as a retryable failure (``SendOutcome`` + ``ProcessOutcome``);
+        whatever the abandoned thread does afterwards is refused (its attempt is no
+        longer executing), so nothing it stages is ever committed."""
         from remora.jobs.reconciler import Reconciler
 
         if self.registry is None:
@@ -524,11 +567,14 @@ class Worker:
         )
         # The heartbeat: a few times per ``down_after`` (not per job).
         beat_every = self.stores.config.down_after_s / 3
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=self.id)
+        pool = DaemonPool(self.id)
         running: dict[AttemptId, Future[None]] = {}
         contexts: dict[AttemptId, AttemptContext] = {}
         tend_every = self.stores.config.tick_ms / 1000
+        if cancel_grace is None:
+            cancel_grace = 2 * tend_every
         halt = threading.Event()
+        deadline: float | None = None  # set once stopping: the end of the grace period
         failed: list[BaseException] = []
 
         def reconcile() -> None:
@@ -549,9 +595,13 @@ class Worker:
         ambient = threading.Thread(target=reconcile, name=f"{self.id}.reconciler", daemon=True)
         ambient.start()
         try:
-            while not stop.is_set():
+            while True:
                 self.wake.clear()
                 now = self.stores.clock.now()
+                if stop.is_set() and deadline is None:
+                    deadline = now + grace
+                if deadline is not None and (not running or now >= deadline):
+                    break
                 if not self.up or (
                     now - self.beat_at >= beat_every and _quietly(self.heartbeat) is False
                 ):
@@ -568,6 +618,14 @@ class Worker:
                     if now - actx.tended >= tend_every:
                         actx.tended = now
                         _quietly(actx.tend)
+                for a, actx in list(contexts.items()):
+                    if actx.overdue(now, cancel_grace) and _quietly(actx.end_from_loop):
+                        running.pop(a, None)
+                        contexts.pop(a, None)
+                if deadline is not None:
+                    # Stopping: no new work; wake when a handler finishes.
+                    self.ctx.sleep(min(poll, max(deadline - now, 0.0)), wake=self.wake)
+                    continue
                 if len(running) < self.concurrency:
                     started = _quietly(lambda: self._dispatch_one(pool, running, contexts))
                     if started:
@@ -596,15 +654,14 @@ class Worker:
             halt.set()
             ambient.join()
             for actx in contexts.values():
-                actx.stop_requested = True
-            pool.shutdown(wait=True)
+                actx.abandon()  # still running after the grace period: left behind
             _quietly(self.shutdown)
         if failed:
             raise failed[0]
 
     def _dispatch_one(
         self,
-        pool: ThreadPoolExecutor,
+        pool: Any,
         running: dict[AttemptId, Future[None]],
         contexts: dict[AttemptId, AttemptContext],
     ) -> bool:
@@ -616,7 +673,8 @@ class Worker:
                 return True
         # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
         # contend for the same job), not the whole coordination state.
-        for job in self.stores.coordination.candidates(self.actor, 8):
+        accept = None if self.registry is None else self.registers
+        for job in self.stores.coordination.candidates(self.actor, 8, accept):
             if self.reserve(job) is None:
                 continue
             try:
@@ -636,9 +694,24 @@ class Worker:
             return True
         return False
 
+    def registers(self, job: str) -> bool:
+        """Whether this worker registers the handler of ``job`` (a job's handler never
+        changes: read once from the durable store, then remembered).  A worker reserves
+        only such jobs; the others stay queued for a worker that has their handler."""
+        handler = self._handler_of.get(job)
+        if handler is None:
+            try:
+                handler = self.stores.durable.job(job).handler
+            except UnknownJob:
+                return False
+            if len(self._handler_of) >= 100_000:
+                self._handler_of.clear()
+            self._handler_of[job] = handler
+        return self.registry is not None and handler in self.registry.names()
+
     def _start(
         self,
-        pool: ThreadPoolExecutor,
+        pool: Any,
         running: dict[AttemptId, Future[None]],
         contexts: dict[AttemptId, AttemptContext],
         a: AttemptId,
@@ -702,6 +775,17 @@ class AttemptContext:
         self._lock = threading.Lock()
         #: When the loop last tended this attempt (it was activated just now).
         self.tended = worker.stores.clock.now()
+        self.started = self.tended
+        registry = worker.registry
+        #: Seconds the handler may run before the attempt ends as a retryable failure.
+        self.timeout = None if registry is None else registry.timeout(self.handler)
+        #: The loop stopped waiting on this handler (its thread is left behind): the
+        #: thread settles nothing when it returns.
+        self.abandoned = False
+        self._settling = False
+        self._settle_lock = threading.Lock()
+        self._stop_seen_at: float | None = None
+        self._next_try = 0.0
 
     @property
     def local(self) -> LocalAttempt:
@@ -756,8 +840,67 @@ class AttemptContext:
         elif not local.outcome_sent and not local.handler_done:
             w.renew(self.attempt)
 
+    def timed_out(self, now: float) -> bool:
+        return self.timeout is not None and now - self.started >= self.timeout
+
+    def overdue(self, now: float, cancel_grace: float) -> bool:
+        """Whether the loop should stop waiting on this handler: it overran its timeout,
+        or it is still running ``cancel_grace`` seconds after a stop condition (cancel,
+        lost lease) was noticed."""
+        local = self.local
+        if self._settling or self.abandoned or local.state != EXECUTING or now < self._next_try:
+            return False
+        if local.cancel_seen:
+            if self._stop_seen_at is None:
+                self._stop_seen_at = now
+            return now - self._stop_seen_at >= cancel_grace
+        return self.timed_out(now)
+
+    def end_from_loop(self) -> bool:
+        """End the attempt without its handler (which keeps its thread): a timeout as a
+        retryable failure (``SendOutcome``, ``ProcessOutcome``); otherwise
+        ``CooperativeStop`` on its stop condition, the stop recorded and the lease
+        released.  True when the loop may forget the attempt (its slot is free)."""
+        w, a = self.worker, self.attempt
+        with self._settle_lock:
+            if self._settling or self.abandoned:
+                return False
+            local = self.local
+            now = w.stores.clock.now()
+            self._next_try = now + w.stores.config.tick_ms / 1000
+            self.stop_requested = True
+            if not local.cancel_seen and not local.outcome_sent and self.timed_out(now):
+                try:
+                    w.send_outcome(a, Outcome.RETRYABLE)
+                except RemoraError:
+                    self.stop_requested = False
+                    return False
+                self.abandoned = True  # the outcome is durably pending: ours to process
+                _retry(w, lambda: w.process_outcome(a, f"timed out after {self.timeout:g}s"))
+                if local.state == STOPPED or local.finished:
+                    _retry(w, lambda: w.release_lease(a))
+                return True
+            try:
+                stopped = w.cooperative_stop(a)
+            except RemoraError:
+                stopped = False
+            if not stopped:
+                self.stop_requested = False
+                return False
+            self.abandoned = True
+            _retry(w, lambda: w.record_stop(a))
+            _retry(w, lambda: w.release_lease(a))
+            return True
+
+    def abandon(self) -> None:
+        """The worker stops: a handler still running is left behind (it settles nothing)."""
+        self.stop_requested = True
+        with self._settle_lock:
+            if not self._settling:
+                self.abandoned = True
+
     def execute(self) -> None:
-        """Run the handler and settle the attempt (thread-pool body)."""
+        """Run the handler and settle the attempt (thread body)."""
         w = self.worker
         a = self.attempt
         outcome: Outcome | None = None
@@ -782,6 +925,10 @@ class AttemptContext:
             error = f"{type(exc).__name__}: {exc}"[:500]
             traceback.clear_frames(exc.__traceback__) if exc.__traceback__ else None
         self.local.handler_done = True
+        with self._settle_lock:
+            if self.abandoned:
+                return  # the loop ended the attempt (timeout, cancel) or the worker stopped
+            self._settling = True
         settle(w, a, outcome, error, lambda: self.stop_requested)
 
 

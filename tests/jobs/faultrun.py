@@ -280,6 +280,8 @@ class Batch:
             "0.02",
             "--reconcile-every",
             "0.2",
+            "--log-format",
+            "none",  # stderr is read only at the end: keep it to the worker's error line
         )
         self.workers.append(proc)
         return proc

@@ -15,6 +15,9 @@ Method table (:func:`check_method`), for the step's own lifetime:
   epoch, and it holds ``(epoch, offset + 1)``;
 * ``revoke`` / ``stop`` — no I/O, nothing held (a stop also leaves the lifecycle stopped);
 * any other result of an I/O callback — the lifetime holds nothing (it retired);
+* ``fenced`` — only if the store's own row shows an epoch past the one the lifetime held
+  (or claimed itself in the attempt): a healthy owner never gives up its partition, e.g.
+  after an unknown result whose recovery read shows that nothing happened;
 * a callback to a lifetime that was not live — no I/O at all;
 * retries — every wait is one of the policy's, the first is the policy's first, and an
   exhausted operation waited all of them in order (retry loops nest, so no more is required).
@@ -102,6 +105,7 @@ class After:
     owned: Mapping[int, Token]
     stopped: bool
     cursor: int | None  # its fetch position for the step's partition
+    installed: Token | None = None  # the store's own row for the step's partition, at the end
 
 
 def _v(row: str, partition: int | None, message: str) -> Violation:
@@ -217,6 +221,8 @@ def check_method(
         found.append(_v("retry", p, f"exhausted after waits {list(waits_ms)}, policy {policy}"))
     if result in FAILED and actor in ("assign", "seek", "process") and after.owned:
         found.append(_v("failure", p, f"{actor} ended {result!r} holding {dict(after.owned)}"))
+    if result == "fenced" and p is not None and after.installed is not None:
+        found += _spurious_fence(actor, p, before, own_writes, after.installed)
     if result != "ok" or p is None:
         return found
     held = after.owned.get(p)
@@ -246,6 +252,27 @@ def check_method(
         ]:
             found.append(_v("process", p, f"processed offset {offset}, wrote {own_writes}"))
     return found
+
+
+def _spurious_fence(
+    actor: str, p: int, before: Before, own_writes: Sequence[Write], installed: Token
+) -> list[Violation]:
+    """A lifetime gives up a partition as fenced only when the store's epoch for it really
+    moved past the lifetime's: past the epoch it held when the attempt began and past every
+    claim of its own in the attempt (read from the store's write log, where it keeps one)."""
+    mine = [w.epoch for w in own_writes if w.operation == "claim" and w.partition == p]
+    if before.held is not None:
+        mine.append(before.held.epoch)
+    if mine and installed.epoch <= max(mine):
+        return [
+            _v(
+                "spurious-fence",
+                p,
+                f"{actor} ended fenced holding epoch {max(mine)}, but the store's epoch is "
+                f"still {installed.epoch}: nothing fenced it",
+            )
+        ]
+    return []
 
 
 def _in_order(wanted: Sequence[int], seen: Sequence[int]) -> bool:

@@ -544,6 +544,7 @@ class Simulation:
             worker.lifecycle.owned(),
             worker.lifecycle.stopped,
             None if p is None else worker.cursors.position(p),
+            None if p is None else self.installed(p),
         )
         own = [c for c in self.calls[first_call:] if c.lifetime == step.worker]
         found = check_method(

@@ -10,7 +10,7 @@ from typing import Any
 
 from remora.context import Context
 from remora.domain import SourceRecord
-from remora.errors import UnknownResult
+from remora.errors import Fenced, RetriesExhausted, Unavailable, UnknownResult
 from remora.faults import At, Operation, Outcome
 from remora.sim.mutations import (  # the named mutations' lifecycles live in the package
     AdoptsReadEpoch,
@@ -28,6 +28,7 @@ from remora.worker import Lifecycle
 __all__ = [
     "AdoptsReadEpoch",
     "Crashes",
+    "FencesWhenNothingHappened",
     "FrontierBeforeResolution",
     "KeepsTokensOnRetire",
     "NeverAssignsTwice",
@@ -108,3 +109,27 @@ class NeverAssignsTwice(Lifecycle):
             raise UnknownResult("planted: claims after the first lifetime never resolve")
         NeverAssignsTwice.assigned_once = True
         return super()._claim(ctx, partition)
+
+
+# -- the worker machines' escapes (issue 21, item 8): each killed by a machine alone --------
+
+
+class FencesWhenNothingHappened(Lifecycle):
+    """After an unknown process result, anything but "it committed" is taken as a fence:
+    the branch that retries the same record when the recovery read shows nothing happened
+    is missing, so a healthy owner raises ``Fenced``, retires and gives up its partition."""
+
+    def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
+        last: Exception | None = None
+        for call in range(1, self.retry.max_calls + 1):
+            self._before_call(ctx, call)
+            try:
+                return self.store.process(partition, saved, record, ctx)
+            except Unavailable as exc:
+                last = exc
+            except UnknownResult as exc:
+                seen = self._recovery_read(ctx, partition)
+                if seen.epoch == saved.epoch and seen.frontier == record.offset + 1:
+                    return seen
+                raise Fenced(f"partition {partition}: unknown commit, read {seen}") from exc
+        raise RetriesExhausted("process", self.retry.max_calls, last)

@@ -161,6 +161,11 @@ CASES = [
     ),
     Case("rejected", (*OWN, Step("stop", 0), Step("assign", 0, 0)), bug.NeverRetires),
     Case("retry", (*OWN, Step("process", 0, 0, (sel("process", "abort"),))), WaitsDouble),
+    Case(
+        "spurious-fence",
+        (*OWN, Step("process", 0, 0, (sel("process", "unknown-aborted"),))),
+        bug.FencesWhenNothingHappened,
+    ),
     # the fault-boundary table
     Case(
         "effect", (Step("start", 0), Step("assign", 0, 0)), store=backend_store(ClaimForgetsToWrite)

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from remora.context import Context
-from remora.domain import SourceRecord
+from remora.domain import SourceRecord, SubjectState
 from remora.errors import Fenced, RetriesExhausted, Unavailable, UnknownResult
 from remora.faults import At, Operation, Outcome
 from remora.sim.mutations import (  # the named mutations' lifecycles live in the package
@@ -22,7 +22,10 @@ from remora.sim.mutations import (  # the named mutations' lifecycles live in th
     SkipsCancelAfterWakeup,
 )
 from remora.sim.trace import FaultSelector, Interleave, SimConfig, Step, Toolchain, Trace
-from remora.store import Token
+from remora.store import StateStore, Token
+from remora.store.base import check_fence
+from remora.store.sql import decision_writes
+from remora.store.sqlite import SqliteBackend
 from remora.worker import Lifecycle
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "RevokeForgets",
     "SeekIgnoresStop",
     "SkipsCancelAfterWakeup",
+    "SubjectsByNameSqlite",
 ]
 
 
@@ -133,3 +137,36 @@ class FencesWhenNothingHappened(Lifecycle):
                     return seen
                 raise Fenced(f"partition {partition}: unknown commit, read {seen}") from exc
         raise RetriesExhausted("process", self.retry.max_calls, last)
+
+
+class SubjectsByNameSqlite(SqliteBackend):
+    """SQLite whose process reads a subject's state by its name alone (the ``partition``
+    condition dropped from the ``SELECT``): a subject name used on two partitions reads the
+    other partition's state, although subjects are scoped to their partition."""
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        with self._transaction(ctx, commit) as conn:
+            epoch, frontier, next_seq = self._installed(conn, partition)
+            check_fence(partition, Token(epoch, frontier), token, record)
+            subject = self.processing.key(record)
+            current = None
+            if subject is not None:
+                row = conn.execute(
+                    "SELECT revision, status, blocked, body FROM remora_subject WHERE subject = ?",
+                    (subject,),
+                ).fetchone()
+                if row is not None:
+                    current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
+            decision = self.processing.apply(record, current, next_seq)
+            for statement, params in decision_writes(
+                partition, record, decision, next_seq, placeholder="?"
+            ):
+                conn.execute(statement, params)
+        return Token(epoch, record.offset + 1)
+
+
+def subjects_by_name_sqlite(config: SimConfig) -> StateStore:
+    """A fresh in-memory :class:`SubjectsByNameSqlite` store per run."""
+    return StateStore(SubjectsByNameSqlite(":memory:"))

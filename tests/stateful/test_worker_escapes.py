@@ -16,29 +16,49 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from remora.sim.mutations import Mutation
+from remora.sim.scheduler import StoreFactory
+from remora.testing.machines import WorkerScheduleMachine
 from tests.common import planted
 from tests.stateful.campaign import hunt
-from tests.stateful.machines import MACHINES
+from tests.stateful.machines import MACHINES, ManyPartitionsOnSqlite
+
+
+@attrs.frozen
+class Escape:
+    mutation: Mutation
+    machines: tuple[type[WorkerScheduleMachine], ...] = MACHINES  # hunted in this order
+    store: StoreFactory | None = None  # a planted store, in place of the machine's own
+
 
 ESCAPES = (
-    Mutation(
-        "fences-when-nothing-happened",
-        "a healthy owner keeps its partition after an unknown result that did not commit",
-        planted.FencesWhenNothingHappened,
+    Escape(
+        Mutation(
+            "fences-when-nothing-happened",
+            "a healthy owner keeps its partition after an unknown result that did not commit",
+            planted.FencesWhenNothingHappened,
+        )
+    ),
+    Escape(
+        Mutation("subjects-by-name-sqlite", "subject state is read per partition"),
+        (ManyPartitionsOnSqlite,),  # the bug is in SQLite's SQL: the SQLite machine's to find
+        planted.subjects_by_name_sqlite,
     ),
 )
 
 
-@pytest.mark.parametrize("escape", ESCAPES, ids=lambda m: m.name)
-def test_escape_is_killed_by_the_worker_machines(escape: Mutation, tmp_path: Path) -> None:
+@pytest.mark.parametrize("escape", ESCAPES, ids=lambda e: e.mutation.name)
+def test_escape_is_killed_by_the_worker_machines(escape: Escape, tmp_path: Path) -> None:
     outcomes = []
-    for machine in MACHINES:
-        outcome = hunt(escape, machine, shrink=False, artifacts=tmp_path)
+    for machine in escape.machines:
+        if escape.store is not None:
+            machine = type(machine.__name__, (machine,), {"store_factory": escape.store})
+        outcome = hunt(escape.mutation, machine, shrink=False, artifacts=tmp_path)
         outcomes.append(outcome)
         if outcome.killed:
             assert outcome.failure.startswith("ERROR "), outcome
             return
-    pytest.fail(f"{escape.name} survived the worker machines: {outcomes}")
+    pytest.fail(f"{escape.mutation.name} survived the worker machines: {outcomes}")

@@ -43,6 +43,14 @@ Fault-boundary table (:func:`check_call`), per call of the step's own lifetime:
   the attempt fails, the lifetime holds nothing, and it made exactly the write the fault
   reported (one for unknown-committed, none for unknown-aborted), never a second.
 
+Budget table (:func:`check_budget`), for an assign, seek or process callback:
+
+* no call of its own begins after the callback's budget (counted from when it was made,
+  the wait for the lifetime's mutex included) is spent;
+* a mutex that a concurrent call of the lifetime holds past the whole budget — the
+  machines' ``contended`` rule, ``Step.mutex_held_ms`` — ends it ``deadline`` with no I/O,
+  when the budget runs out.
+
 Every violation's kind starts with ``postcondition-`` and names the row.
 """
 
@@ -87,6 +95,7 @@ class Call:
     stop: bool = False
     replacement: int | None = None
     replacement_started: bool = False
+    started_ms: int = 0  # logical time the call began (after its retry wait, if any)
 
 
 @attrs.frozen
@@ -251,6 +260,59 @@ def check_method(
             ("process", saved.epoch, offset)
         ]:
             found.append(_v("process", p, f"processed offset {offset}, wrote {own_writes}"))
+    return found
+
+
+def check_budget(
+    actor: str,
+    partition: int | None,
+    result: str,
+    calls: Sequence[Call],
+    started_ms: int,
+    ended_ms: int,
+    budget_ms: int,
+    mutex_held_ms: int,
+) -> list[Violation]:
+    """The operation budget starts when the callback is made, before the wait for the
+    lifetime's mutex (``mutex_held_ms``: how long a concurrent call held it), on the
+    simulation's clock: no call of the step's own lifetime begins after the budget is
+    spent; and a mutex held past the whole budget ends the attempt ``deadline`` with no I/O,
+    exactly when the budget runs out — not when the holder lets go."""
+    if actor not in ("assign", "seek", "process"):
+        return []
+    found: list[Violation] = []
+    deadline = started_ms + budget_ms
+    late = [c for c in calls if c.started_ms > deadline]
+    if late:
+        found.append(
+            _v(
+                "budget",
+                partition,
+                f"{actor}: {late[0].operation} began at {late[0].started_ms} ms, the budget of "
+                f"the callback made at {started_ms} ms ran out at {deadline} ms "
+                f"(mutex held {mutex_held_ms} ms)",
+            )
+        )
+    made = result not in ("idle", "unseeked", "unstarted")  # else no callback was made
+    if (
+        made
+        and mutex_held_ms > budget_ms
+        and (result, len(calls), ended_ms)
+        != (
+            "deadline",
+            0,
+            deadline,
+        )
+    ):
+        found.append(
+            _v(
+                "mutex-budget",
+                partition,
+                f"{actor} found the mutex held {mutex_held_ms} ms, past its {budget_ms} ms "
+                f"budget: ended {result!r} after {ended_ms - started_ms} ms with "
+                f"{len(calls)} calls (want 'deadline' after {budget_ms} ms, no I/O)",
+            )
+        )
     return found
 
 

@@ -6,11 +6,12 @@ inside a test."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from remora.context import Context
 from remora.domain import SourceRecord, SubjectState
-from remora.errors import Fenced, RetriesExhausted, Unavailable, UnknownResult
+from remora.errors import Fenced, RemoraError, RetriesExhausted, Unavailable, UnknownResult
 from remora.faults import At, Operation, Outcome
 from remora.sim.mutations import (  # the named mutations' lifecycles live in the package
     AdoptsReadEpoch,
@@ -30,6 +31,7 @@ from remora.worker import Lifecycle
 
 __all__ = [
     "AdoptsReadEpoch",
+    "BudgetAfterMutex",
     "Crashes",
     "FencesWhenNothingHappened",
     "FrontierBeforeResolution",
@@ -43,6 +45,9 @@ __all__ = [
     "SkipsCancelAfterWakeup",
     "SubjectsByNameSqlite",
 ]
+
+
+T = TypeVar("T")
 
 
 def am(subject: str, op: str, rev: int, **body: Any) -> bytes:
@@ -170,3 +175,27 @@ class SubjectsByNameSqlite(SqliteBackend):
 def subjects_by_name_sqlite(config: SimConfig) -> StateStore:
     """A fresh in-memory :class:`SubjectsByNameSqlite` store per run."""
     return StateStore(SubjectsByNameSqlite(":memory:"))
+
+
+class BudgetAfterMutex(Lifecycle):
+    """The operation budget starts once the mutex is taken (the context is made inside the
+    lock, the way it reads naturally): the wait for a busy mutex is free, so a callback
+    that waited longer than its budget still makes its I/O."""
+
+    def _guarded(self, operation: str, run: Callable[[Context], T]) -> T:
+        with self._mutex:
+            budget = self.budget
+            ctx = self._ctx.child(budget=budget)
+            disarm = self.clock.call_later(
+                budget, lambda: ctx.cancel(self._expired(operation, budget))
+            )
+            try:
+                self._admit(operation)
+                try:
+                    return run(ctx)
+                except Exception as exc:
+                    self._retire(exc if isinstance(exc, RemoraError) else RemoraError(repr(exc)))
+                    raise
+            finally:
+                disarm()
+                ctx.close()

@@ -161,6 +161,14 @@ CASES = [
     ),
     Case("rejected", (*OWN, Step("stop", 0), Step("assign", 0, 0)), bug.NeverRetires),
     Case("retry", (*OWN, Step("process", 0, 0, (sel("process", "abort"),))), WaitsDouble),
+    # the budget table: a mutex held by a concurrent call of the lifetime
+    Case("mutex-budget", (*OWN, Step("process", 0, 0, (), 20_001)), bug.BudgetAfterMutex),
+    Case("mutex-budget", (*OWN, Step("assign", 0, 0, (), 20_001)), bug.BudgetAfterMutex),
+    Case(
+        "budget",
+        (*OWN, Step("process", 0, 0, (sel("process", "abort"),), 19_950)),
+        bug.BudgetAfterMutex,
+    ),
     Case(
         "spurious-fence",
         (*OWN, Step("process", 0, 0, (sel("process", "unknown-aborted"),))),

@@ -43,6 +43,13 @@ ESCAPES = (
         )
     ),
     Escape(
+        Mutation(
+            "budget-after-mutex",
+            "the operation budget includes the wait for the lifetime's mutex",
+            planted.BudgetAfterMutex,
+        )
+    ),
+    Escape(
         Mutation("subjects-by-name-sqlite", "subject state is read per partition"),
         (ManyPartitionsOnSqlite,),  # the bug is in SQLite's SQL: the SQLite machine's to find
         planted.subjects_by_name_sqlite,

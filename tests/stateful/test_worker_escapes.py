@@ -14,13 +14,16 @@ machines once missed; the property or generation that reaches the class is named
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import attrs
 import pytest
 
 from remora.sim.mutations import Mutation
+from remora.sim.report import replay
 from remora.sim.scheduler import StoreFactory
+from remora.sim.trace import Step, TraceError, loads
 from remora.testing.machines import WorkerScheduleMachine
 from tests.common import planted
 from tests.stateful.campaign import hunt
@@ -69,3 +72,20 @@ def test_escape_is_killed_by_the_worker_machines(escape: Escape, tmp_path: Path)
             assert outcome.failure.startswith("ERROR "), outcome
             return
     pytest.fail(f"{escape.mutation.name} survived the worker machines: {outcomes}")
+
+
+def test_a_contended_step_round_trips_through_the_trace_and_replays() -> None:
+    """``mutex_held_ms`` is part of the exported trace (so a contended failure replays as
+    found), only on assign/seek/process; the replay waits on the simulation's clock."""
+    step = Step("process", 0, 0, (), 20_001)
+    text = planted.trace(*planted.OWN, step).dumps()
+    assert '"mutex_held_ms": 20001' in text
+    again = loads(text)
+    assert again.steps[-1] == step
+    sim = replay(again)
+    assert sim.attempts[len(planted.OWN)].result == "deadline"  # then the drain
+    assert not sim.violations
+    doc = json.loads(text)
+    doc["steps"][0]["mutex_held_ms"] = 5  # a start makes no callback to contend
+    with pytest.raises(TraceError, match="mutex_held_ms"):
+        loads(json.dumps(doc))

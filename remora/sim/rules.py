@@ -10,6 +10,7 @@ made, is caught at the attempt where it happens even when the final state turns 
 Method table (:func:`check_method`), for the step's own lifetime:
 
 * ``assign`` ok — it holds the partition under exactly the token its own last claim wrote;
+  and any assign — each claim follows a validation of that partition that returned ok;
 * ``seek`` ok — no write of its own, the epoch it held, and a cursor at the frontier it holds;
 * ``process`` ok — exactly one process write of its own, for that record, under the saved
   epoch, and it holds ``(epoch, offset + 1)``;
@@ -228,6 +229,8 @@ def check_method(
         found.append(_v("retry", p, f"waited {list(waits_ms)}; the policy waits {policy}"))
     if result == "exhausted" and not _in_order(policy, waits_ms):
         found.append(_v("retry", p, f"exhausted after waits {list(waits_ms)}, policy {policy}"))
+    if actor == "assign":
+        found += _claims_validated(p, calls)
     if result in FAILED and actor in ("assign", "seek", "process") and after.owned:
         found.append(_v("failure", p, f"{actor} ended {result!r} holding {dict(after.owned)}"))
     if result == "fenced" and p is not None and after.installed is not None:
@@ -314,6 +317,19 @@ def check_budget(
             )
         )
     return found
+
+
+def _claims_validated(p: int | None, calls: Sequence[Call]) -> list[Violation]:
+    """An assignment claims a partition only after validating its source: each claim
+    call follows a validate call of that partition that returned ``ok`` (so an assignment
+    whose validation fails leaves the partition's epoch, and its owner, alone)."""
+    validated: set[int] = set()
+    for c in calls:
+        if c.operation == "validate" and c.observation == "ok":
+            validated.add(c.partition)
+        elif c.operation == "claim" and c.partition not in validated:
+            return [_v("assign", p, f"claimed partition {c.partition} before validating it")]
+    return []
 
 
 def _spurious_fence(

@@ -32,6 +32,7 @@ from remora.worker import Lifecycle
 __all__ = [
     "AdoptsReadEpoch",
     "BudgetAfterMutex",
+    "ClaimsBeforeValidating",
     "Crashes",
     "FencesWhenNothingHappened",
     "FrontierBeforeResolution",
@@ -199,3 +200,29 @@ class BudgetAfterMutex(Lifecycle):
             finally:
                 disarm()
                 ctx.close()
+
+
+class ClaimsBeforeValidating(Lifecycle):
+    """Assign claims the partition and then validates its source (the two lines swapped):
+    an assignment whose validation fails has already installed an epoch, fencing the
+    partition's healthy owner for an assignment that never happened.  (Written as a fresh
+    realistic bug; the worker machines alone missed it until the ``assign`` row required
+    a validation before each claim.)"""
+
+    def assign(self, partitions: Any) -> dict[int, Token]:
+        wanted = list(partitions)
+
+        def run(ctx: Context) -> dict[int, Token]:
+            tokens: dict[int, Token] = {}
+            for partition in wanted:
+                token = self._claim(ctx, partition)
+                self._validate(ctx, partition)
+                previous = self._owned.get(partition)
+                if token.epoch < 1 or (previous is not None and token.epoch <= previous.epoch):
+                    raise Fenced(f"partition {partition}: claim returned incompatible {token}")
+                ctx.check()
+                self._owned[partition] = token
+                tokens[partition] = token
+            return tokens
+
+        return self._guarded("assign", run)

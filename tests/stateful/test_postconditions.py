@@ -150,6 +150,11 @@ class Case:
 CASES = [
     # the method table
     Case("assign", (*OWN, Step("assign", 0, 0)), KeepsOldTokenOnReassign),
+    Case(
+        "assign",
+        (Step("start", 0), Step("assign", 0, 0, (sel("validate", "abort"),))),
+        bug.ClaimsBeforeValidating,
+    ),
     Case("seek", OWN, SeekClaimsAgain),
     Case("process", (*OWN, PROCESS), bug.ProcessesNothing),
     Case("revoke", (*OWN, Step("revoke", 0)), bug.RevokeForgets),

@@ -53,6 +53,13 @@ ESCAPES = (
         )
     ),
     Escape(
+        Mutation(
+            "claims-before-validating",
+            "an assignment validates the source before it claims",
+            planted.ClaimsBeforeValidating,
+        )
+    ),
+    Escape(
         Mutation("subjects-by-name-sqlite", "subject state is read per partition"),
         (ManyPartitionsOnSqlite,),  # the bug is in SQLite's SQL: the SQLite machine's to find
         planted.subjects_by_name_sqlite,

@@ -614,7 +614,8 @@ class Simulation:
             worker.lifecycle.owned(),
             worker.lifecycle.stopped,
             None if p is None else worker.cursors.position(p),
-            None if p is None else self.installed(p),
+            # the store's row, for the spurious-fence rule only (a read per attempt otherwise)
+            self.installed(p) if p is not None and attempt.result == "fenced" else None,
         )
         own = [c for c in self.calls[first_call:] if c.lifetime == step.worker]
         found = check_method(

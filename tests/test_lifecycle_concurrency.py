@@ -137,3 +137,33 @@ def test_budget_interrupts_blocked_io() -> None:
     assert "budget" in str(outcome[0])
     assert h.calls()[-1] == ("claim", "commit", False, "canceled")
     assert lifecycle.retired is outcome[0] and lifecycle.owned() == {}
+
+
+def test_a_mutex_timeout_retires_the_lifetime_holding_nothing() -> None:
+    """A callback that spends its budget waiting for the mutex retires its lifetime, and
+    a retired lifetime holds nothing: not while the call that holds the mutex runs, nor
+    after it saved its token and let go (found by the machines' contended-mutex rule)."""
+    h = Harness(records(0, amendment("s", "submit", 1)))
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(ctx: Context) -> None:
+        entered.set()
+        release.wait(BOUND)
+
+    h.hook.on_boundary(Operation.CLAIM, 1, At.BEFORE, hold)
+    worker = threading.Thread(target=lambda: h.lifecycle.assign([0]))
+    worker.start()
+    assert entered.wait(BOUND)
+    try:
+        h.lifecycle.budget = 0.05  # the next callback's budget (the holder has its own)
+        with pytest.raises(DeadlineExceeded):
+            h.lifecycle.seek(0)
+        assert isinstance(h.lifecycle.retired, DeadlineExceeded)
+        assert h.lifecycle.owned() == {}
+    finally:
+        release.set()
+        worker.join(BOUND)
+    assert not worker.is_alive()
+    assert h.lifecycle.owned() == {}  # the holder's claim committed, its token is not kept
+    with pytest.raises(LifetimeRetired):
+        h.lifecycle.process(0, records(0, amendment("s", "submit", 1))[0])

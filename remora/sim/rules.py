@@ -10,11 +10,15 @@ made, is caught at the attempt where it happens even when the final state turns 
 Method table (:func:`check_method`), for the step's own lifetime:
 
 * ``assign`` ok — it holds the partition under exactly the token its own last claim wrote;
+  and any assign — each claim follows a validation of that partition that returned ok;
 * ``seek`` ok — no write of its own, the epoch it held, and a cursor at the frontier it holds;
 * ``process`` ok — exactly one process write of its own, for that record, under the saved
   epoch, and it holds ``(epoch, offset + 1)``;
 * ``revoke`` / ``stop`` — no I/O, nothing held (a stop also leaves the lifecycle stopped);
 * any other result of an I/O callback — the lifetime holds nothing (it retired);
+* ``fenced`` — only if the store's own row shows an epoch past the one the lifetime held
+  (or claimed itself in the attempt): a healthy owner never gives up its partition, e.g.
+  after an unknown result whose recovery read shows that nothing happened;
 * a callback to a lifetime that was not live — no I/O at all;
 * retries — every wait is one of the policy's, the first is the policy's first, and an
   exhausted operation waited all of them in order (retry loops nest, so no more is required).
@@ -39,6 +43,14 @@ Fault-boundary table (:func:`check_call`), per call of the step's own lifetime:
 * interleave ``after`` with a replacement on an unknown ``process`` (the seed's epoch race) —
   the attempt fails, the lifetime holds nothing, and it made exactly the write the fault
   reported (one for unknown-committed, none for unknown-aborted), never a second.
+
+Budget table (:func:`check_budget`), for an assign, seek or process callback:
+
+* no call of its own begins after the callback's budget (counted from when it was made,
+  the wait for the lifetime's mutex included) is spent;
+* a mutex that a concurrent call of the lifetime holds past the whole budget — the
+  machines' ``contended`` rule, ``Step.mutex_held_ms`` — ends it ``deadline`` with no I/O,
+  when the budget runs out.
 
 Every violation's kind starts with ``postcondition-`` and names the row.
 """
@@ -84,6 +96,7 @@ class Call:
     stop: bool = False
     replacement: int | None = None
     replacement_started: bool = False
+    started_ms: int = 0  # logical time the call began (after its retry wait, if any)
 
 
 @attrs.frozen
@@ -102,6 +115,7 @@ class After:
     owned: Mapping[int, Token]
     stopped: bool
     cursor: int | None  # its fetch position for the step's partition
+    installed: Token | None = None  # the store's own row for the step's partition, at the end
 
 
 def _v(row: str, partition: int | None, message: str) -> Violation:
@@ -215,8 +229,12 @@ def check_method(
         found.append(_v("retry", p, f"waited {list(waits_ms)}; the policy waits {policy}"))
     if result == "exhausted" and not _in_order(policy, waits_ms):
         found.append(_v("retry", p, f"exhausted after waits {list(waits_ms)}, policy {policy}"))
+    if actor == "assign":
+        found += _claims_validated(p, calls)
     if result in FAILED and actor in ("assign", "seek", "process") and after.owned:
         found.append(_v("failure", p, f"{actor} ended {result!r} holding {dict(after.owned)}"))
+    if result == "fenced" and p is not None and after.installed is not None:
+        found += _spurious_fence(actor, p, before, own_writes, after.installed)
     if result != "ok" or p is None:
         return found
     held = after.owned.get(p)
@@ -246,6 +264,93 @@ def check_method(
         ]:
             found.append(_v("process", p, f"processed offset {offset}, wrote {own_writes}"))
     return found
+
+
+def check_budget(
+    actor: str,
+    partition: int | None,
+    result: str,
+    calls: Sequence[Call],
+    started_ms: int,
+    ended_ms: int,
+    budget_ms: int,
+    mutex_held_ms: int,
+) -> list[Violation]:
+    """The operation budget starts when the callback is made, before the wait for the
+    lifetime's mutex (``mutex_held_ms``: how long a concurrent call held it), on the
+    simulation's clock: no call of the step's own lifetime begins after the budget is
+    spent; and a mutex held past the whole budget ends the attempt ``deadline`` with no I/O,
+    exactly when the budget runs out — not when the holder lets go."""
+    if actor not in ("assign", "seek", "process"):
+        return []
+    found: list[Violation] = []
+    deadline = started_ms + budget_ms
+    late = [c for c in calls if c.started_ms > deadline]
+    if late:
+        found.append(
+            _v(
+                "budget",
+                partition,
+                f"{actor}: {late[0].operation} began at {late[0].started_ms} ms, the budget of "
+                f"the callback made at {started_ms} ms ran out at {deadline} ms "
+                f"(mutex held {mutex_held_ms} ms)",
+            )
+        )
+    made = result not in ("idle", "unseeked", "unstarted")  # else no callback was made
+    if (
+        made
+        and mutex_held_ms > budget_ms
+        and (result, len(calls), ended_ms)
+        != (
+            "deadline",
+            0,
+            deadline,
+        )
+    ):
+        found.append(
+            _v(
+                "mutex-budget",
+                partition,
+                f"{actor} found the mutex held {mutex_held_ms} ms, past its {budget_ms} ms "
+                f"budget: ended {result!r} after {ended_ms - started_ms} ms with "
+                f"{len(calls)} calls (want 'deadline' after {budget_ms} ms, no I/O)",
+            )
+        )
+    return found
+
+
+def _claims_validated(p: int | None, calls: Sequence[Call]) -> list[Violation]:
+    """An assignment claims a partition only after validating its source: each claim
+    call follows a validate call of that partition that returned ``ok`` (so an assignment
+    whose validation fails leaves the partition's epoch, and its owner, alone)."""
+    validated: set[int] = set()
+    for c in calls:
+        if c.operation == "validate" and c.observation == "ok":
+            validated.add(c.partition)
+        elif c.operation == "claim" and c.partition not in validated:
+            return [_v("assign", p, f"claimed partition {c.partition} before validating it")]
+    return []
+
+
+def _spurious_fence(
+    actor: str, p: int, before: Before, own_writes: Sequence[Write], installed: Token
+) -> list[Violation]:
+    """A lifetime gives up a partition as fenced only when the store's epoch for it really
+    moved past the lifetime's: past the epoch it held when the attempt began and past every
+    claim of its own in the attempt (read from the store's write log, where it keeps one)."""
+    mine = [w.epoch for w in own_writes if w.operation == "claim" and w.partition == p]
+    if before.held is not None:
+        mine.append(before.held.epoch)
+    if mine and installed.epoch <= max(mine):
+        return [
+            _v(
+                "spurious-fence",
+                p,
+                f"{actor} ended fenced holding epoch {max(mine)}, but the store's epoch is "
+                f"still {installed.epoch}: nothing fenced it",
+            )
+        ]
+    return []
 
 
 def _in_order(wanted: Sequence[int], seen: Sequence[int]) -> bool:

@@ -50,7 +50,7 @@ from remora.errors import (
 from remora.faults import COMMIT, At, FaultDecision, IOCall, IOReport, Operation
 from remora.oracle import AMENDMENT_RULES, Model, Violation
 from remora.sim.checker import Checker, Holding, failure
-from remora.sim.rules import After, Before, Call, check_call, check_method
+from remora.sim.rules import After, Before, Call, check_budget, check_call, check_method
 from remora.sim.trace import FaultSelector, SimConfig, Step
 from remora.source import FetchCursors, MemorySourceLog
 from remora.store import MemoryStore, StateStore, Token
@@ -114,6 +114,8 @@ class Attempt:
     interleave_kinds: list[tuple[str, str]] = attrs.field(factory=list)  # (at, what)
     first_event: int = 0
     last_event: int = 0
+    started_ms: int = 0
+    ended_ms: int = 0
 
 
 @attrs.frozen
@@ -169,6 +171,54 @@ class SimClock(LogicalClock):
         full = super().sleep(seconds, wake)
         self.on_sleep(round(seconds * 1000))
         return full
+
+
+class SimMutex:
+    """A lifetime's mutex on the simulation's clock, in place of its ``threading.Lock``.
+
+    The simulation is one thread, so a concurrent holder is modeled, not run: a step with
+    ``mutex_held_ms`` finds the mutex held by another call of the same lifetime until that
+    much logical time has passed (:meth:`hold`).  ``acquire`` then waits on the clock —
+    until the holder lets go, or as long as its timeout allows, whichever is first — and
+    reports it the way ``threading.Lock.acquire`` does.  The wait is not a retry wait (it
+    is not reported to the scheduler's ``on_sleep``); the budget timers it passes fire."""
+
+    def __init__(self, clock: LogicalClock) -> None:
+        self.clock = clock
+        self.held_until = 0  # logical ms until which the modeled concurrent call holds it
+        self._locked = False
+
+    def hold(self, ms: int) -> None:
+        self.held_until = self.clock.ms + ms
+
+    def locked(self) -> bool:
+        return self._locked or self.held_until > self.clock.ms
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._locked:  # one thread: a second acquire would wait forever
+            raise RuntimeError("the lifetime's mutex was acquired again while held")
+        wait = self.held_until - self.clock.ms
+        if wait > 0:
+            if not blocking:
+                return False
+            if timeout >= 0 and round(timeout * 1000) < wait:
+                self.clock.advance(round(timeout * 1000))
+                return False
+            self.clock.advance(wait)
+        self.held_until = 0
+        self._locked = True
+        return True
+
+    def release(self) -> None:
+        if not self._locked:
+            raise RuntimeError("release of an unlocked mutex")
+        self._locked = False
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class SimHook:
@@ -385,6 +435,7 @@ class Simulation:
             observation=report.observation.value,
             writes=writes,
             elapsed_ms=self.clock.ms - frame.started_ms,
+            started_ms=frame.started_ms,
             delay_ms=0 if sel is None else sel.delay_ms,
             at=None if il is None or not frame.interleaved else il.at.value,
             stop=il is not None and il.stop,
@@ -440,13 +491,26 @@ class Simulation:
             budget=self.config.budget_ms / 1000,
             name=f"lifetime {lifetime}",
         )
-        worker = Worker(lifetime, lifecycle, FetchCursors(self.log), replacement)
+        # the mutex on the logical clock (a step may find it held: ``Step.mutex_held_ms``)
+        lifecycle._mutex = SimMutex(self.clock)  # type: ignore[assignment]
+        worker = Worker(
+            lifecycle=lifecycle,
+            lifetime=lifetime,
+            cursors=FetchCursors(self.log),
+            replacement=replacement,
+        )
         self.workers[lifetime] = worker
         return worker
 
     def execute(self, step: Step) -> Attempt:
         """Run one top-level step as an attempt; returns its record."""
-        attempt = Attempt(len(self.attempts), step, self.draining, first_event=len(self.events))
+        attempt = Attempt(
+            len(self.attempts),
+            step,
+            self.draining,
+            first_event=len(self.events),
+            started_ms=self.clock.ms,
+        )
         self.attempts.append(attempt)
         self._attempt = attempt
         self.call_counts.clear()
@@ -459,6 +523,9 @@ class Simulation:
             held = before.lifecycle.owned().get(step.partition)
         first_call = len(self.calls)
         record_offset = None
+        mutex = None if before is None else before.lifecycle._mutex
+        if step.mutex_held_ms and isinstance(mutex, SimMutex):
+            mutex.hold(step.mutex_held_ms)
         try:
             attempt.result = self._act(step)
         except RemoraError as exc:
@@ -476,6 +543,9 @@ class Simulation:
             self._callers.pop()
             self.hook.frames.clear()
             attempt.last_event = len(self.events)
+            attempt.ended_ms = self.clock.ms
+            if isinstance(mutex, SimMutex):
+                mutex.held_until = 0  # the concurrent holder is modeled within its step
             record = self.records.pop(step.worker, None)
             record_offset = None if record is None else record.offset
         try:
@@ -544,6 +614,8 @@ class Simulation:
             worker.lifecycle.owned(),
             worker.lifecycle.stopped,
             None if p is None else worker.cursors.position(p),
+            # the store's row, for the spurious-fence rule only (a read per attempt otherwise)
+            self.installed(p) if p is not None and attempt.result == "fenced" else None,
         )
         own = [c for c in self.calls[first_call:] if c.lifetime == step.worker]
         found = check_method(
@@ -558,6 +630,16 @@ class Simulation:
         )
         for call in own:
             found += check_call(call, attempt.result, after, step.actor)
+        found += check_budget(
+            step.actor,
+            p,
+            attempt.result,
+            own,
+            attempt.started_ms,
+            attempt.ended_ms,
+            self.config.budget_ms,
+            step.mutex_held_ms,
+        )
         self.record(found, "attempt-end")
 
     # -- drain and boundary -------------------------------------------------------------

@@ -98,6 +98,7 @@ class Step:
     worker: int
     partition: int | None = None
     faults: tuple[FaultSelector, ...] = ()
+    mutex_held_ms: int = 0  # the lifetime's mutex is held this long by a concurrent call
 
 
 @attrs.frozen
@@ -206,6 +207,8 @@ def _step_json(s: Step) -> dict[str, Any]:
         out["partition"] = s.partition
     if s.faults:
         out["faults"] = [_selector_json(f) for f in s.faults]
+    if s.mutex_held_ms:  # only when set, so the digests of earlier traces stay valid
+        out["mutex_held_ms"] = s.mutex_held_ms
     return out
 
 
@@ -275,7 +278,7 @@ def _parse_selector(doc: Any, path: str, actor: str) -> FaultSelector:
 
 
 def _parse_step(doc: Any, path: str, partitions: int) -> Step:
-    d = read_object(doc, path, ["actor", "worker"], ["partition", "faults"])
+    d = read_object(doc, path, ["actor", "worker"], ["partition", "faults", "mutex_held_ms"])
     actor = read_str(d["actor"], f"{path}.actor")
     if actor not in ACTORS:
         raise TraceError(f"{path}.actor", f"{actor!r} is not one of {', '.join(ACTORS)}")
@@ -302,7 +305,12 @@ def _parse_step(doc: Any, path: str, partitions: int) -> Step:
                     f"{path}.faults[{i}]", f"{f.operation.value} call {f.call} is selected twice"
                 )
             seen.add((f.operation, f.call))
-    return Step(actor, worker, partition, faults)
+    held = 0
+    if "mutex_held_ms" in d:
+        if actor not in PARTITIONED:
+            raise TraceError(f"{path}.mutex_held_ms", f"{actor} steps do not contend the mutex")
+        held = read_int(d["mutex_held_ms"], f"{path}.mutex_held_ms", 0, 2 * MAX_BUDGET_MS)
+    return Step(actor, worker, partition, faults, held)
 
 
 def _parse_record(doc: Any, path: str, partitions: int) -> SourceRecord:

@@ -69,6 +69,7 @@ from remora.sim.scheduler import Attempt, LifecycleFactory, Simulation, StoreFac
 from remora.sim.trace import Actor, SimConfig, Step, Trace, current_toolchain
 from remora.testing.strategies import (
     COMBINATIONS,
+    PRIMARY_OPERATION,
     Combination,
     SelectorDraft,
     selector_drafts,
@@ -76,6 +77,10 @@ from remora.testing.strategies import (
 )
 from remora.worker import Lifecycle
 
+MUTEX_HOLDS = ((1, 2, 0), (1, 1, -50), (1, 1, 1))
+"""How long the ``contended`` rule's concurrent call holds the mutex: budget x a / b + c ms
+— half the budget, 50 ms short of it (with an abort: its retry wait crosses the rest) and
+1 ms past it."""
 MAX_PARTITIONS = 8
 partition_indexes = st.integers(0, MAX_PARTITIONS - 1)
 maybe_partition = st.integers(0, MAX_PARTITIONS).map(lambda i: None if i == 0 else i - 1)
@@ -407,7 +412,7 @@ class WorkerScheduleMachine(SwarmRuleMachine):
             cls.applied[name] = cls.applied.get(name, 0) + 1
 
     def _faulted(
-        self, actor: Actor, handle: Handle, drafts: Iterable[SelectorDraft]
+        self, actor: Actor, handle: Handle, drafts: Iterable[SelectorDraft], held_ms: int = 0
     ) -> tuple[Attempt, list[Handle]]:
         """Run a step with fault selectors; returns the attempt and the handles of the
         replacement lifetimes that actually started (assigned and seeked)."""
@@ -422,7 +427,7 @@ class WorkerScheduleMachine(SwarmRuleMachine):
                 self.sim.reserve(rid)
                 reserved.append(rid)
             faults.append(draft.materialize(rid))
-        attempt = self._step(Step(actor, lifetime, partition, tuple(faults)))
+        attempt = self._step(Step(actor, lifetime, partition, tuple(faults), held_ms))
         started = [Handle(rid, partition, self.sim) for rid in reserved if rid in self.sim.workers]
         return attempt, started
 
@@ -617,6 +622,42 @@ class WorkerScheduleMachine(SwarmRuleMachine):
             Operation.PROCESS, 1, Outcome.UNKNOWN_COMMITTED, 0, At.AFTER, False, True
         )
         return self._apply(Combination("process", (race,), ("race",)), partition)
+
+    @rule(
+        target=readers,
+        pick=st.integers(0, 3 * len(MUTEX_HOLDS) - 1),
+        partition=partition_indexes,
+        faults=selector_drafts("process", max_size=1),
+    )
+    def contended(
+        self, pick: int, partition: int, faults: list[SelectorDraft]
+    ) -> MultipleResults[Handle]:
+        """A callback that finds its lifetime's mutex held by a concurrent call of the same
+        lifetime, for a fraction of the operation budget (:data:`MUTEX_HOLDS`), on the
+        simulation's clock: the budget must include the wait.  A process carries up to one
+        fault selector; held 50 ms short of the budget, the actor's first call aborts, so
+        its retry wait crosses what remains of the budget."""
+        assert self.sim is not None
+        actor: Actor = ("process", "seek", "assign")[pick % 3]
+        fraction = MUTEX_HOLDS[pick // 3]
+        held_ms = round(self.sim.config.budget_ms * fraction[0] / fraction[1]) + fraction[2]
+        self._sweeping = "contended"  # the swarm check counts these steps apart
+        try:
+            handle = self._ready(actor, partition)
+            if handle is None:
+                return multiple()
+            drafts = faults if actor == "process" else []
+            if fraction[2] < 0:  # short of the budget: a retry wait crosses what remains
+                primary = PRIMARY_OPERATION[actor]
+                drafts = [SelectorDraft(primary, 1, Outcome.ABORT)] + [
+                    d for d in drafts if (d.operation, d.call) != (primary, 1)
+                ]
+            attempt, started = self._faulted(actor, handle, drafts, held_ms)
+        finally:
+            self._sweeping = ""
+        over = held_ms > self.sim.config.budget_ms
+        type(self).reach.add(("mutex", "past budget" if over else "within budget", attempt.result))
+        return self._if_ok(attempt, handle, started)
 
     # -- checks -----------------------------------------------------------------------------
     @invariant()

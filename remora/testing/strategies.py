@@ -6,7 +6,8 @@ delay and no interleave.
 
 * :func:`source_histories` — raw source records for the ``valid`` class (only amendments
   that apply, plus invisible records and offset gaps) or the ``conflict`` class (also
-  conflicts, rejections and malformed values).
+  conflicts, rejections and malformed values); over several partitions, about half the
+  histories use the same subject names on every partition.
 * :func:`selector_drafts` — fault selectors for one actor (operation x call x allowed outcome,
   ``delay_ms``, interleaves before/after with stop and/or a replacement), one integer each.
 * :data:`COMBINATIONS` — every single-selector combination the seed allows and the race
@@ -53,14 +54,22 @@ def _value(subject: str, op: str, revision: int, body: dict[str, int]) -> bytes:
     return json.dumps(doc, sort_keys=True).encode()
 
 
-def build_partition(partition: int, drafts: Sequence[tuple[int, int, int]]) -> list[SourceRecord]:
+def build_partition(
+    partition: int, drafts: Sequence[tuple[int, int, int]], shared: bool = False
+) -> list[SourceRecord]:
     """Turn record drafts into raw records, tracking each subject's state so that kind 0
     is always the amendment that applies next.  A valid-kind draft for a subject that is
     withdrawn, or that a conflict-kind record quarantined (which blocks it for good), goes
     to a fresh subject, and so does a conflict-kind draft for a quarantined subject other
     than the first: otherwise nearly every conflict history of a few partitions ends
     ``BLOCKED`` and ``PASS_WITH_EXCLUSIONS`` is reached only by luck.  Conflict kinds still
-    hit the first subject once it is quarantined, so ``BLOCKED`` stays reachable."""
+    hit the first subject once it is quarantined, so ``BLOCKED`` stays reachable.
+
+    Subject names are ``p<partition>-s<i>`` (and ``p<partition>-n<k>`` for fresh ones), or
+    with ``shared`` the same names on every partition (``s<i>``, ``n<k>``): subjects are
+    scoped to their partition (``docs/fold.md``), so a name on two partitions is two
+    subjects, and a store that keys subject state by name alone is caught."""
+    prefix = "" if shared else f"p{partition}-"
     revision: dict[str, int] = {}
     state: dict[str, str] = {}
     quarantined: set[str] = set()
@@ -70,11 +79,11 @@ def build_partition(partition: int, drafts: Sequence[tuple[int, int, int]]) -> l
     for subject_index, kind, flags in drafts:
         invisible, gap, n = bool(flags & 1), flags >> 1, offset
         offset += gap
-        subject = f"p{partition}-s{subject_index}"
+        subject = f"{prefix}s{subject_index}"
         if (state.get(subject) == "withdrawn" and kind <= 1) or (
             subject in quarantined and (kind <= 1 or subject_index > 0)
         ):
-            subject = f"p{partition}-n{fresh[0]}"
+            subject = f"{prefix}n{fresh[0]}"
             fresh[0] += 1
         current, rev = state.get(subject, "absent"), revision.get(subject, 0)
         if invisible:
@@ -154,13 +163,15 @@ class _SourceHistories(SearchStrategy[list[SourceRecord]]):
 
     def do_draw(self, data: ConjectureData) -> list[SourceRecord]:
         out: list[SourceRecord] = []
+        # one subject name on several partitions in about half the runs (shrinks to apart)
+        shared = self.partitions > 1 and data.draw_boolean(0.5)
         for partition in range(self.partitions):
             codes = []
             with cu.many(data, self.min_records, self.max_records, self.average) as elements:
                 for _ in elements:
                     codes.append(data.draw_integer(0, self.codes - 1))
             drafts = [decode_record(self.trace_class, c) for c in codes]
-            out += build_partition(partition, drafts)
+            out += build_partition(partition, drafts, shared)
         return out
 
 

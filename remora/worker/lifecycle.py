@@ -195,8 +195,10 @@ class Lifecycle:
             remaining = ctx.remaining()
             timeout = -1.0 if remaining is None else max(0.0, remaining)
             if not self._mutex.acquire(timeout=timeout):
+                # Retired without the mutex: its tokens go now, and again when the call
+                # that holds the mutex finishes (it may save one meanwhile).
                 error = DeadlineExceeded(f"{self.name}: budget spent waiting for the mutex")
-                self._retired = self._retired or error
+                self._retire(error)
                 raise error
             try:
                 self._admit(operation)
@@ -207,6 +209,8 @@ class Lifecycle:
                     self._retire(exc if isinstance(exc, RemoraError) else RemoraError(repr(exc)))
                     raise
             finally:
+                if self._retired is not None:  # retired while this call held the mutex
+                    self._retire(self._retired)
                 self._mutex.release()
         finally:
             disarm()

@@ -6,11 +6,12 @@ inside a test."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from remora.context import Context
-from remora.domain import SourceRecord
-from remora.errors import UnknownResult
+from remora.domain import SourceRecord, SubjectState
+from remora.errors import Fenced, RemoraError, RetriesExhausted, Unavailable, UnknownResult
 from remora.faults import At, Operation, Outcome
 from remora.sim.mutations import (  # the named mutations' lifecycles live in the package
     AdoptsReadEpoch,
@@ -22,12 +23,18 @@ from remora.sim.mutations import (  # the named mutations' lifecycles live in th
     SkipsCancelAfterWakeup,
 )
 from remora.sim.trace import FaultSelector, Interleave, SimConfig, Step, Toolchain, Trace
-from remora.store import Token
+from remora.store import StateStore, Token
+from remora.store.base import check_fence
+from remora.store.sql import decision_writes
+from remora.store.sqlite import SqliteBackend
 from remora.worker import Lifecycle
 
 __all__ = [
     "AdoptsReadEpoch",
+    "BudgetAfterMutex",
+    "ClaimsBeforeValidating",
     "Crashes",
+    "FencesWhenNothingHappened",
     "FrontierBeforeResolution",
     "KeepsTokensOnRetire",
     "NeverAssignsTwice",
@@ -37,7 +44,11 @@ __all__ = [
     "RevokeForgets",
     "SeekIgnoresStop",
     "SkipsCancelAfterWakeup",
+    "SubjectsByNameSqlite",
 ]
+
+
+T = TypeVar("T")
 
 
 def am(subject: str, op: str, rev: int, **body: Any) -> bytes:
@@ -108,3 +119,110 @@ class NeverAssignsTwice(Lifecycle):
             raise UnknownResult("planted: claims after the first lifetime never resolve")
         NeverAssignsTwice.assigned_once = True
         return super()._claim(ctx, partition)
+
+
+# -- the worker machines' escapes (issue 21, item 8): each killed by a machine alone --------
+
+
+class FencesWhenNothingHappened(Lifecycle):
+    """After an unknown process result, anything but "it committed" is taken as a fence:
+    the branch that retries the same record when the recovery read shows nothing happened
+    is missing, so a healthy owner raises ``Fenced``, retires and gives up its partition."""
+
+    def _process(self, ctx: Context, partition: int, saved: Token, record: SourceRecord) -> Token:
+        last: Exception | None = None
+        for call in range(1, self.retry.max_calls + 1):
+            self._before_call(ctx, call)
+            try:
+                return self.store.process(partition, saved, record, ctx)
+            except Unavailable as exc:
+                last = exc
+            except UnknownResult as exc:
+                seen = self._recovery_read(ctx, partition)
+                if seen.epoch == saved.epoch and seen.frontier == record.offset + 1:
+                    return seen
+                raise Fenced(f"partition {partition}: unknown commit, read {seen}") from exc
+        raise RetriesExhausted("process", self.retry.max_calls, last)
+
+
+class SubjectsByNameSqlite(SqliteBackend):
+    """SQLite whose process reads a subject's state by its name alone (the ``partition``
+    condition dropped from the ``SELECT``): a subject name used on two partitions reads the
+    other partition's state, although subjects are scoped to their partition."""
+
+    def process(
+        self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
+    ) -> Token:
+        with self._transaction(ctx, commit) as conn:
+            epoch, frontier, next_seq = self._installed(conn, partition)
+            check_fence(partition, Token(epoch, frontier), token, record)
+            subject = self.processing.key(record)
+            current = None
+            if subject is not None:
+                row = conn.execute(
+                    "SELECT revision, status, blocked, body FROM remora_subject WHERE subject = ?",
+                    (subject,),
+                ).fetchone()
+                if row is not None:
+                    current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
+            decision = self.processing.apply(record, current, next_seq)
+            for statement, params in decision_writes(
+                partition, record, decision, next_seq, placeholder="?"
+            ):
+                conn.execute(statement, params)
+        return Token(epoch, record.offset + 1)
+
+
+def subjects_by_name_sqlite(config: SimConfig) -> StateStore:
+    """A fresh in-memory :class:`SubjectsByNameSqlite` store per run."""
+    return StateStore(SubjectsByNameSqlite(":memory:"))
+
+
+class BudgetAfterMutex(Lifecycle):
+    """The operation budget starts once the mutex is taken (the context is made inside the
+    lock, the way it reads naturally): the wait for a busy mutex is free, so a callback
+    that waited longer than its budget still makes its I/O."""
+
+    def _guarded(self, operation: str, run: Callable[[Context], T]) -> T:
+        with self._mutex:
+            budget = self.budget
+            ctx = self._ctx.child(budget=budget)
+            disarm = self.clock.call_later(
+                budget, lambda: ctx.cancel(self._expired(operation, budget))
+            )
+            try:
+                self._admit(operation)
+                try:
+                    return run(ctx)
+                except Exception as exc:
+                    self._retire(exc if isinstance(exc, RemoraError) else RemoraError(repr(exc)))
+                    raise
+            finally:
+                disarm()
+                ctx.close()
+
+
+class ClaimsBeforeValidating(Lifecycle):
+    """Assign claims the partition and then validates its source (the two lines swapped):
+    an assignment whose validation fails has already installed an epoch, fencing the
+    partition's healthy owner for an assignment that never happened.  (Written as a fresh
+    realistic bug; the worker machines alone missed it until the ``assign`` row required
+    a validation before each claim.)"""
+
+    def assign(self, partitions: Any) -> dict[int, Token]:
+        wanted = list(partitions)
+
+        def run(ctx: Context) -> dict[int, Token]:
+            tokens: dict[int, Token] = {}
+            for partition in wanted:
+                token = self._claim(ctx, partition)
+                self._validate(ctx, partition)
+                previous = self._owned.get(partition)
+                if token.epoch < 1 or (previous is not None and token.epoch <= previous.epoch):
+                    raise Fenced(f"partition {partition}: claim returned incompatible {token}")
+                ctx.check()
+                self._owned[partition] = token
+                tokens[partition] = token
+            return tokens
+
+        return self._guarded("assign", run)

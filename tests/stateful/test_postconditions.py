@@ -150,6 +150,11 @@ class Case:
 CASES = [
     # the method table
     Case("assign", (*OWN, Step("assign", 0, 0)), KeepsOldTokenOnReassign),
+    Case(
+        "assign",
+        (Step("start", 0), Step("assign", 0, 0, (sel("validate", "abort"),))),
+        bug.ClaimsBeforeValidating,
+    ),
     Case("seek", OWN, SeekClaimsAgain),
     Case("process", (*OWN, PROCESS), bug.ProcessesNothing),
     Case("revoke", (*OWN, Step("revoke", 0)), bug.RevokeForgets),
@@ -161,6 +166,19 @@ CASES = [
     ),
     Case("rejected", (*OWN, Step("stop", 0), Step("assign", 0, 0)), bug.NeverRetires),
     Case("retry", (*OWN, Step("process", 0, 0, (sel("process", "abort"),))), WaitsDouble),
+    # the budget table: a mutex held by a concurrent call of the lifetime
+    Case("mutex-budget", (*OWN, Step("process", 0, 0, (), 20_001)), bug.BudgetAfterMutex),
+    Case("mutex-budget", (*OWN, Step("assign", 0, 0, (), 20_001)), bug.BudgetAfterMutex),
+    Case(
+        "budget",
+        (*OWN, Step("process", 0, 0, (sel("process", "abort"),), 19_950)),
+        bug.BudgetAfterMutex,
+    ),
+    Case(
+        "spurious-fence",
+        (*OWN, Step("process", 0, 0, (sel("process", "unknown-aborted"),))),
+        bug.FencesWhenNothingHappened,
+    ),
     # the fault-boundary table
     Case(
         "effect", (Step("start", 0), Step("assign", 0, 0)), store=backend_store(ClaimForgetsToWrite)

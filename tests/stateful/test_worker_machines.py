@@ -38,6 +38,9 @@ PATTERNS = {
     "late-seek",
     "late-process",
 }
+CONTENDED = {("past budget", "deadline"), ("within budget", "ok"), ("within budget", "deadline")}
+"""The contended-mutex rule: a mutex held past the budget gives up; one held within it lets
+the callback through, or its retry wait crosses what remains of the budget."""
 EPOCH_RACES = 24
 """The seed's epoch race (unknown-committed process, replacement after the effect) must be
 *applied* — the replacement started and the call resumed — at least this often per machine."""
@@ -53,6 +56,7 @@ def missing_reach(machine: type[WorkerScheduleMachine]) -> dict[str, set[object]
         - {r[2] for r in reach if r[0] == "status" and r[1] == "final"},
         "before-drain statuses": {"INCOMPLETE"}
         - {r[2] for r in reach if r[0] == "status" and r[1] == "before-drain"},
+        "contended mutex": CONTENDED - {(r[1], r[2]) for r in reach if r[0] == "mutex"},
     }
     if machine.applied.get("epoch-race", 0) < EPOCH_RACES:
         gaps["epoch races applied"] = {machine.applied.get("epoch-race", 0)}

@@ -1,0 +1,111 @@
+"""Planted bugs the job machines over PostgreSQL + Redis kill (each planted by
+monkeypatching inside its test, never through a production flag): the differential (every
+step on memory + SQLite and on Redis + PostgreSQL must agree), and the teardown's audit of
+the Redis namespace against the durable store."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from remora.jobs import postgres as pg
+from remora.jobs import redis_coordination as rc
+from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
+from tests.postgres.job_services import service_backends
+from tests.postgres.test_job_machines_services import twin_machine
+from tests.stateful.job_machines import RaceJobs, SpecSizedJobs
+
+HUNT = settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),  # the first failure is enough: no shrinking
+)
+
+
+@pytest.fixture(autouse=True)
+def artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+
+
+def killed(base: type[JobMachineBase]) -> str:
+    """The failure the machine over the services reports (it must report one)."""
+    with service_backends() as backends, pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(twin_machine(base, backends), settings=HUNT)
+    return info.value.failure
+
+
+def plant_script(monkeypatch: pytest.MonkeyPatch, name: str, old: str, new: str) -> None:
+    assert old in rc.SCRIPTS[name], f"the planted bug no longer applies to {name}"
+    monkeypatch.setitem(rc.SCRIPTS, name, rc.SCRIPTS[name].replace(old, new))
+
+
+def test_a_lua_script_comparing_one_field_fewer_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Reserve`` without the worker's own slot count (the memory store's ``can_reserve``
+    compares it): a worker reserves more jobs than it has slots on Redis only."""
+    plant_script(
+        monkeypatch,
+        "Reserve",
+        "if live_count() >= global_limit or mine + executing >= local_limit",
+        "if live_count() >= global_limit",
+    )
+    # the spec forbids the extra reservation: the twin's own refinement check kills it
+    assert killed(RaceJobs).startswith("ERROR refinement")
+
+
+def test_a_lua_script_that_forgets_a_field_of_the_mirror_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``MarkCancel`` that writes nothing: the cancel mark (the durable mirror, no spec
+    variable — alpha does not see it) is missing on Redis only; the differential compares
+    the whole coordination snapshot."""
+    plant_script(
+        monkeypatch,
+        "MarkCancel",
+        "if not dry then redis.call('SADD', k('cancel'), ARGV[7]) end",
+        "",
+    )
+    assert killed(SpecSizedJobs).startswith("ERROR differential")
+
+
+def test_a_namespace_wipe_that_leaves_a_key_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wipe that deletes every key but the live-lease index: the wiped leases still
+    count against the global limit on Redis, and the index outlives its leases."""
+    monkeypatch.setattr(rc, "KEY_NAMES", tuple(k for k in rc.KEY_NAMES if k != "live"))
+    assert killed(RaceJobs).startswith(("ERROR differential", "ERROR not-quiescent"))
+
+
+def test_a_live_lease_index_that_counts_expired_leases_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ExpireLease`` that leaves the attempt in the live-lease index."""
+    plant_script(
+        monkeypatch,
+        "ExpireLease",
+        "redis.call('SREM', k('live'), a)",
+        "",
+    )
+    assert killed(SpecSizedJobs).startswith(("ERROR differential", "ERROR not-quiescent"))
+
+
+def test_a_condition_dropped_from_postgresql_sql_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stage write's SQL without its fence condition: a worker declared down still
+    stages on PostgreSQL (the memory target refuses it)."""
+    source = textwrap.dedent(inspect.getsource(pg.PostgresTarget.write))
+    old = '"AND NOT EXISTS (SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s) "'
+    assert old in source, "the planted bug no longer applies to PostgresTarget.write"
+    source = source.replace(old, '"AND %s IS NOT NULL "')
+    namespace = dict(vars(pg))
+    exec(compile(source, pg.__file__, "exec"), namespace)
+    monkeypatch.setattr(pg.PostgresTarget, "write", namespace["write"])
+    assert killed(RaceJobs).startswith("ERROR differential")

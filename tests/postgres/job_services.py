@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from psycopg import sql
 
 from remora.clock import LogicalClock
 from remora.jobs.durable import open_postgres
@@ -35,6 +36,16 @@ class ServiceBackends:
         self.current: Stores | None = None
         self.built = 0
         self._tables: list[str] | None = None
+        # a throw-away database: its commits need not wait for the disk (the runtime's
+        # transactions, locks and isolation are unchanged)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            name = conn.execute("SELECT current_database()").fetchone()
+            assert name is not None
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                    sql.Identifier(str(name[0]))
+                )
+            )
 
     def __call__(self, clock: LogicalClock, config: JobsConfig) -> Stores:
         self.release()

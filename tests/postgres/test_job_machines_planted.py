@@ -109,3 +109,15 @@ def test_a_condition_dropped_from_postgresql_sql_is_killed(
     exec(compile(source, pg.__file__, "exec"), namespace)
     monkeypatch.setattr(pg.PostgresTarget, "write", namespace["write"])
     assert killed(RaceJobs).startswith("ERROR differential")
+
+
+def test_a_key_the_wipe_does_not_know_is_killed_by_the_audit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Enqueue`` pushing its wake-up onto a key outside ``KEY_NAMES`` (so a wipe leaves
+    it): no snapshot shows it and no step's result changes — only the teardown's audit of
+    the namespace sees it."""
+    plant_script(monkeypatch, "Enqueue", "k('wake')", "k('wakeup')")
+    failure = killed(SpecSizedJobs)
+    assert failure.startswith("ERROR not-quiescent: the key {remora-machine:")
+    assert failure.endswith(":wakeup is not the store's (on the twin's stores)")

@@ -12,7 +12,7 @@ the same result kind, the same spec state under alpha, the same coordination sna
 own; after the drain both must be quiescent and the Redis namespace must hold nothing the
 durable store does not imply (:meth:`~tests.postgres.job_services.ServiceBackends.audit`).
 
-Budget: a tenth of the profile's examples per machine (``ci``: 20, ``nightly``: 400 — 20x).
+Budget: a fortieth of the profile's examples per machine (``ci``: 5, ``nightly``: 100 — 20x).
 Without a reachable server the tests skip with the reason; under
 ``REMORA_REQUIRE_SERVICES=1`` they fail instead."""
 
@@ -26,7 +26,7 @@ from remora.testing.job_machines import JobMachineBase
 from tests.postgres.job_services import ServiceBackends, service_backends
 from tests.stateful.job_machines import RaceJobs, SpecSizedJobs
 
-SHARE = 10
+SHARE = 40
 """The machines over the services run ``max_examples // SHARE`` examples of the profile."""
 
 

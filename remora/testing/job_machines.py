@@ -455,8 +455,8 @@ class JobMachineBase(RuleBasedStateMachine):
             if self.twin is not None:
                 twin = self.twin
                 self._twin(twin.drain)
-                self._twin(twin.judge)
                 self.differential()
+                self._twin(twin.judge)
                 audit = getattr(type(self).twin_backends, "audit", None)
                 problems = audit() if audit is not None else []
                 if problems:

@@ -72,8 +72,8 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     "expire-lease": ("ExpireLease", "attempt"),
 }
 REFUSAL_REASONS: dict[str, str] = {
-    "enqueue": "the down marks are not in place (after a wipe, until a reconcile pass "
-    "republishes them): an Enqueue then could let a declared-down incarnation reserve",
+    "enqueue": "the down marks are not in place (after a wipe, until they are "
+    "republished): an Enqueue then could let a declared-down incarnation reserve",
 }
 
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import attrs
 
 from remora.clock import Clock
-from remora.errors import UnknownResult
+from remora.errors import Unavailable, UnknownResult
 from remora.jobs import guards
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
@@ -249,9 +249,12 @@ class MemoryCoordination:
         try:
             result = io_call(actor, JobOperation.COORD_WRITE, key, effect)
         except UnknownResult:
-            # Resolved by re-reading the log (the memory store always can).
+            # Resolved by re-reading the log (the memory store always can): not in it, the
+            # call was not applied — Unavailable, as the Redis store answers.
             if not applied:
-                raise
+                raise Unavailable(
+                    f"memory {action or key}: not applied (re-read the log)"
+                ) from None
             result = True
         if result and applied:
             actor.record(seq, action, params, store="coordination", order=applied[0])

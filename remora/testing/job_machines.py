@@ -55,10 +55,12 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from remora.clock import LogicalClock
 from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
-from remora.jobs.model import AttemptId, Service
+from remora.jobs.model import AttemptId, JobsConfig, Service
 from remora.jobs.model import Outcome as JobOutcome
+from remora.jobs.stores import Stores
 from remora.outputs import write_output
 from remora.sim.artifacts import failures_dir, job_replay_command
 from remora.sim.jobs.run import JobRun, JobRunFailure
@@ -186,6 +188,10 @@ class JobScheduleFailure(AssertionError):
         self.trace_path = trace_path
 
 
+StoresFactory = Callable[[LogicalClock, JobsConfig], Stores]
+"""Builds one run's stores on its clock (see :class:`~remora.sim.jobs.run.JobRun`)."""
+
+
 class JobMachineBase(RuleBasedStateMachine):
     """What every job machine shares: the run, its setup (handlers, swarm), the step
     executor with its reach record, the trace export, the preconditions' views, time and
@@ -205,6 +211,12 @@ class JobMachineBase(RuleBasedStateMachine):
     max_partitions: ClassVar[int] = 3
     mutation: ClassVar[str | None] = None
     swarm: ClassVar[tuple[str, ...]] = SWARM
+    #: A second configuration of the stores (the machines over PostgreSQL + Redis): every
+    #: step runs on both runs, which must agree after it (:meth:`differential`).  The
+    #: factory may have an ``audit() -> list[str]`` method: what its stores hold that
+    #: their snapshots do not show and the durable store does not imply (checked after
+    #: the drain).
+    twin_backends: ClassVar[StoresFactory | None] = None
     reach: ClassVar[set[tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -214,6 +226,7 @@ class JobMachineBase(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.run: JobRun | None = None
+        self.twin: JobRun | None = None
         self.failed = False
         self._fired = 0
         self.off: frozenset[str] = frozenset()
@@ -267,6 +280,9 @@ class JobMachineBase(RuleBasedStateMachine):
             f for f in self.swarm if data.draw(st.booleans(), label=f"swarm off {f}")
         )
         self.run = JobRun(self.config(), handlers)
+        twin = type(self).twin_backends
+        if twin is not None:
+            self.twin = JobRun(self.config(), handlers, backends=twin)
         self._do(JobStep("start", worker=self.workers[0]))
 
     # -- the trace ---------------------------------------------------------------------------
@@ -299,6 +315,9 @@ class JobMachineBase(RuleBasedStateMachine):
             step = attrs.evolve(step, faults=())
         try:
             kind = self.run.execute(step)
+            if self.twin is not None:
+                self._twin(lambda: self.twin.execute(step))  # type: ignore[union-attr]
+                self.differential()
         except JobRunFailure as exc:
             self.fail(exc)
         finally:
@@ -389,6 +408,37 @@ class JobMachineBase(RuleBasedStateMachine):
         return JobStep(op, worker=w, job=a.job, token=a.token, faults=fs, **kw)
 
     # -- checks ------------------------------------------------------------------------------
+    def _twin(self, op: Callable[[], object]) -> None:
+        try:
+            op()
+        except JobRunFailure as exc:
+            raise JobRunFailure(f"{exc.failure} (on the twin's stores)", exc.detail) from None
+
+    def differential(self) -> None:
+        """The two configurations agree: every step of both (the drain's too) had the
+        same result kind, and what :meth:`JobRun.observable` shows is equal."""
+        assert self.run is not None and self.twin is not None
+        mine, theirs = self.run.trail, self.twin.trail
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
+            if a != b:
+                raise JobRunFailure(
+                    f"ERROR differential: step {a[0]} was {a[1]} on memory + SQLite, "
+                    f"{b[0]} {b[1]} on the twin's stores",
+                    f"at step {i} of {len(mine)}",
+                )
+        if len(mine) != len(theirs):
+            raise JobRunFailure(
+                "ERROR differential: the runs took different steps",
+                f"{len(mine)} on memory + SQLite, {len(theirs)} on the twin's stores",
+            )
+        left, right = self.run.observable(), self.twin.observable()
+        for part, value in left.items():
+            if value != right[part]:
+                raise JobRunFailure(
+                    f"ERROR differential: the {part} differs after {mine[-1][0]}",
+                    f"memory + SQLite: {value!r}\ntwin: {right[part]!r}",
+                )
+
     @invariant()
     def refinement(self) -> None:
         """Checked inside every step (:meth:`JobRun.execute`): here, only the record."""
@@ -402,6 +452,18 @@ class JobMachineBase(RuleBasedStateMachine):
         try:
             self.run.drain()
             self.run.judge()
+            if self.twin is not None:
+                twin = self.twin
+                self._twin(twin.drain)
+                self.differential()
+                self._twin(twin.judge)
+                audit = getattr(type(self).twin_backends, "audit", None)
+                problems = audit() if audit is not None else []
+                if problems:
+                    raise JobRunFailure(
+                        f"ERROR not-quiescent: {problems[0]} (on the twin's stores)",
+                        "; ".join(problems),
+                    )
         except JobRunFailure as exc:
             self.fail(exc)
         reach = type(self).reach

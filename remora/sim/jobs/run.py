@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from remora.clock import LogicalClock
 from remora.errors import RemoraError, Unavailable, UnknownResult
 from remora.faults import FaultDecision
 from remora.jobs.io import JobOperation
@@ -44,13 +45,36 @@ from remora.jobs.model import (
     Phase,
     SecretState,
 )
+from remora.jobs.stores import Stores
 from remora.jobs.worker import Worker, WorkerDown, write_credential
+from remora.protocol.spec import Step
 from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import SimConfig, Simulation
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
 
 DRAIN_ROUNDS = 40
+
+#: The steps whose refusal is judged: the step kind, its spec action and whether the
+#: action names the step's job (``job``) or attempt (``attempt``).  A fault-free step of
+#: these kinds that the runtime refuses (``refused``/``noop``) while the spec enables its
+#: action in the tracked spec state is a finding (``ERROR refused``) unless one of
+#: :data:`REFUSAL_REASONS` holds (docs/jobs.md lists them).
+JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
+    "enqueue": ("Enqueue", "job"),
+    "publish-cancel-notice": ("PublishCancelNotice", "job"),
+    "clean-terminal": ("CleanTerminalCoordination", "job"),
+    "clear-stale-progress": ("ClearStaleLiveProgress", "job"),
+    "expire-reservation": ("ExpireReservation", "job"),
+    "schedule-retry": ("ScheduleRetry", "job"),
+    "finalize-cancel": ("FinalizeCancel", "job"),
+    "invalidate-checkpoint": ("InvalidateCheckpoint", "job"),
+    "expire-lease": ("ExpireLease", "attempt"),
+}
+REFUSAL_REASONS: dict[str, str] = {
+    "enqueue": "the down marks are not in place (after a wipe, until they are "
+    "republished): an Enqueue then could let a declared-down incarnation reserve",
+}
 
 
 class JobRunFailure(AssertionError):
@@ -97,7 +121,15 @@ def classify(result: Any) -> str:
 class JobRun:
     """The runtime in simulation, stepped by :class:`JobStep` (module docstring)."""
 
-    def __init__(self, config: JobConfig, handlers: dict[str, tuple[Outcome, ...]]) -> None:
+    def __init__(
+        self,
+        config: JobConfig,
+        handlers: dict[str, tuple[Outcome, ...]],
+        *,
+        backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
+    ) -> None:
+        """``backends`` builds the stores (default: SQLite ``:memory:`` and memory
+        coordination, target and vault); the machines over PostgreSQL + Redis pass theirs."""
         self.config = config
         self.handlers = handlers
         self.hook = ScriptedFaults()
@@ -118,19 +150,57 @@ class JobRun:
                 max_partitions=config.max_partitions,
             ),
             hook=self.hook,
+            backends=backends,
         )
         self.chk = RefinementChecker(self.sim)
         self.steps: list[JobStep] = []
         self.results: list[tuple[str, str]] = []  # (op, result kind) per executed step
+        #: every checked step, the drain's too: (label, result kind) — what the machines
+        #: over two configurations compare step by step
+        self.trail: list[tuple[str, str]] = []
         self.submitted: set[str] = set()
 
     # -- steps ----------------------------------------------------------------------------------
     def execute(self, step: JobStep) -> str:
-        """Run one step (refinement-checked); returns its result kind."""
+        """Run one step (refinement-checked); returns its result kind.  A judged step
+        (:data:`JUDGED_REFUSALS`) the runtime refuses although the spec enables it fails
+        the run, unless its documented reason (:data:`REFUSAL_REASONS`) holds."""
         self.steps.append(step)
+        enabled = self._spec_enables(step)
+        excused = enabled is not None and self._excused(step)
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
+        if enabled is not None and kind in ("refused", "noop") and not excused:
+            raise JobRunFailure(
+                f"ERROR refused: {step.label()} was refused though the spec enables {enabled}",
+                "no documented runtime reason holds (docs/jobs.md)",
+            )
         return kind
+
+    def _spec_enables(self, step: JobStep) -> str | None:
+        """The spec action of a judged, fault-free step, when the tracked spec state
+        enables it (else None)."""
+        judged = JUDGED_REFUSALS.get(step.op)
+        if judged is None or step.faults or step.job not in self.submitted:
+            return None
+        name, kind = judged
+        alpha = self.chk.alpha
+        if kind == "job":
+            value = alpha.job_index[str(step.job)]
+        else:
+            a = self._attempt(step)
+            if not self._exists(a):
+                return None
+            value = alpha.attempt(a)
+        spec = Step(name, (value,))
+        if self.chk.model.apply(self.chk.state, spec) is None:
+            return None
+        return self.chk.renderer.step_label(spec)
+
+    def _excused(self, step: JobStep) -> bool:
+        if step.op == "enqueue":
+            return not self.sim.stores.coordination.is_marked(self.sim.env)
+        return False
 
     def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
         self.hook.arm(script_of(faults))
@@ -141,6 +211,7 @@ class JobRun:
         finally:
             self.hook.arm({})
         kind = classify(result)
+        self.trail.append((label, kind))
         if kind == "crash":
             raise JobRunFailure(
                 f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
@@ -319,6 +390,31 @@ class JobRun:
                 step(partial(wk.release_lease, a), f"release lease {a}")
 
     # -- judgement ------------------------------------------------------------------------------
+    def observable(self) -> dict[str, Any]:
+        """What two configurations of the runtime (memory + SQLite, Redis + PostgreSQL)
+        must agree on after every step: the spec state alpha gives, the coordination store
+        (the mirror too: floors, cancel and down marks), the durable rows (reservation ids
+        aside: each coordination store mints its own), the target's staging and the
+        vault."""
+        st = self.sim.stores
+        c = st.coordination.snapshot()
+        d = st.durable.snapshot()
+        return {
+            "spec state": self.chk.state,
+            "coordination": attrs.evolve(
+                c,
+                down=frozenset(),  # Redis's snapshot omits the down marks: audited raw
+                reservations={
+                    j: attrs.evolve(r, rid="") for j, r in sorted(c.reservations.items())
+                },
+            ),
+            "durable": attrs.evolve(
+                d, attempts=tuple(attrs.evolve(row, reservation="") for row in d.attempts)
+            ),
+            "target": st.target.snapshot(),
+            "vault": st.vault.snapshot(),
+        }
+
     def quiet(self) -> bool:
         return not self.quiescence() and self.alpha_quiescent()
 
@@ -348,6 +444,12 @@ class JobRun:
             problems.append(f"the cancel notice of {j} remains")
         for j in sorted(c.progress):
             problems.append(f"live progress of {j} remains")
+        # a down mark is raised before its declaration commits: after the drain every
+        # mark is durable (a cancel mark may outlive a refused RequestCancel of a job
+        # that finished first: harmless, the job is terminal)
+        durable_down = {row.id for row in d.workers if not row.up}
+        for w in sorted(c.down - durable_down):
+            problems.append(f"the down mark of {w} is not durable")
         for w, wk in sorted(self.sim.workers.items()):
             for a, local in sorted(wk.attempts.items(), key=lambda x: str(x[0])):
                 if wk.up and local.state in ("authorized", "executing"):

@@ -1,0 +1,142 @@
+"""The job runtime's stores on the real services, for the job machines: a scratch
+PostgreSQL database per test (durable store, target and vault schemas) and a private Redis
+namespace per example, on the simulation's logical clock.
+
+:func:`service_backends` yields a :class:`ServiceBackends`; each call of it builds a fresh
+:class:`~remora.jobs.stores.Stores` for one example: it first closes the previous example's
+stores and deletes their namespace, then empties every ``remora_jobs_*`` table but the
+schema's config (a ``TRUNCATE`` is about a hundred times cheaper than a database per
+example), and opens the stores on a new namespace ``remora-machine:<random>``."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+
+from remora.clock import LogicalClock
+from remora.jobs.durable import open_postgres
+from remora.jobs.model import JobsConfig
+from remora.jobs.postgres import PostgresTarget, PostgresVault
+from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+from remora.jobs.stores import Stores
+from tests.common.services import require_redis
+from tests.postgres.services import fresh_database
+
+
+class ServiceBackends:
+    """A stores factory over one scratch database and one Redis server (module docstring)."""
+
+    def __init__(self, dsn: str, redis_url: str) -> None:
+        self.dsn = dsn
+        self.redis_url = redis_url
+        self.current: Stores | None = None
+        self.built = 0
+        self._tables: list[str] | None = None
+        # a throw-away database: its commits need not wait for the disk (the runtime's
+        # transactions, locks and isolation are unchanged)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            name = conn.execute("SELECT current_database()").fetchone()
+            assert name is not None
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                    sql.Identifier(str(name[0]))
+                )
+            )
+
+    def __call__(self, clock: LogicalClock, config: JobsConfig) -> Stores:
+        self.release()
+        durable = open_postgres(self.dsn, injected_clock=True)  # migrates on first use
+        self._truncate()
+        self.current = Stores(
+            durable=durable,
+            coordination=RedisCoordination(
+                self.redis_url,
+                config,
+                namespace=f"remora-machine:{secrets.token_hex(6)}",
+                clock=clock,
+            ),
+            target=PostgresTarget(self.dsn),
+            vault=PostgresVault(self.dsn),
+            clock=clock,
+            config=config,
+        )
+        self.built += 1
+        return self.current
+
+    def _truncate(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            if self._tables is None:
+                rows = conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                    "AND tablename LIKE 'remora_jobs_%' AND tablename <> 'remora_jobs_config'"
+                ).fetchall()
+                self._tables = sorted(str(r[0]) for r in rows)
+            if self._tables:
+                conn.execute(f"TRUNCATE {', '.join(self._tables)} RESTART IDENTITY")
+
+    def keys(self) -> list[str]:
+        """Every key of the current namespace (a wipe check reads them)."""
+        if self.current is None:
+            return []
+        coord = self.current.coordination
+        assert isinstance(coord, RedisCoordination)
+        return sorted(k.decode() for k in coord.client.keys(f"{coord.ns}:*"))
+
+    def audit(self) -> list[str]:
+        """What the current namespace holds that its snapshot does not show and the
+        durable store does not imply (after a drain): a key outside the store's own, an
+        index of live leases other than the leases marked live, down marks other than the
+        incarnations the durable store holds down."""
+        if self.current is None:
+            return []
+        coord = self.current.coordination
+        assert isinstance(coord, RedisCoordination)
+        client, ns = coord.client, coord.ns
+        problems = [
+            f"the key {key} is not the store's"
+            for key in self.keys()
+            if key.removeprefix(f"{ns}:") not in KEY_NAMES
+        ]
+        index = {m.decode() for m in client.smembers(f"{ns}:live")}
+        live = {k.decode() for k, v in client.hgetall(f"{ns}:lease").items() if v.endswith(b"|1")}
+        for a in sorted(index - live):
+            problems.append(f"the live-lease index holds {a}, whose lease is not live")
+        for a in sorted(live - index):
+            problems.append(f"the live lease of {a} is not in the live-lease index")
+        down = {m.decode() for m in client.smembers(f"{ns}:down")}
+        durable = {w.id for w in self.current.durable.snapshot().workers if not w.up}
+        # (not every durably-down incarnation is marked: a clean shutdown records the
+        # declaration without a mark — the incarnation no longer acts — and after a wipe
+        # the next Enqueue republishes them all)
+        for w in sorted(down - durable):
+            problems.append(f"the down mark of {w} is only in the coordination store")
+        return problems
+
+    def release(self) -> None:
+        """Close the current example's stores and delete its namespace."""
+        stores, self.current = self.current, None
+        if stores is None:
+            return
+        coord = stores.coordination
+        assert isinstance(coord, RedisCoordination)
+        try:
+            coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))
+        finally:
+            stores.close()
+
+
+@contextmanager
+def service_backends() -> Iterator[ServiceBackends]:
+    """PostgreSQL + Redis stores for a job machine (skips, or fails under
+    ``REMORA_REQUIRE_SERVICES=1``, when a service is unreachable)."""
+    url = require_redis()
+    with fresh_database() as dsn:
+        backends = ServiceBackends(dsn, url)
+        try:
+            yield backends
+        finally:
+            backends.release()

@@ -1,0 +1,112 @@
+"""The judgement of every state in the job machines (``remora/sim/jobs/run.py``), each
+check with a planted bug of its class that it kills (monkeypatched inside the test):
+
+* a refusal of a step the spec enables (``JUDGED_REFUSALS``) is a finding — planted: the
+  reaper's lease-expiry guard a tick late (a stutter the refinement check accepts, and the
+  drain still quiesces: nothing but this judgement sees it);
+* after the drain every down mark of the coordination store is durable — planted: the
+  reconciler raising an incarnation's down mark before evaluating the declaration's guard
+  (a live incarnation keeps a mark the durable store never holds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from remora.jobs import guards
+from remora.jobs.model import Outcome
+from remora.jobs.reconciler import Reconciler
+from remora.sim.jobs.run import JobRun, JobRunFailure
+from remora.sim.jobs.trace import JobConfig, JobStep
+from remora.testing.job_machines import JobScheduleFailure
+from tests.stateful.job_machines import SpecSizedJobs
+
+CONFIG = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
+
+
+def late_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
+    def can_expire_lease(c: Any, a: Any, tick_ms: int, limit: int) -> bool:
+        lease = c.leases.get(a)
+        return (
+            lease is not None
+            and lease.live
+            and guards.age(c.now_ms, lease.at_ms, tick_ms, limit + 1) > limit
+        )
+
+    monkeypatch.setattr(guards, "can_expire_lease", can_expire_lease)
+
+
+def expire_a_lease(run: JobRun) -> str:
+    for step in (
+        JobStep("start", worker="w1"),
+        JobStep("submit", job="j1"),
+        JobStep("enqueue", job="j1"),
+        JobStep("reserve", worker="w1", job="j1"),
+        JobStep("authorize", worker="w1", job="j1"),
+        JobStep("activate", worker="w1", job="j1", token=1),
+        JobStep("tick"),
+    ):
+        run.execute(step)
+    return run.execute(JobStep("expire-lease", job="j1", token=1))
+
+
+def test_an_expiry_the_spec_enables_is_taken() -> None:
+    assert expire_a_lease(JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)})) == "ok"
+
+
+def test_a_refused_expiry_the_spec_enables_is_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    late_expiry(monkeypatch)
+    with pytest.raises(JobRunFailure) as info:
+        expire_a_lease(JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)}))
+    assert info.value.failure == (
+        "ERROR refused: expire-lease j1 1 was refused though the spec enables "
+        "ExpireLease([job |-> j1, token |-> 1])"
+    ), info.value.failure
+
+
+def test_the_machine_kills_a_late_expiry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    late_expiry(monkeypatch)
+    machine = type("LateExpiry", (SpecSizedJobs,), {})
+    hunt = settings(
+        max_examples=200,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=(Phase.explicit, Phase.generate),
+    )
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(machine, settings=hunt)
+    assert info.value.failure.startswith("ERROR refused: expire-lease"), info.value.failure
+
+
+def declare_live_worker(run: JobRun) -> None:
+    run.execute(JobStep("start", worker="w1"))
+    run.execute(JobStep("start", worker="w2"))
+    # the reconciler considers w1, whose heartbeat is fresh: the declaration is refused
+    assert run.sim.reconciler.declare_down("w1") is False
+    run.drain()
+    run.judge()
+
+
+def test_a_refused_declaration_leaves_no_mark() -> None:
+    declare_live_worker(JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)}))
+
+
+def test_a_mark_raised_before_the_guard_is_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = Reconciler.declare_down
+
+    def mark_first(self: Reconciler, worker: str, *, down_after: float | None = None) -> bool:
+        self.stores.coordination.mark_down(self.actor, worker)  # the fence before the guard
+        return original(self, worker, down_after=down_after)
+
+    monkeypatch.setattr(Reconciler, "declare_down", mark_first)
+    with pytest.raises(JobRunFailure) as info:
+        declare_live_worker(JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)}))
+    assert info.value.failure == "ERROR not-quiescent: the down mark of w1 is not durable", (
+        info.value.failure
+    )

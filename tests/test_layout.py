@@ -1,7 +1,10 @@
-"""The test tree: SQLite-only tests collect (and so run) on a machine without psycopg."""
+"""The test tree: SQLite-only tests collect (and so run) on a machine without psycopg, and
+no test module imports another (shared code lives in helper modules: ``tests/common``,
+``tests/jobs/scenarios.py`` …), so each test module can be read, run and moved alone."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +45,58 @@ def test_a_module_level_psycopg_import_would_be_caught(tmp_path: Path) -> None:
     done = collect_without_psycopg(f"--rootdir={REPO}", str(planted))
     assert done.returncode != 0
     assert "psycopg" in done.stdout + done.stderr
+
+
+def imported_test_modules(path: Path, root: Path) -> list[str]:
+    """The test modules (``test_*.py`` files under ``root``, the ``tests`` package) that the
+    file at ``path`` imports, absolutely (``tests.jobs.test_x``) or relatively."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [(0, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            names = [(node.level, base)]
+            names += [(node.level, f"{base}.{a.name}".lstrip(".")) for a in node.names]
+        else:
+            continue
+        for level, name in names:
+            parts = name.split(".") if name else []
+            if level:
+                anchor = path.parent
+                for _ in range(level - 1):
+                    anchor = anchor.parent
+                target = anchor.joinpath(*parts)
+            elif parts[:1] == ["tests"]:
+                target = root.joinpath(*parts[1:])
+            else:
+                continue
+            if target.name.startswith("test_") and target.with_suffix(".py").is_file():
+                found.append(("." * level) + name)
+    return sorted(set(found))
+
+
+def imports_between_test_modules(root: Path) -> list[str]:
+    return [
+        f"{p.relative_to(root)} imports {name}"
+        for p in sorted(root.rglob("test_*.py"))
+        for name in imported_test_modules(p, root)
+    ]
+
+
+def test_no_test_module_imports_another() -> None:
+    assert imports_between_test_modules(REPO / "tests") == []
+
+
+def test_planted_a_test_module_importing_another_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "test_a.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "jobs" / "test_b.py").write_text("from tests.jobs.test_a import test_x\n")
+    (tmp_path / "test_c.py").write_text("from .jobs import test_a as A\n")
+    (tmp_path / "test_d.py").write_text("from tests.common.support import records\n")  # fine
+    (tmp_path / "jobs" / "helpers.py").write_text("def test_shared():\n    pass\n")
+    (tmp_path / "test_e.py").write_text("from tests.jobs.helpers import test_shared\n")  # fine
+    assert imports_between_test_modules(tmp_path) == [
+        "jobs/test_b.py imports tests.jobs.test_a",
+        "test_c.py imports .jobs.test_a",
+    ]

@@ -98,7 +98,7 @@ def test_explore_safety_violation_writes_counterexample(
 ) -> None:
     import remora.cli.explore as cli
     from remora.protocol.trace import replay
-    from tests.protocol.test_mutations import CancelForgetsRequest
+    from tests.protocol.spec_mutants import CancelForgetsRequest
 
     monkeypatch.setattr(cli, "Remora", CancelForgetsRequest)
     cex = tmp_path / "cex.json"

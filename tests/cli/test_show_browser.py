@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from remora.cli import main
 from remora.sim.generate import generate
 from remora.sim.report import run_trace
 from tests.common.browser import dump_dom, screenshot
+from tests.common.ledger import WRONG, ledger_model, trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "show"
 
@@ -117,11 +117,6 @@ WINDOW = (1000, 900)
 
 def processing_bug_page(tmp_path: Path) -> Path:
     """A user's own processing bug found by the oracle (the ledger's planted sign error)."""
-    sys.path.append(str(Path(__file__).resolve().parents[2] / "examples" / "ledger"))
-    from ledger.model import ledger_model
-
-    from tests.sim.test_custom_processing import WRONG, trace
-
     report = run_trace(trace(), processing=WRONG, model=ledger_model)
     assert report.failure == "ERROR outbox-mismatch"
     (tmp_path / "ledger.json").write_text(json.dumps(report.document))

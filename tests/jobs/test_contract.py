@@ -1,4 +1,4 @@
-"""One contract suite, three kinds of backend: the scenarios of ``test_actions.py`` (every
+"""One contract suite, three kinds of backend: the scenarios of ``scenarios.py`` (every
 spec action, each step refinement-checked) run on
 
 * SQLite files + the directory target and vault + memory coordination (the embedded
@@ -23,8 +23,8 @@ from remora.jobs.durable import open_sqlite
 from remora.jobs.model import JobsConfig
 from remora.jobs.stores import Stores
 from remora.jobs.target import DirectoryTarget, DirectoryVault
-from tests.jobs import test_actions as A
-from tests.jobs import test_declare_down as D
+from tests.jobs import down_scenarios as D
+from tests.jobs import scenarios as A
 
 SCENARIOS: list[Callable[[], None]] = [
     A.test_success_path,

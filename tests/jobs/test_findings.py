@@ -11,7 +11,7 @@ from remora.jobs.model import Outcome as JobOutcome
 from remora.sim.jobs.refinement import RefinementChecker
 from remora.sim.jobs.simulation import SimConfig, Simulation
 from remora.testing.faults import ScriptedFaults
-from tests.jobs.test_actions import Run
+from tests.jobs.scenarios import Run
 
 
 def test_worker_learns_an_outcome_the_reconciler_processed() -> None:

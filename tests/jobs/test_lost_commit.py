@@ -24,7 +24,7 @@ from remora.jobs.model import JobsConfig, Outcome, Phase
 from remora.jobs.postgres import PostgresTarget
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
-from tests.jobs import test_actions as A
+from tests.jobs import scenarios as A
 from tests.postgres.proxy import Cut, PgProxy
 
 pytestmark = pytest.mark.services

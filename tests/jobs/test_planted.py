@@ -12,7 +12,7 @@ from remora.jobs import guards
 from remora.jobs.model import Outcome
 from remora.sim.jobs.mutations import unguarded
 from remora.sim.jobs.refinement import RefinementViolation
-from tests.jobs.test_actions import Run
+from tests.jobs.scenarios import Run
 
 
 def stale_success(run: Run) -> None:

@@ -298,7 +298,7 @@ class JobMachineBase(RuleBasedStateMachine):
     def export(self) -> str:
         path = failures_dir() / f"hypothesis-{type(self).__name__}.json"
         if _final_run() or not path.exists():
-            write_output(path, self.trace().dumps())
+            write_output(path, self.trace().dumps(), parents=True)
         note(f"trace written: {job_replay_command(path)}")
         return str(path)
 

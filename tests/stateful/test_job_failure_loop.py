@@ -46,7 +46,10 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
 ) -> None:
     from remora.sim.jobs.mutations import applied
 
-    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    # A folder that does not exist yet (a fresh clone has no artifacts/failures): the export
+    # creates it, so the failure is reported as itself, not as an OutputError.
+    folder = tmp_path / "fresh" / "failures"
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(folder))
     import hypothesis.internal.conjecture.engine as engine
 
     monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", SHRINK_SECONDS)
@@ -54,10 +57,10 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
         run_state_machine_as_test(Planted, settings=ci())
     failure = exc.value.failure
     assert failure.startswith("ERROR ")
-    path = tmp_path / "hypothesis-Planted.json"
+    path = folder / "hypothesis-Planted.json"
     assert exc.value.trace_path == str(path)
     assert f"remora sim-jobs --replay {path}" in str(exc.value)
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not list(folder.glob("*.tmp"))
     trace = loads(path.read_text())
     assert trace.config.mutation == PLANTED
     assert trace.toolchain.generator == "hypothesis:Planted"
@@ -72,7 +75,7 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     assert main(["reduce", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"failure: {failure}" in out
-    reduced = loads((tmp_path / "hypothesis-Planted-reduced.json").read_text())
+    reduced = loads((folder / "hypothesis-Planted-reduced.json").read_text())
     assert len(reduced.steps) <= SHRUNK_BOUND
     assert run_trace(reduced).failure == failure
 

@@ -33,6 +33,7 @@ import attrs
 from remora.clock import Clock
 from remora.errors import Unavailable, UnknownResult
 from remora.jobs import guards
+from remora.jobs.actions import Action
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
     AttemptId,
@@ -268,7 +269,7 @@ class MemoryCoordination:
             d.queued.add(job)
             return True
 
-        done = bool(self._op(actor, "Enqueue", {"j": job}, job, body))
+        done = bool(self._op(actor, Action.ENQUEUE, {"j": job}, job, body))
         if done:
             self._work.set()
         return done
@@ -287,7 +288,7 @@ class MemoryCoordination:
             d.reservations[job] = Reservation(worker, rid, now)
             return rid
 
-        result = self._op(actor, "Reserve", {"j": job, "w": worker}, job, body)
+        result = self._op(actor, Action.RESERVE, {"j": job, "w": worker}, job, body)
         return str(result) if result else None
 
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
@@ -299,7 +300,7 @@ class MemoryCoordination:
             d.progress[a.job] = LiveProgress(a, progress)
             return True
 
-        return bool(self._op(actor, "ActivateAttempt", {"a": str(a)}, a.job, body))
+        return bool(self._op(actor, Action.ACTIVATE_ATTEMPT, {"a": str(a)}, a.job, body))
 
     def renew(self, actor: Actor, a: AttemptId, worker: str) -> bool:
         cfg = self.config
@@ -310,7 +311,7 @@ class MemoryCoordination:
             d.leases[a] = Lease(worker, now, True)
             return True
 
-        return bool(self._op(actor, "RenewLease", {"a": str(a)}, a.job, body))
+        return bool(self._op(actor, Action.RENEW_LEASE, {"a": str(a)}, a.job, body))
 
     def report_progress(self, actor: Actor, a: AttemptId, progress: int) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -319,7 +320,7 @@ class MemoryCoordination:
             d.progress[a.job] = LiveProgress(a, progress)
             return True
 
-        return bool(self._op(actor, "ReportProgress", {"a": str(a)}, a.job, body))
+        return bool(self._op(actor, Action.REPORT_PROGRESS, {"a": str(a)}, a.job, body))
 
     def expire_lease(self, actor: Actor, a: AttemptId) -> bool:
         cfg = self.config
@@ -330,7 +331,7 @@ class MemoryCoordination:
             d.leases[a] = attrs.evolve(d.leases[a], live=False)
             return True
 
-        return bool(self._op(actor, "ExpireLease", {"a": str(a)}, a.job, body))
+        return bool(self._op(actor, Action.EXPIRE_LEASE, {"a": str(a)}, a.job, body))
 
     def expire_reservation(self, actor: Actor, job: str) -> bool:
         cfg = self.config
@@ -341,7 +342,7 @@ class MemoryCoordination:
             del d.reservations[job]
             return True
 
-        return bool(self._op(actor, "ExpireReservation", {"j": job}, job, body))
+        return bool(self._op(actor, Action.EXPIRE_RESERVATION, {"j": job}, job, body))
 
     def release_lease(self, actor: Actor, a: AttemptId) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -351,7 +352,7 @@ class MemoryCoordination:
             d.leases[a] = attrs.evolve(lease, live=False)
             return True
 
-        return bool(self._op(actor, "ReleaseLease", {"a": str(a)}, a.job, body))
+        return bool(self._op(actor, Action.RELEASE_LEASE, {"a": str(a)}, a.job, body))
 
     def release_reservation(self, actor: Actor, job: str, rid: str | None) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -361,7 +362,7 @@ class MemoryCoordination:
             del d.reservations[job]
             return True
 
-        return bool(self._op(actor, "ReleaseReservation", {"j": job}, job, body))
+        return bool(self._op(actor, Action.RELEASE_RESERVATION, {"j": job}, job, body))
 
     def publish_cancel_notice(self, actor: Actor, job: str) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -370,7 +371,7 @@ class MemoryCoordination:
             d.notices.add(job)
             return True
 
-        return bool(self._op(actor, "PublishCancelNotice", {"j": job}, job, body))
+        return bool(self._op(actor, Action.PUBLISH_CANCEL_NOTICE, {"j": job}, job, body))
 
     def clean_terminal(self, actor: Actor, job: str) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -382,7 +383,7 @@ class MemoryCoordination:
             d.progress.pop(job, None)
             return True
 
-        return bool(self._op(actor, "CleanTerminalCoordination", {"j": job}, job, body))
+        return bool(self._op(actor, Action.CLEAN_TERMINAL_COORDINATION, {"j": job}, job, body))
 
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -391,7 +392,7 @@ class MemoryCoordination:
             del d.progress[job]
             return True
 
-        return bool(self._op(actor, "ClearStaleLiveProgress", {"j": job}, job, body))
+        return bool(self._op(actor, Action.CLEAR_STALE_LIVE_PROGRESS, {"j": job}, job, body))
 
     # -- the durable mirror (not spec steps) ------------------------------------------------
     def raise_floor(self, actor: Actor, job: str, token: int) -> None:
@@ -448,7 +449,7 @@ class MemoryCoordination:
             self._data = _Data(marked=False)
             return True
 
-        self._op(actor, "LoseCoordinationState", {}, "", body)
+        self._op(actor, Action.LOSE_COORDINATION_STATE, {}, "", body)
 
     def snapshot(self, actor: Actor | None = None) -> CoordSnapshot:
         if actor is None:

@@ -39,6 +39,7 @@ import attrs
 from remora.context import Context
 from remora.errors import InvalidInput, Unavailable, UnknownResult
 from remora.jobs import guards
+from remora.jobs.actions import Action
 from remora.jobs.guards import Change
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import (
@@ -546,11 +547,13 @@ class DurableStore:
                 ),
                 (worker_id, *self._now_param(now)),
             )
-            self._log(cur, subject, 1, "StartIncarnation", {"w": worker_id}, actor.name, seq, "")
+            self._log(
+                cur, subject, 1, Action.START_INCARNATION, {"w": worker_id}, actor.name, seq, ""
+            )
 
         self._write_resolved(actor, seq, subject, body, lambda: None)
         actor.record(
-            seq, "StartIncarnation", {"w": worker_id}, store="durable", key=subject, version=1
+            seq, Action.START_INCARNATION, {"w": worker_id}, store="durable", key=subject, version=1
         )
 
     def retire_worker(self, actor: Actor, worker_id: str) -> None:
@@ -572,10 +575,12 @@ class DurableStore:
                 ),
                 (worker_id,),
             )
-            self._log(cur, subject, 2, "CrashWorker", {"w": worker_id}, actor.name, seq, "")
+            self._log(cur, subject, 2, Action.CRASH_WORKER, {"w": worker_id}, actor.name, seq, "")
 
         self._write_resolved(actor, seq, subject, body, lambda: None)
-        actor.record(seq, "CrashWorker", {"w": worker_id}, store="durable", key=subject, version=2)
+        actor.record(
+            seq, Action.CRASH_WORKER, {"w": worker_id}, store="durable", key=subject, version=2
+        )
 
     # -- incarnation liveness ------------------------------------------------------------------
     def _now_sql(self) -> str:
@@ -663,10 +668,12 @@ class DurableStore:
                 self._q("UPDATE remora_jobs_worker SET up = 0, version = 2 WHERE id = ?"),
                 (worker_id,),
             )
-            self._log(cur, subject, 2, "CrashWorker", {"w": worker_id}, actor.name, seq, "")
+            self._log(cur, subject, 2, Action.CRASH_WORKER, {"w": worker_id}, actor.name, seq, "")
 
         self._write_resolved(actor, seq, subject, body, lambda: None)
-        actor.record(seq, "CrashWorker", {"w": worker_id}, store="durable", key=subject, version=2)
+        actor.record(
+            seq, Action.CRASH_WORKER, {"w": worker_id}, store="durable", key=subject, version=2
+        )
 
     def with_lock(self, actor: Actor, job_id: str, block: Callable[[Locked], T]) -> T:
         """Run ``block(locked)`` while holding ``job_id``'s lock (no durable change is made):

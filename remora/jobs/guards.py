@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from remora.jobs.actions import Action
 from remora.jobs.model import (
     AttemptId,
     AttemptRow,
@@ -160,7 +161,7 @@ def authorize(
         new = AttemptRow(job.id, token, worker, rid)
     changed.append(new)
     return Change(
-        "AuthorizeAttempt",
+        Action.AUTHORIZE_ATTEMPT,
         {"j": job.id, "w": worker},
         job=attrs.evolve(
             job,
@@ -190,7 +191,7 @@ def persist_checkpoint(
         "the checkpoint already holds this progress",
     )
     return Change(
-        "PersistCheckpoint",
+        Action.PERSIST_CHECKPOINT,
         {"a": str(job.attempt(token))},
         job=attrs.evolve(job, checkpoint=progress, checkpoint_owner=token, checkpoint_valid=True),
     )
@@ -201,7 +202,7 @@ def invalidate_checkpoint(job: JobRow) -> Change:
     need(not job.phase.terminal, "the job is terminal")
     need(job.checkpoint_valid, "no valid checkpoint")
     return Change(
-        "InvalidateCheckpoint",
+        Action.INVALIDATE_CHECKPOINT,
         {"j": job.id},
         job=attrs.evolve(job, checkpoint_valid=False, checkpoint_owner=0),
     )
@@ -218,7 +219,7 @@ def send_outcome(
     need(row.pending is None, "an outcome is already in flight")
     need(not row.committed and row.stop is not Stop.FAILED, "the attempt is finished")
     return Change(
-        "SendOutcome",
+        Action.SEND_OUTCOME,
         {"a": str(row.id), "outcome": outcome.value},
         attempts=(attrs.evolve(row, pending=outcome),),
     )
@@ -256,7 +257,7 @@ def process_outcome(
     need(row.pending is not None, "no outcome in flight")
     if commit_eligible(job, row, stage):
         return Change(
-            "AcceptSuccess",
+            Action.ACCEPT_SUCCESS,
             a,
             job=attrs.evolve(
                 job,
@@ -268,15 +269,15 @@ def process_outcome(
                 checkpoint_valid=True,
             ),
             attempts=(attrs.evolve(row, committed=True, pending=None),),
-            result="AcceptSuccess",
+            result=Action.ACCEPT_SUCCESS,
         )
     if failure_eligible(job, row):
         if row.pending is Outcome.PERMANENT:
-            action, phase = "AcceptPermanentFailure", Phase.FAILED
+            action, phase = Action.ACCEPT_PERMANENT_FAILURE, Phase.FAILED
         elif job.current_token < job.max_attempts:
-            action, phase = "AcceptRetryableFailureWithBudget", Phase.RETRY_WAIT
+            action, phase = Action.ACCEPT_RETRYABLE_FAILURE_WITH_BUDGET, Phase.RETRY_WAIT
         else:
-            action, phase = "AcceptRetryableFailureExhausted", Phase.FAILED
+            action, phase = Action.ACCEPT_RETRYABLE_FAILURE_EXHAUSTED, Phase.FAILED
         return Change(
             action,
             a,
@@ -285,7 +286,10 @@ def process_outcome(
             result=action,
         )
     return Change(
-        "RejectOutcome", a, attempts=(attrs.evolve(row, pending=None),), result="RejectOutcome"
+        Action.REJECT_OUTCOME,
+        a,
+        attempts=(attrs.evolve(row, pending=None),),
+        result=Action.REJECT_OUTCOME,
     )
 
 
@@ -303,7 +307,7 @@ def reap(
     need(not reserved, "a reservation is held")
     phase = Phase.RETRY_WAIT if job.current_token < job.max_attempts else Phase.FAILED
     return Change(
-        "ReapLostAttempt",
+        Action.REAP_LOST_ATTEMPT,
         {"a": str(row.id)},
         job=attrs.evolve(job, phase=phase, authority=0, error=job.error or "lease lost"),
         attempts=(attrs.evolve(row, stop=Stop.REVOKED),),
@@ -314,7 +318,7 @@ def schedule_retry(job: JobRow) -> Change:
     """``ScheduleRetry(j)``."""
     need(job.phase is Phase.RETRY_WAIT, f"phase is {job.phase.value}, not RetryWait")
     return Change(
-        "ScheduleRetry",
+        Action.SCHEDULE_RETRY,
         {"j": job.id},
         job=attrs.evolve(job, phase=Phase.QUEUED, dispatch_needed=True),
     )
@@ -328,7 +332,7 @@ def request_cancel(job: JobRow) -> Change:
     )
     running = job.phase is Phase.RUNNING
     return Change(
-        "RequestCancel",
+        Action.REQUEST_CANCEL,
         {"j": job.id},
         job=attrs.evolve(
             job,
@@ -348,7 +352,7 @@ def finalize_cancel(job: JobRow, attempts: Attempts) -> Change:
     if job.authority in attempts:
         changed = (attrs.evolve(attempts[job.authority], stop=Stop.REVOKED),)
     return Change(
-        "FinalizeCancel",
+        Action.FINALIZE_CANCEL,
         {"j": job.id},
         job=attrs.evolve(job, phase=Phase.CANCELLED, authority=0),
         attempts=changed,
@@ -407,7 +411,10 @@ def prepare_credential(
     need(sequence not in existing, "intent exists")
     row = CredentialRow(job.id, sequence, CredentialState.PREPARED, False, token)
     return Change(
-        "PrepareCredentialIntent", {"c": str(row.id)}, credentials=(row,), result=str(sequence)
+        Action.PREPARE_CREDENTIAL_INTENT,
+        {"c": str(row.id)},
+        credentials=(row,),
+        result=str(sequence),
     )
 
 
@@ -418,7 +425,7 @@ def _cred(row: CredentialRow, action: str, state: CredentialState, **kw: Any) ->
 def begin_credential_write(row: CredentialRow, *, secret_live: bool, secret_gone: bool) -> Change:
     need(row.state is CredentialState.PREPARED, f"intent is {row.state.value}")
     need(not secret_live and not secret_gone, "the vault already holds a secret")
-    return _cred(row, "BeginCredentialWrite", CredentialState.WRITING)
+    return _cred(row, Action.BEGIN_CREDENTIAL_WRITE, CredentialState.WRITING)
 
 
 def can_write_secret(row: CredentialRow, *, secret_live: bool, secret_gone: bool) -> bool:
@@ -429,7 +436,7 @@ def can_write_secret(row: CredentialRow, *, secret_live: bool, secret_gone: bool
 def record_credential_write(row: CredentialRow, *, secret_live: bool) -> Change:
     need(row.state is CredentialState.WRITING, f"intent is {row.state.value}")
     need(secret_live, "the vault holds no live secret")
-    return _cred(row, "RecordCredentialWrite", CredentialState.WRITTEN)
+    return _cred(row, Action.RECORD_CREDENTIAL_WRITE, CredentialState.WRITTEN)
 
 
 def fence_failed_credential_write(
@@ -437,13 +444,13 @@ def fence_failed_credential_write(
 ) -> Change:
     need(row.state is CredentialState.WRITING, f"intent is {row.state.value}")
     need(not secret_live and not secret_gone, "the vault holds a secret")
-    return _cred(row, "FenceFailedCredentialWrite", CredentialState.PREPARED)
+    return _cred(row, Action.FENCE_FAILED_CREDENTIAL_WRITE, CredentialState.PREPARED)
 
 
 def commit_credential_version(row: CredentialRow, *, secret_live: bool) -> Change:
     need(row.state is CredentialState.WRITTEN, f"intent is {row.state.value}")
     need(secret_live, "the vault holds no live secret")
-    return _cred(row, "CommitCredentialVersion", CredentialState.COMMITTED, durable=True)
+    return _cred(row, Action.COMMIT_CREDENTIAL_VERSION, CredentialState.COMMITTED, durable=True)
 
 
 def claim_credential_cleanup(row: CredentialRow, *, secret_live: bool) -> Change:
@@ -453,7 +460,7 @@ def claim_credential_cleanup(row: CredentialRow, *, secret_live: bool) -> Change
     )
     need(secret_live, "the vault holds no live secret")
     need(not row.durable, "the version is durable")
-    return _cred(row, "ClaimCredentialCleanup", CredentialState.ABANDONING)
+    return _cred(row, Action.CLAIM_CREDENTIAL_CLEANUP, CredentialState.ABANDONING)
 
 
 def can_destroy_secret(row: CredentialRow, *, secret_live: bool) -> bool:
@@ -466,7 +473,7 @@ def abandon_fenced_credential_intent(
 ) -> Change:
     need(row.state is CredentialState.PREPARED, f"intent is {row.state.value}")
     need(not secret_live and not secret_gone, "the vault holds a secret")
-    return _cred(row, "AbandonFencedCredentialIntent", CredentialState.ABANDONED)
+    return _cred(row, Action.ABANDON_FENCED_CREDENTIAL_INTENT, CredentialState.ABANDONED)
 
 
 # -- coordination guards ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ import attrs
 from remora.context import Context
 from remora.errors import Unavailable, UnknownResult
 from remora.faults import NO_FAULTS, IOCall, IOHook, controlled_call
+from remora.jobs.actions import Action
 from remora.jobs.model import Service
 
 T = TypeVar("T")
@@ -245,23 +246,23 @@ __all__ = [
 
 
 #: The attempt transitions an operator sees in a worker's log (spec action → event).
-LOGGED_EVENTS = {
-    "Reserve": "reserve",
-    "AuthorizeAttempt": "authorize",
-    "ActivateAttempt": "start",
-    "PersistCheckpoint": "checkpoint",
-    "SendOutcome": "outcome",
-    "AcceptSuccess": "accept",
-    "AcceptRetryableFailureWithBudget": "accept",
-    "AcceptRetryableFailureExhausted": "accept",
-    "AcceptPermanentFailure": "accept",
-    "RejectOutcome": "reject",
-    "CooperativeStop": "stop",
-    "ExpireLease": "reap",
-    "ExpireReservation": "reap",
-    "ReapLostAttempt": "reap",
-    "FinalizeCancel": "cancelled",
-    "CrashWorker": "declare-down",
+LOGGED_EVENTS: dict[str, str] = {
+    Action.RESERVE: "reserve",
+    Action.AUTHORIZE_ATTEMPT: "authorize",
+    Action.ACTIVATE_ATTEMPT: "start",
+    Action.PERSIST_CHECKPOINT: "checkpoint",
+    Action.SEND_OUTCOME: "outcome",
+    Action.ACCEPT_SUCCESS: "accept",
+    Action.ACCEPT_RETRYABLE_FAILURE_WITH_BUDGET: "accept",
+    Action.ACCEPT_RETRYABLE_FAILURE_EXHAUSTED: "accept",
+    Action.ACCEPT_PERMANENT_FAILURE: "accept",
+    Action.REJECT_OUTCOME: "reject",
+    Action.COOPERATIVE_STOP: "stop",
+    Action.EXPIRE_LEASE: "reap",
+    Action.EXPIRE_RESERVATION: "reap",
+    Action.REAP_LOST_ATTEMPT: "reap",
+    Action.FINALIZE_CANCEL: "cancelled",
+    Action.CRASH_WORKER: "declare-down",
 }
 
 

@@ -27,6 +27,7 @@ from remora.context import Context
 from remora.errors import RemoraError
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs import guards
+from remora.jobs.actions import Action
 from remora.jobs.durable import Locked
 from remora.jobs.guards import Change
 from remora.jobs.io import NULL_RECORDER, Actor, Links, Recorder
@@ -268,7 +269,7 @@ class Reconciler:
                 return False
             seq = self.actor.next_seq()
             stores.target.cleanup(self.actor, a)
-            self.actor.record(seq, "CleanupStage", {"a": str(a)})
+            self.actor.record(seq, Action.CLEANUP_STAGE, {"a": str(a)})
             return True
 
         return self._locked(a.job, act)
@@ -328,7 +329,7 @@ class Reconciler:
                 return False
             seq = self.actor.next_seq()
             vault.destroy(self.actor, c)
-            self.actor.record(seq, "DestroyClaimedCredentialSecret", {"c": str(c)})
+            self.actor.record(seq, Action.DESTROY_CLAIMED_CREDENTIAL_SECRET, {"c": str(c)})
             return True
 
         done = self._locked(job, act)

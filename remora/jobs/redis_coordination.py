@@ -45,6 +45,7 @@ import redis
 
 from remora.clock import Clock
 from remora.errors import InvalidInput, Unavailable, UnknownResult
+from remora.jobs.actions import Action
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
     AttemptId,
@@ -101,7 +102,7 @@ end
 
 # ARGV: 1 dry, 2 now, 3 tick, 4 actor, 5 seq, 6 params (json), then per script.
 SCRIPTS: dict[str, str] = {
-    "Enqueue": r"""
+    Action.ENQUEUE: r"""
 local job = ARGV[7]
 if redis.call('EXISTS', k('marks')) == 0 then return {0, ''} end
 if redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('res'), job) == 1
@@ -114,7 +115,7 @@ if not dry then
 end
 return {1, log('Enqueue', ARGV[6])}
 """,
-    "Reserve": r"""
+    Action.RESERVE: r"""
 local job, worker = ARGV[7], ARGV[8]
 local executing, local_limit = tonumber(ARGV[9]), tonumber(ARGV[10])
 local global_limit = tonumber(ARGV[11])
@@ -133,7 +134,7 @@ redis.call('SREM', k('queued'), job)
 redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
 return {rid, log('Reserve', ARGV[6])}
 """,
-    "ActivateAttempt": r"""
+    Action.ACTIVATE_ATTEMPT: r"""
 local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
 local worker, rid, progress = ARGV[10], ARGV[11], ARGV[12]
 local r = redis.call('HGET', k('res'), job)
@@ -156,7 +157,7 @@ if not dry then
 end
 return {1, log('ActivateAttempt', ARGV[6])}
 """,
-    "RenewLease": r"""
+    Action.RENEW_LEASE: r"""
 local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
 local worker, limit = ARGV[10], tonumber(ARGV[11])
 local l = redis.call('HGET', k('lease'), a)
@@ -167,7 +168,7 @@ if parts[3] ~= '1' or parts[1] ~= worker or is_down(worker) or age(tonumber(part
 if not dry then redis.call('HSET', k('lease'), a, worker .. '|' .. now .. '|1') end
 return {1, log('RenewLease', ARGV[6])}
 """,
-    "ReportProgress": r"""
+    Action.REPORT_PROGRESS: r"""
 local job, a, token, progress = ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10]
 local l = redis.call('HGET', k('lease'), a)
 if not l or split(l)[3] ~= '1' or is_down(split(l)[1]) or not floor_ok(job, token, true)
@@ -177,7 +178,7 @@ if cur == a .. '|' .. progress then return {0, ''} end
 if not dry then redis.call('HSET', k('progress'), job, a .. '|' .. progress) end
 return {1, log('ReportProgress', ARGV[6])}
 """,
-    "ExpireLease": r"""
+    Action.EXPIRE_LEASE: r"""
 local a, limit = ARGV[7], tonumber(ARGV[8])
 local l = redis.call('HGET', k('lease'), a)
 if not l then return {0, ''} end
@@ -189,14 +190,14 @@ if not dry then
 end
 return {1, log('ExpireLease', ARGV[6])}
 """,
-    "ExpireReservation": r"""
+    Action.EXPIRE_RESERVATION: r"""
 local job, limit = ARGV[7], tonumber(ARGV[8])
 local r = redis.call('HGET', k('res'), job)
 if not r or age(tonumber(split(r)[3]), limit) ~= limit then return {0, ''} end
 if not dry then redis.call('HDEL', k('res'), job) end
 return {1, log('ExpireReservation', ARGV[6])}
 """,
-    "ReleaseLease": r"""
+    Action.RELEASE_LEASE: r"""
 local a = ARGV[7]
 local l = redis.call('HGET', k('lease'), a)
 if not l then return {0, ''} end
@@ -208,20 +209,20 @@ if not dry then
 end
 return {1, log('ReleaseLease', ARGV[6])}
 """,
-    "ReleaseReservation": r"""
+    Action.RELEASE_RESERVATION: r"""
 local job, rid = ARGV[7], ARGV[8]
 local r = redis.call('HGET', k('res'), job)
 if not r or (rid ~= '' and split(r)[2] ~= rid) then return {0, ''} end
 if not dry then redis.call('HDEL', k('res'), job) end
 return {1, log('ReleaseReservation', ARGV[6])}
 """,
-    "PublishCancelNotice": r"""
+    Action.PUBLISH_CANCEL_NOTICE: r"""
 local job = ARGV[7]
 if redis.call('SISMEMBER', k('notice'), job) == 1 then return {0, ''} end
 if not dry then redis.call('SADD', k('notice'), job) end
 return {1, log('PublishCancelNotice', ARGV[6])}
 """,
-    "CleanTerminalCoordination": r"""
+    Action.CLEAN_TERMINAL_COORDINATION: r"""
 local job = ARGV[7]
 if redis.call('SISMEMBER', k('queued'), job) == 0 and redis.call('HEXISTS', k('res'), job) == 0
    and redis.call('SISMEMBER', k('notice'), job) == 0
@@ -234,7 +235,7 @@ if not dry then
 end
 return {1, log('CleanTerminalCoordination', ARGV[6])}
 """,
-    "ClearStaleLiveProgress": r"""
+    Action.CLEAR_STALE_LIVE_PROGRESS: r"""
 local job, authority = ARGV[7], ARGV[8]
 local p = redis.call('HGET', k('progress'), job)
 if not p then return {0, ''} end
@@ -415,17 +416,19 @@ class RedisCoordination:
 
     # -- spec actions ---------------------------------------------------------------------
     def enqueue(self, actor: Actor, job: str) -> bool:
-        return bool(int(self._op(actor, "Enqueue", {"j": job}, job, "Enqueue", [job]) or 0))
+        return bool(
+            int(self._op(actor, Action.ENQUEUE, {"j": job}, job, Action.ENQUEUE, [job]) or 0)
+        )
 
     def reserve(
         self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
     ) -> str | None:
         out = self._op(
             actor,
-            "Reserve",
+            Action.RESERVE,
             {"j": job, "w": worker},
             job,
-            "Reserve",
+            Action.RESERVE,
             [job, worker, executing, local_limit, self.config.global_limit],
         )
         return None if out in (0, "0", None) else str(out)
@@ -433,10 +436,10 @@ class RedisCoordination:
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
         out = self._op(
             actor,
-            "ActivateAttempt",
+            Action.ACTIVATE_ATTEMPT,
             {"a": str(a)},
             a.job,
-            "ActivateAttempt",
+            Action.ACTIVATE_ATTEMPT,
             [a.job, str(a), a.token, worker, rid, progress],
         )
         return _truthy(out)
@@ -444,10 +447,10 @@ class RedisCoordination:
     def renew(self, actor: Actor, a: AttemptId, worker: str) -> bool:
         out = self._op(
             actor,
-            "RenewLease",
+            Action.RENEW_LEASE,
             {"a": str(a)},
             a.job,
-            "RenewLease",
+            Action.RENEW_LEASE,
             [a.job, str(a), a.token, worker, self.config.lease_ticks],
         )
         return _truthy(out)
@@ -455,10 +458,10 @@ class RedisCoordination:
     def report_progress(self, actor: Actor, a: AttemptId, progress: int) -> bool:
         out = self._op(
             actor,
-            "ReportProgress",
+            Action.REPORT_PROGRESS,
             {"a": str(a)},
             a.job,
-            "ReportProgress",
+            Action.REPORT_PROGRESS,
             [a.job, str(a), a.token, progress],
         )
         return _truthy(out)
@@ -466,10 +469,10 @@ class RedisCoordination:
     def expire_lease(self, actor: Actor, a: AttemptId) -> bool:
         out = self._op(
             actor,
-            "ExpireLease",
+            Action.EXPIRE_LEASE,
             {"a": str(a)},
             a.job,
-            "ExpireLease",
+            Action.EXPIRE_LEASE,
             [str(a), self.config.lease_ticks],
         )
         return _truthy(out)
@@ -477,35 +480,49 @@ class RedisCoordination:
     def expire_reservation(self, actor: Actor, job: str) -> bool:
         out = self._op(
             actor,
-            "ExpireReservation",
+            Action.EXPIRE_RESERVATION,
             {"j": job},
             job,
-            "ExpireReservation",
+            Action.EXPIRE_RESERVATION,
             [job, self.config.reservation_ticks],
         )
         return _truthy(out)
 
     def release_lease(self, actor: Actor, a: AttemptId) -> bool:
-        out = self._op(actor, "ReleaseLease", {"a": str(a)}, a.job, "ReleaseLease", [str(a)])
+        out = self._op(
+            actor, Action.RELEASE_LEASE, {"a": str(a)}, a.job, Action.RELEASE_LEASE, [str(a)]
+        )
         return _truthy(out)
 
     def release_reservation(self, actor: Actor, job: str, rid: str | None) -> bool:
         out = self._op(
-            actor, "ReleaseReservation", {"j": job}, job, "ReleaseReservation", [job, rid or ""]
+            actor,
+            Action.RELEASE_RESERVATION,
+            {"j": job},
+            job,
+            Action.RELEASE_RESERVATION,
+            [job, rid or ""],
         )
         return _truthy(out)
 
     def publish_cancel_notice(self, actor: Actor, job: str) -> bool:
-        out = self._op(actor, "PublishCancelNotice", {"j": job}, job, "PublishCancelNotice", [job])
+        out = self._op(
+            actor,
+            Action.PUBLISH_CANCEL_NOTICE,
+            {"j": job},
+            job,
+            Action.PUBLISH_CANCEL_NOTICE,
+            [job],
+        )
         return _truthy(out)
 
     def clean_terminal(self, actor: Actor, job: str) -> bool:
         out = self._op(
             actor,
-            "CleanTerminalCoordination",
+            Action.CLEAN_TERMINAL_COORDINATION,
             {"j": job},
             job,
-            "CleanTerminalCoordination",
+            Action.CLEAN_TERMINAL_COORDINATION,
             [job],
         )
         return _truthy(out)
@@ -513,10 +530,10 @@ class RedisCoordination:
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         out = self._op(
             actor,
-            "ClearStaleLiveProgress",
+            Action.CLEAR_STALE_LIVE_PROGRESS,
             {"j": job},
             job,
-            "ClearStaleLiveProgress",
+            Action.CLEAR_STALE_LIVE_PROGRESS,
             [job, str(authority) if authority else ""],
         )
         return _truthy(out)
@@ -559,7 +576,7 @@ class RedisCoordination:
                 entry = self.client.xadd(
                     f"{self.ns}:log",
                     {
-                        "action": "LoseCoordinationState",
+                        "action": Action.LOSE_COORDINATION_STATE,
                         "params": "{}",
                         "actor": actor.name,
                         "seq": str(seq),
@@ -570,7 +587,7 @@ class RedisCoordination:
             return str(entry.decode() if isinstance(entry, bytes) else entry)
 
         order = io_call(actor, JobOperation.COORD_WRITE, "", effect)
-        actor.record(seq, "LoseCoordinationState", {}, store="coordination", order=order)
+        actor.record(seq, Action.LOSE_COORDINATION_STATE, {}, store="coordination", order=order)
 
     def snapshot(self, actor: Actor | None = None) -> CoordSnapshot:
         def read(commit: bool = True) -> CoordSnapshot:

@@ -28,6 +28,7 @@ from remora.context import Context
 from remora.errors import RemoraError, Unavailable, UnknownResult
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs import guards
+from remora.jobs.actions import Action
 from remora.jobs.guards import Change
 from remora.jobs.handlers import (
     Cancelled,
@@ -392,7 +393,7 @@ class Worker:
         seq = self.actor.next_seq()
         self.stores.target.write(self.actor, a, amount, data, worker=self.id)
         local.progress = amount
-        self.actor.record(seq, "AdvanceAttempt", {"a": str(a), "amount": amount})
+        self.actor.record(seq, Action.ADVANCE_ATTEMPT, {"a": str(a), "amount": amount})
 
     @serial
     def checkpoint(self, a: AttemptId) -> None:
@@ -430,7 +431,7 @@ class Worker:
         local = self.attempts.get(a)
         if local is not None:
             local.outcome_sent = False
-            if change.action == "AcceptSuccess":
+            if change.action == Action.ACCEPT_SUCCESS:
                 local.state, local.finished = COMMITTED, True
             elif change.action.startswith("Accept"):
                 local.state, local.finished = STOPPED, True
@@ -481,7 +482,7 @@ class Worker:
             return False
         local.state = STOPPED
         local.error = reason
-        self.actor.record(self.actor.next_seq(), "CooperativeStop", {"a": str(a)})
+        self.actor.record(self.actor.next_seq(), Action.COOPERATIVE_STOP, {"a": str(a)})
         return True
 
     @serial
@@ -1034,7 +1035,7 @@ def complete_credential_write(stores: Stores, actor: Actor, c: IntentId, secret:
             raise NotEnabled(f"{c}: the vault write is not enabled")
         seq = actor.next_seq()
         stores.vault.write(actor, c, secret)
-        actor.record(seq, "CompleteCredentialWrite", {"c": str(c)})
+        actor.record(seq, Action.COMPLETE_CREDENTIAL_WRITE, {"c": str(c)})
 
     stores.durable.with_lock(actor, c.job, block)
 

@@ -40,7 +40,8 @@ def test_the_vocabulary_is_the_spec_ports_actions_with_their_signatures() -> Non
 
 
 def recorded_names(source: str) -> list[tuple[int, str]]:
-    """(line, name) of every CamelCase string passed to a recording call."""
+    """(line, name) of every action a recording call is given: a CamelCase string, or an
+    ``Action.MEMBER`` (named ``Action.MEMBER``, checked against the enum's members)."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
@@ -51,6 +52,12 @@ def recorded_names(source: str) -> list[tuple[int, str]]:
             continue
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             if (
+                isinstance(arg, ast.Attribute)
+                and isinstance(arg.value, ast.Name)
+                and arg.value.id == "Action"
+            ):
+                out.append((node.lineno, f"Action.{arg.attr}"))
+            elif (
                 isinstance(arg, ast.Constant)
                 and isinstance(arg.value, str)
                 and CAMEL.match(arg.value)
@@ -60,7 +67,7 @@ def recorded_names(source: str) -> list[tuple[int, str]]:
 
 
 def unknown_names(source: str) -> list[str]:
-    known = {a.value for a in Action} | NOT_SPEC
+    known = {a.value for a in Action} | NOT_SPEC | {f"Action.{a.name}" for a in Action}
     return [f"line {n}: {name}" for n, name in recorded_names(source) if name not in known]
 
 
@@ -86,6 +93,7 @@ def test_every_lua_scripts_logged_action_is_in_the_vocabulary() -> None:
     [
         'actor.record(seq, "RenewLeas", {"a": str(a)})\n',
         'self._op(actor, "ExpireLeases", {"a": str(a)}, a.job, body)\n',
+        'actor.record(seq, Action.RENEW_LEAS, {"a": str(a)})\n',
     ],
 )
 def test_planted_a_misspelled_recording_site_is_caught(planted: str) -> None:

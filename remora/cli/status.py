@@ -53,3 +53,11 @@ def status(args: argparse.Namespace) -> int:
     else:
         print(f"{describe(args)}: no partition has been claimed yet")
     return EXIT_OK
+
+
+__all__ = [
+    "HEADERS",
+    "register",
+    "partition_rows",
+    "status",
+]

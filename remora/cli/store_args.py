@@ -78,3 +78,11 @@ def _require_sqlite_schema(path: Path) -> None:
         raise InvalidInput(f"{path}: not a usable Remora database ({exc})") from None
     if row is None:
         raise InvalidInput(f"{path}: no Remora schema in this database")
+
+
+__all__ = [
+    "DEFAULT_DB",
+    "add_store_arguments",
+    "describe",
+    "open_store",
+]

@@ -385,3 +385,22 @@ class Oracle:
         if reasons:
             return "PASS_WITH_EXCLUSIONS"
         return "PASS"
+
+
+__all__ = [
+    "RawRecord",
+    "OutboxRow",
+    "QuarantineRow",
+    "IntentRow",
+    "ViewRow",
+    "Violation",
+    "Expectation",
+    "read_value",
+    "ModelError",
+    "ModelOutput",
+    "PartitionModel",
+    "ReferenceModel",
+    "AMENDMENT_RULES",
+    "Model",
+    "Oracle",
+]

@@ -291,3 +291,11 @@ def _first_difference(got: Sequence[object], want: Sequence[object]) -> str:
             f"got {len(got)} entries, expected {len(want)}: entry {n} missing, expected {want[n]!r}"
         )
     return f"got {len(got)} entries, expected {len(want)}: entry {n} unexpected, got {got[n]!r}"
+
+
+__all__ = [
+    "Observed",
+    "ObservedTail",
+    "REVERIFY_MIN",
+    "Monitor",
+]

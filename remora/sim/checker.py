@@ -398,3 +398,15 @@ def failure(status: str, first_violation: str | None) -> str | None:
     if status == "ERROR":
         return f"ERROR {first_violation}"
     return status
+
+
+__all__ = [
+    "STATUSES",
+    "raw_records",
+    "observed",
+    "observed_tail",
+    "Holding",
+    "Checker",
+    "status",
+    "failure",
+]

@@ -357,3 +357,16 @@ def _in_order(wanted: Sequence[int], seen: Sequence[int]) -> bool:
     """``wanted`` is a subsequence of ``seen``."""
     it = iter(seen)
     return all(any(w == s for s in it) for w in wanted)
+
+
+__all__ = [
+    "WRITES",
+    "OBSERVED_FOR",
+    "FAILED",
+    "Call",
+    "Before",
+    "After",
+    "check_call",
+    "check_method",
+    "check_budget",
+]

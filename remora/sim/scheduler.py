@@ -733,3 +733,18 @@ def _classify(exc: RemoraError) -> str:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+__all__ = [
+    "StoreFactory",
+    "LifecycleFactory",
+    "OnProgress",
+    "Event",
+    "Attempt",
+    "RecordedViolation",
+    "Worker",
+    "SimClock",
+    "SimMutex",
+    "SimHook",
+    "Simulation",
+]

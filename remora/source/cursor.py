@@ -63,3 +63,8 @@ class FetchCursors:
         if record is not None:
             self._positions[partition] = record.offset + 1
         return record
+
+
+__all__ = [
+    "FetchCursors",
+]

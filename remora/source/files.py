@@ -329,3 +329,13 @@ class FileSourceLog:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+__all__ = [
+    "parse_source_line",
+    "INDEX_EVERY",
+    "load_source_dir",
+    "open_source_dir",
+    "PartitionSourceError",
+    "FileSourceLog",
+]

@@ -93,3 +93,10 @@ class MemorySourceLog:
         """One past the last offset of the partition (0 when empty)."""
         offsets = self._offsets.get(partition, [])
         return offsets[-1] + 1 if offsets else 0
+
+
+__all__ = [
+    "SourceValidator",
+    "SourceLog",
+    "MemorySourceLog",
+]

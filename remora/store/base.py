@@ -296,3 +296,17 @@ class StateStore:
 
     def close(self) -> None:
         self.backend.close()
+
+
+__all__ = [
+    "Token",
+    "PartitionRow",
+    "StoreSnapshot",
+    "PartitionState",
+    "PartitionTail",
+    "PartitionSummary",
+    "OwnershipStore",
+    "Backend",
+    "check_fence",
+    "StateStore",
+]

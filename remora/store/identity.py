@@ -96,3 +96,16 @@ def from_row(row: tuple[object, ...]) -> SourceIdentity:
     return SourceIdentity(
         int(str(partition)), RecordMark(int(str(first_offset)), str(first_digest)), last
     )
+
+
+__all__ = [
+    "RecordMark",
+    "SourceIdentity",
+    "record_digest",
+    "mark",
+    "CREATE_SQL",
+    "SELECT_SQL",
+    "upsert_sql",
+    "to_row",
+    "from_row",
+]

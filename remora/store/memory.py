@@ -224,3 +224,10 @@ class MemoryStore(StateStore):
 
     def __init__(self, hook: IOHook = NO_FAULTS, processing: Processing = AMENDMENTS) -> None:
         super().__init__(MemoryBackend(processing), hook)
+
+
+__all__ = [
+    "Write",
+    "MemoryBackend",
+    "MemoryStore",
+]

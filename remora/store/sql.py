@@ -99,3 +99,14 @@ def decision_writes(
         )
     )
     return out
+
+
+__all__ = [
+    "Statement",
+    "SELECT_PARTITIONS",
+    "SELECT_OUTBOX",
+    "SELECT_QUARANTINE",
+    "SELECT_INTENTS",
+    "SELECT_SUMMARIES",
+    "decision_writes",
+]

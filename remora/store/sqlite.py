@@ -508,3 +508,12 @@ class SqliteStore(StateStore):
         read_only: bool = False,
     ) -> None:
         super().__init__(SqliteBackend(path, processing=processing, read_only=read_only), hook)
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "storage_error",
+    "connect_read_only",
+    "SqliteBackend",
+    "SqliteStore",
+]

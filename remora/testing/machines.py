@@ -700,3 +700,16 @@ class WorkerScheduleMachine(SwarmRuleMachine):
                 f"status {report.status} after the fair drain, the oracle "
                 f"predicts {predicted}; diagnostics: {report.document['diagnostics']}",
             )
+
+
+__all__ = [
+    "MUTEX_HOLDS",
+    "MAX_PARTITIONS",
+    "partition_indexes",
+    "maybe_partition",
+    "Handle",
+    "SwarmRules",
+    "SwarmRuleMachine",
+    "ScheduleFailure",
+    "WorkerScheduleMachine",
+]

@@ -408,3 +408,25 @@ def _combinations() -> tuple[Combination, ...]:
 COMBINATIONS = _combinations()
 """Every single-selector combination the seed allows (first call, no delay), then the race
 patterns; a state machine rule draws one by index — a single cheap integer draw."""
+
+
+__all__ = [
+    "OUTCOME_ORDER",
+    "PRIMARY_OPERATION",
+    "VALID_KINDS",
+    "CONFLICT_KINDS",
+    "build_partition",
+    "decode_record",
+    "record_codes",
+    "record_drafts",
+    "source_histories",
+    "SelectorDraft",
+    "INTERLEAVE_KINDS",
+    "decode_selector",
+    "decode_selectors",
+    "selector_drafts",
+    "ACTOR_OF",
+    "KIND_NAMES",
+    "Combination",
+    "COMBINATIONS",
+]

@@ -363,3 +363,14 @@ class WorkerGroup:
             failures=[f for f in self._failures if not f.lost],
             lost=[f for f in self._failures if f.lost],
         )
+
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "Coordinator",
+    "GroupClient",
+    "GroupProgress",
+    "PartitionFailure",
+    "GroupStats",
+    "WorkerGroup",
+]

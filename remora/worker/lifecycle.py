@@ -290,3 +290,9 @@ class Lifecycle:
                     f"{saved.frontier} for offset {record.offset}"
                 ) from exc
         raise RetriesExhausted("process", self.retry.max_calls, last)
+
+
+__all__ = [
+    "PRODUCTION_BUDGET",
+    "Lifecycle",
+]

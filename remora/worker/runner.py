@@ -123,3 +123,11 @@ class Runner:
             if close:
                 self.client.close()  # outside any callback
         return self.stats
+
+
+__all__ = [
+    "AssignCallback",
+    "SourceClient",
+    "RunStats",
+    "Runner",
+]

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from hypothesis import settings
 from psycopg import sql
 
 from remora.clock import LogicalClock
@@ -23,6 +24,7 @@ from remora.jobs.model import JobsConfig
 from remora.jobs.postgres import PostgresTarget, PostgresVault
 from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
 from remora.jobs.stores import Stores
+from remora.testing.job_machines import JobMachineBase
 from tests.common.services import require_redis
 from tests.postgres.services import fresh_database
 
@@ -140,3 +142,20 @@ def service_backends() -> Iterator[ServiceBackends]:
             yield backends
         finally:
             backends.release()
+
+
+SHARE = 40
+"""The machines over the services run ``max_examples // SHARE`` examples of the profile."""
+
+
+def services_budget() -> settings:
+    current = settings.default
+    assert current is not None
+    return settings(current, max_examples=max(2, current.max_examples // SHARE))
+
+
+def twin_machine(base: type[JobMachineBase], backends: ServiceBackends) -> type[JobMachineBase]:
+    """``base`` with a twin run on ``backends`` (a class of its own: its own reach)."""
+    machine = type(f"{base.__name__}OnServices", (base,), {})
+    machine.twin_backends = backends
+    return machine

@@ -13,8 +13,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs import redis_coordination as rc
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
-from tests.postgres.job_services import service_backends
-from tests.postgres.test_job_machines_services import twin_machine
+from tests.postgres.job_services import service_backends, twin_machine
 from tests.stateful.job_machines import RaceJobs, SpecSizedJobs
 
 HUNT = settings(

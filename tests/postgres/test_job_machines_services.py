@@ -19,28 +19,11 @@ Without a reachable server the tests skip with the reason; under
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.testing.job_machines import JobMachineBase
-from tests.postgres.job_services import ServiceBackends, service_backends
+from tests.postgres.job_services import service_backends, services_budget, twin_machine
 from tests.stateful.job_machines import RaceJobs, SpecSizedJobs
-
-SHARE = 40
-"""The machines over the services run ``max_examples // SHARE`` examples of the profile."""
-
-
-def services_budget() -> settings:
-    current = settings.default
-    assert current is not None
-    return settings(current, max_examples=max(2, current.max_examples // SHARE))
-
-
-def twin_machine(base: type[JobMachineBase], backends: ServiceBackends) -> type[JobMachineBase]:
-    """``base`` with a twin run on ``backends`` (a class of its own: its own reach)."""
-    machine = type(f"{base.__name__}OnServices", (base,), {})
-    machine.twin_backends = backends
-    return machine
 
 
 @pytest.mark.parametrize("base", [SpecSizedJobs, RaceJobs], ids=["spec-sized", "race"])

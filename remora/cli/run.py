@@ -87,6 +87,7 @@ class _Watched:
         self._since: float | None = None  # when the store became unavailable
 
     def _call(self, partition: int, call: Callable[[], Token]) -> Token:
+        started = time.monotonic()
         try:
             token = call()
         except Unavailable as exc:
@@ -100,7 +101,10 @@ class _Watched:
             raise
         with self._lock:
             self.tokens[partition] = token
-            if self._since is not None:
+            # Only a call begun after the outage began shows the store is back: another
+            # worker's call that was already answered when the first failure was seen
+            # proves nothing (it made the run say "back", then "waiting" again).
+            if self._since is not None and started >= self._since:
                 self.say(
                     f"the store is back after {time.monotonic() - self._since:.1f} s; resuming"
                 )

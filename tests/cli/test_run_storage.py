@@ -14,6 +14,7 @@ why — the ``max_page_count`` variant runs everywhere."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -198,3 +199,29 @@ def test_status_on_a_read_only_filesystem_refuses_a_file_whose_wal_holds_commits
     assert code == 2, (out, err)
     assert "write-ahead log state.sqlite3-wal holds commits" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_call_answered_before_the_outage_does_not_say_the_store_is_back() -> None:
+    """Two workers: one call was already under way (and answered) when another worker's call
+    saw the outage.  Its answer proves nothing about recovery: the run says "waiting" once
+    and "back" only after a call begun during the outage succeeds (seen in a clean-clone CI
+    run of the 15 s cut: "waiting" twice)."""
+    from remora.cli.run import _Watched
+    from remora.errors import Unavailable
+    from remora.store import Token
+
+    said: list[str] = []
+    watched = _Watched(None, "the store", 60.0, said.append)  # type: ignore[arg-type]
+
+    def failing() -> Token:
+        raise Unavailable("connection lost")
+
+    def answered_before_the_outage() -> Token:
+        with contextlib.suppress(Unavailable):
+            watched._call(1, failing)  # another worker sees the outage meanwhile
+        return Token(1, 0)
+
+    watched._call(0, answered_before_the_outage)
+    assert [s.split(" (")[0] for s in said] == ["waiting for the store"]
+    watched._call(0, lambda: Token(1, 1))  # begun during the outage, answered: it is back
+    assert len(said) == 2 and said[1].startswith("the store is back after")

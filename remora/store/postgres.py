@@ -88,6 +88,7 @@ from remora.store.base import (
     Token,
     check_fence,
 )
+from remora.store.dialect import POSTGRES, AddedColumn, Schema, migrate
 from remora.store.identity import SourceIdentity
 from remora.store.sql import (
     SELECT_INTENTS,
@@ -133,6 +134,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: the source identity per partition (remora.store.identity)
     (identity.CREATE_SQL,),
+)
+
+#: Columns added to released tables outside a versioned migration (none yet): added on
+#: start when missing (:func:`remora.store.dialect.add_missing_columns`).
+ADDED_COLUMNS: tuple[AddedColumn, ...] = ()
+
+SCHEMA = Schema(
+    version=SCHEMA_VERSION,
+    version_table=("remora_meta", "key"),
+    create=("CREATE TABLE IF NOT EXISTS remora_meta (key text PRIMARY KEY, value text NOT NULL)",),
+    upgrades=MIGRATIONS,
+    added=ADDED_COLUMNS,
 )
 
 # The one read of a process transaction: lock the partition row, read the subject with it.
@@ -189,6 +202,9 @@ def describe_dsn(dsn: str) -> str:
 
 class PostgresBackend(Backend):
     """A :class:`~remora.store.base.Backend` on PostgreSQL (see the module docstring)."""
+
+    #: The schema created or upgraded on start (the job runtime's backend has its own).
+    schema: Schema = SCHEMA
 
     lock_sql = LOCK_PARTITION_SQL
 
@@ -546,11 +562,12 @@ class PostgresBackend(Backend):
         """The installed schema version, or None when the database has no Remora schema."""
 
         def body(cur: psycopg.Cursor[Any]) -> int | None:
-            row = cur.execute("SELECT to_regclass('remora_meta') IS NOT NULL").fetchone()
+            table, key = self.schema.version_table
+            row = cur.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
             if row is None or not row[0]:
                 return None
             found = cur.execute(
-                "SELECT value FROM remora_meta WHERE key = 'schema_version'"
+                f"SELECT value FROM {table} WHERE {key} = 'schema_version'"
             ).fetchone()
             return None if found is None else int(found[0])
 
@@ -597,31 +614,11 @@ class PostgresBackend(Backend):
                 with conn.cursor() as cur:
                     cur.execute("BEGIN")
                     self._lock_schema(cur)
-                    cur.execute(
-                        "CREATE TABLE IF NOT EXISTS remora_meta "
-                        "(key text PRIMARY KEY, value text NOT NULL)"
-                    )
-                    row = cur.execute(
-                        "SELECT value FROM remora_meta WHERE key = 'schema_version'"
-                    ).fetchone()
-                    installed = 0 if row is None else int(row[0])
-                    if installed > SCHEMA_VERSION:
-                        raise InvalidInput(
-                            f"{self.where}: schema version {installed} is newer than this "
-                            f"Remora supports ({SCHEMA_VERSION})"
-                        )
-                    for statements in MIGRATIONS[installed:SCHEMA_VERSION]:
-                        for statement in statements:
-                            cur.execute(statement)
-                    cur.execute(
-                        "INSERT INTO remora_meta (key, value) VALUES ('schema_version', %s) "
-                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                        (str(SCHEMA_VERSION),),
-                    )
+                    migrate(cur, POSTGRES, self.schema, self.where)
                     cur.execute("COMMIT")
             except psycopg.Error as exc:
                 _rollback_quietly(conn)
-                raise self._failure(exc, None, "schema migration") from exc
+                raise self._failure(exc, None, f"{self.schema.label} migration") from exc
             except BaseException:
                 _rollback_quietly(conn)
                 raise
@@ -687,7 +684,9 @@ class PostgresStore(StateStore):
 
 
 __all__ = [
+    "ADDED_COLUMNS",
     "MIGRATIONS",
+    "SCHEMA",
     "SCHEMA_VERSION",
     "PartitionSummary",
     "PostgresBackend",

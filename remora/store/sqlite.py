@@ -46,6 +46,7 @@ from remora.store.base import (
     Token,
     check_fence,
 )
+from remora.store.dialect import SQLITE, AddedColumn, Schema, migrate
 from remora.store.identity import SourceIdentity
 from remora.store.sql import (
     SELECT_INTENTS,
@@ -88,6 +89,17 @@ CREATE TABLE IF NOT EXISTS remora_intent (
 """
     + identity.CREATE_SQL
     + ";\n"
+)
+
+#: Columns added to the tables above after their first release (none yet): an older file
+#: gets them on open (:func:`remora.store.dialect.add_missing_columns`).
+ADDED_COLUMNS: tuple[AddedColumn, ...] = ()
+
+SCHEMA = Schema(
+    version=SCHEMA_VERSION,
+    version_table=("remora_meta", "key"),
+    create=tuple(s for s in _SCHEMA.split(";") if s.strip()),
+    added=ADDED_COLUMNS,
 )
 
 
@@ -176,6 +188,9 @@ def connect_read_only(path: str | Path) -> sqlite3.Connection:
 
 class SqliteBackend(Backend):
     """An SQLite database file (or ``:memory:``) on one connection (module docstring)."""
+
+    #: The schema created or upgraded on open (the job runtime's store has its own).
+    schema: Schema = SCHEMA
 
     def __init__(
         self,
@@ -285,25 +300,12 @@ class SqliteBackend(Backend):
                 pause = min(pause * 2, 0.05)
 
     def _migrate(self) -> None:
-        """Create or upgrade the schema in one transaction; idempotent."""
+        """Create or upgrade the schema in one transaction; idempotent
+        (:func:`remora.store.dialect.migrate`)."""
         with self._lock:
             self._begin(None)
             try:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
-                row = self._conn.execute(
-                    "SELECT value FROM remora_meta WHERE key = 'schema_version'"
-                ).fetchone()
-                if row is not None and int(row[0]) > SCHEMA_VERSION:
-                    raise InvalidInput(
-                        f"{self.path}: schema version {row[0]} is newer than this Remora "
-                        f"supports ({SCHEMA_VERSION})"
-                    )
-                self._conn.execute(
-                    "INSERT OR REPLACE INTO remora_meta(key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
+                migrate(self._conn, SQLITE, self.schema, self.path)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
@@ -511,6 +513,8 @@ class SqliteStore(StateStore):
 
 
 __all__ = [
+    "ADDED_COLUMNS",
+    "SCHEMA",
     "SCHEMA_VERSION",
     "storage_error",
     "connect_read_only",

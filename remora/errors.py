@@ -2,7 +2,9 @@
 
 Every failure Remora reports is an instance of :class:`RemoraError`.  The hierarchy is
 deliberately shallow: callers branch on the *kind* of failure (fenced, unavailable,
-unknown result, canceled, retired), never on message text.
+unknown result, canceled, retired, not enabled), never on message text.  The stream worker's
+and the job runtime's errors both live here, so one ``except`` clause (and the command
+line's exit-code table) covers every package.
 """
 
 from __future__ import annotations
@@ -86,6 +88,30 @@ class Unseeked(SourceError):
     """A fetch was requested for a partition whose cursor was never positioned by a seek."""
 
 
+# -- the job runtime (remora.jobs) ------------------------------------------------------------
+
+
+class JobError(RemoraError):
+    """Base of the job runtime's errors."""
+
+
+class NotEnabled(JobError):
+    """The spec action's guard is false: the store refused the step and changed nothing."""
+
+
+class UnknownJob(JobError):
+    """No job with this id exists in the durable store."""
+
+
+class WorkerDown(JobError):
+    """The incarnation is down (declared down, shut down, or its process is gone): it takes
+    no more steps."""
+
+
+class UnknownHandler(InvalidInput):
+    """A job names a handler nobody registered (or a worker was started without any)."""
+
+
 __all__ = [
     "RemoraError",
     "InvalidInput",
@@ -101,4 +127,9 @@ __all__ = [
     "RetriesExhausted",
     "UnresolvedRead",
     "Unseeked",
+    "JobError",
+    "NotEnabled",
+    "UnknownJob",
+    "WorkerDown",
+    "UnknownHandler",
 ]

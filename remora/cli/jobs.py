@@ -34,6 +34,7 @@ from remora.errors import InvalidInput, Unavailable
 from remora.jobs.coordination import Coordination, MemoryCoordination
 from remora.jobs.handlers import load_app, load_worker_app
 from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, LogRecorder, Recorder, TeeRecorder
+from remora.jobs.loop import WorkerLoop
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
@@ -431,13 +432,13 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
         w.start()
         if not args.redis:
             declare_earlier_incarnations_down(stores, w, recorder)
-        w.run(
-            stop=stop,
+        WorkerLoop(
+            w,
             poll=args.poll,
             reconcile_every=args.reconcile_every,
             on_idle=idle,
             grace=args.grace,
-        )
+        ).run(stop)
         # A last pass: clean staging and coordination of what just finished.
         Reconciler(stores, f"{worker_id}.final", recorder=recorder).reconcile_once()
     finally:

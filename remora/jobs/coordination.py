@@ -3,9 +3,10 @@ cancel notices, live progress), in process memory (embedded default, simulation)
 (:mod:`remora.jobs.redis_coordination`).
 
 Every operation is atomic and guarded — :class:`MemoryCoordination` under one lock with the
-``can_*`` functions of :mod:`remora.jobs.guards`, Redis in one Lua script with the same
-conditions — and appends the spec action it performed to the coordination log in the same
-atomic step (its position orders coordination steps when a run is validated).
+``can_*`` methods of the :class:`~remora.jobs.guards.Guards` it is given, Redis in one Lua
+script with the same conditions — and appends the spec action it performed to the
+coordination log in the same atomic step (its position orders coordination steps when a run
+is validated).
 
 Besides the spec's variables the store keeps a **durable mirror** per job: a token *floor*
 (every token at or below it is revoked) and a *cancel* mark.  A runtime step that revokes
@@ -32,8 +33,8 @@ import attrs
 
 from remora.clock import Clock
 from remora.errors import Unavailable, UnknownResult
-from remora.jobs import guards
 from remora.jobs.actions import Action
+from remora.jobs.guards import SPEC_GUARDS, Guards
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
     AttemptId,
@@ -183,9 +184,12 @@ class MemoryCoordination:
     Its log survives :meth:`wipe` (it is the run's history, like the Redis stream copies the
     actors keep); the data does not."""
 
-    def __init__(self, clock: Clock, config: JobsConfig) -> None:
+    def __init__(self, clock: Clock, config: JobsConfig, guards: Guards = SPEC_GUARDS) -> None:
         self.clock = clock
         self.config = config
+        #: The conditions of its atomic operations (the spec's unless a simulation plants
+        #: a mutation).
+        self.guards = guards
         self._data = _Data()
         self._log: list[CoordEntry] = []
         self._lock = threading.Lock()
@@ -264,7 +268,7 @@ class MemoryCoordination:
     # -- spec actions -----------------------------------------------------------------------
     def enqueue(self, actor: Actor, job: str) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_enqueue(c, job, marked=d.marked):
+            if not self.guards.can_enqueue(c, job, marked=d.marked):
                 return False
             d.queued.add(job)
             return True
@@ -278,7 +282,7 @@ class MemoryCoordination:
         self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
     ) -> str | None:
         def body(d: _Data, c: CoordSnapshot, now: int) -> str | None:
-            if not guards.can_reserve(
+            if not self.guards.can_reserve(
                 c, job, worker, executing, local_limit, self.config.global_limit
             ):
                 return None
@@ -293,7 +297,7 @@ class MemoryCoordination:
 
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_activate(c, a, worker, rid):
+            if not self.guards.can_activate(c, a, worker, rid):
                 return False
             del d.reservations[a.job]
             d.leases[a] = Lease(worker, now, True)
@@ -306,7 +310,7 @@ class MemoryCoordination:
         cfg = self.config
 
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_renew(c, a, worker, cfg.tick_ms, cfg.lease_ticks):
+            if not self.guards.can_renew(c, a, worker, cfg.tick_ms, cfg.lease_ticks):
                 return False
             d.leases[a] = Lease(worker, now, True)
             return True
@@ -315,7 +319,7 @@ class MemoryCoordination:
 
     def report_progress(self, actor: Actor, a: AttemptId, progress: int) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_report_progress(c, a, progress):
+            if not self.guards.can_report_progress(c, a, progress):
                 return False
             d.progress[a.job] = LiveProgress(a, progress)
             return True
@@ -326,7 +330,7 @@ class MemoryCoordination:
         cfg = self.config
 
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_expire_lease(c, a, cfg.tick_ms, cfg.lease_ticks):
+            if not self.guards.can_expire_lease(c, a, cfg.tick_ms, cfg.lease_ticks):
                 return False
             d.leases[a] = attrs.evolve(d.leases[a], live=False)
             return True
@@ -337,7 +341,7 @@ class MemoryCoordination:
         cfg = self.config
 
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_expire_reservation(c, job, cfg.tick_ms, cfg.reservation_ticks):
+            if not self.guards.can_expire_reservation(c, job, cfg.tick_ms, cfg.reservation_ticks):
                 return False
             del d.reservations[job]
             return True
@@ -375,7 +379,7 @@ class MemoryCoordination:
 
     def clean_terminal(self, actor: Actor, job: str) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.coordination_dirty(c, job):
+            if not self.guards.coordination_dirty(c, job):
                 return False
             d.queued.discard(job)
             d.reservations.pop(job, None)
@@ -387,7 +391,7 @@ class MemoryCoordination:
 
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
-            if not guards.can_clear_stale_progress(c, job, authority):
+            if not self.guards.can_clear_stale_progress(c, job, authority):
                 return False
             del d.progress[job]
             return True

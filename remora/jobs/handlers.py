@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from remora.errors import InvalidInput
+from remora.errors import InvalidInput, UnknownHandler
 
 
 class Retryable(Exception):
@@ -123,10 +123,6 @@ class Registry:
     def names(self) -> list[str]:
         with self._lock:
             return sorted(self._handlers)
-
-
-class UnknownHandler(InvalidInput):
-    """A job names a handler nobody registered."""
 
 
 #: The default registry ``@remora.jobs.handler`` registers into.

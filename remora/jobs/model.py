@@ -14,19 +14,7 @@ from typing import Any
 
 import attrs
 
-from remora.errors import RemoraError
-
-
-class JobError(RemoraError):
-    """Base of the job runtime's errors."""
-
-
-class NotEnabled(JobError):
-    """The spec action's guard is false: the store refused the step and changed nothing."""
-
-
-class UnknownJob(JobError):
-    """No job with this id exists in the durable store."""
+from remora.errors import JobError, NotEnabled, UnknownJob
 
 
 class Phase(enum.Enum):

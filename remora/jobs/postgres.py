@@ -26,45 +26,22 @@ import psycopg
 
 from remora.context import Context
 from remora.errors import InvalidInput
-from remora.jobs.durable import SCHEMA_VERSION, TABLES, Also, DurableStore, add_missing_columns
+from remora.jobs.durable import DurableStore
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
+from remora.jobs.sql import EXTRA_TABLES, PG_SCHEMA, SCHEMA_VERSION, Also
+from remora.store.dialect import POSTGRES
 from remora.store.postgres import PostgresBackend, _rollback_quietly
 
 T = TypeVar("T")
 
-EXTRA_TABLES = (
-    """CREATE TABLE IF NOT EXISTS remora_jobs_stage (
-        job TEXT NOT NULL, token INTEGER NOT NULL, progress INTEGER NOT NULL,
-        data BYTEA, cleaned INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, token, progress))""",
-    """CREATE TABLE IF NOT EXISTS remora_jobs_vault (
-        job TEXT NOT NULL, sequence INTEGER NOT NULL, secret BYTEA,
-        PRIMARY KEY (job, sequence))""",
-    # Incarnations declared down: their stage writes are refused (PostgresTarget.fence).
-    """CREATE TABLE IF NOT EXISTS remora_jobs_stage_fence (worker TEXT PRIMARY KEY)""",
-)
-
 
 class PostgresJobsBackend(PostgresBackend):
-    placeholder = "%s"
-    lock_clause = " FOR UPDATE"
-    fold_statements = True
-    server_clock = True
+    dialect = POSTGRES
+    schema = PG_SCHEMA
     #: Pipeline mode needs libpq 14 or later (psycopg's binary wheels bundle one); without
     #: it the same statements run one round trip each.
     pipelined = psycopg.Pipeline.is_supported()
-
-    def schema_version(self) -> int | None:
-        def body(cur: psycopg.Cursor[Any]) -> int | None:
-            row = cur.execute("SELECT to_regclass('remora_jobs_config') IS NOT NULL").fetchone()
-            if row is None or not row[0]:
-                return None
-            found = cur.execute(
-                "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
-            ).fetchone()
-            return None if found is None else int(found[0])
-
-        return self._read("schema check", body)
 
     def _require_schema(self) -> None:
         version = self.schema_version()
@@ -74,38 +51,6 @@ class PostgresJobsBackend(PostgresBackend):
             raise InvalidInput(
                 f"{self.where}: jobs schema version {version}, this Remora uses {SCHEMA_VERSION}"
             )
-
-    def _migrate(self) -> None:
-        with self._connection(None) as conn:
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("BEGIN")
-                    self._lock_schema(cur)
-                    for statement in (*TABLES, *EXTRA_TABLES):
-                        if _index_exists(cur, statement):
-                            # CREATE INDEX locks its table even when the index exists: a
-                            # process starting beside running workers deadlocked with them.
-                            continue
-                        cur.execute(statement)
-                    add_missing_columns(cur, postgres=True)
-                    row = cur.execute(
-                        "SELECT value FROM remora_jobs_config WHERE name = 'schema_version'"
-                    ).fetchone()
-                    if row is not None and int(row[0]) > SCHEMA_VERSION:
-                        raise InvalidInput(
-                            f"{self.where}: jobs schema version {row[0]} is newer than this "
-                            f"Remora supports ({SCHEMA_VERSION})"
-                        )
-                    cur.execute(
-                        "INSERT INTO remora_jobs_config (name, value) VALUES "
-                        "('schema_version', %s) ON CONFLICT (name) DO UPDATE SET "
-                        "value = excluded.value",
-                        (str(SCHEMA_VERSION),),
-                    )
-                    cur.execute("COMMIT")
-            except psycopg.Error as exc:
-                conn.rollback() if not conn.closed else None
-                raise self._failure(exc, None, "jobs schema migration") from exc
 
     def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T:
         """:meth:`PostgresBackend._write` in pipeline mode: the same statements, in the same
@@ -183,15 +128,6 @@ def _stage_info(row: Any) -> StageInfo | None:
 
 def _now(value: T) -> Callable[[], T]:
     return lambda: value
-
-
-def _index_exists(cur: Any, statement: str) -> bool:
-    prefix = "CREATE INDEX IF NOT EXISTS "
-    if not statement.startswith(prefix):
-        return False
-    name = statement[len(prefix) :].split()[0]
-    row = cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
-    return bool(row and row[0])
 
 
 #: The class id of the stage's advisory locks (two-key locks: apart from the one-key

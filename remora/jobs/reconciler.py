@@ -26,15 +26,14 @@ import attrs
 from remora.context import Context
 from remora.errors import RemoraError
 from remora.faults import NO_FAULTS, IOHook
-from remora.jobs import guards
 from remora.jobs.actions import Action
-from remora.jobs.durable import Locked
-from remora.jobs.guards import Change
+from remora.jobs.guards import Change, durably_stopped
 from remora.jobs.io import NULL_RECORDER, Actor, Links, Recorder
 from remora.jobs.model import (
     AttemptId,
     CoordSnapshot,
     CredentialState,
+    DurableSnapshot,
     IntentId,
     JobRow,
     NotEnabled,
@@ -42,8 +41,8 @@ from remora.jobs.model import (
     SecretState,
     Stop,
 )
+from remora.jobs.sql import Locked
 from remora.jobs.stores import Stores
-from remora.jobs.worker import process_outcome
 
 
 class Reconciler:
@@ -136,7 +135,7 @@ class Reconciler:
 
         def act(lk: Locked) -> bool:
             row = lk.attempts.get(a.token)
-            if row is None or not guards.lease_releasable(
+            if row is None or not self.stores.guards.lease_releasable(
                 lk.job, row, worker_up=row.worker not in lk.workers_down
             ):
                 return False
@@ -171,7 +170,7 @@ class Reconciler:
         at, rows = stores.durable.liveness(now)
         seen = {w: s for w, _, s in rows}
         try:  # the guard, on a read (a dry run before the fences are raised)
-            guards.declare_down(
+            self.stores.guards.declare_down(
                 worker,
                 by,
                 up=worker in seen,
@@ -185,7 +184,9 @@ class Reconciler:
         stores.coordination.mark_down(self.actor, worker)
         stores.target.fence(self.actor, worker)
         try:
-            stores.durable.declare_down(self.actor, worker, by, after, now)
+            stores.durable.declare_down(
+                self.actor, worker, by, after, now, guard=stores.guards.declare_down
+            )
         except NotEnabled:
             return False
         return True
@@ -211,7 +212,7 @@ class Reconciler:
         def decide(lk: Any) -> Change:
             now = coord.view(self.actor, a.job, (a,))
             live = now.leases.get(a)
-            return guards.reap(
+            return self.stores.guards.reap(
                 lk.job,
                 lk.attempts,
                 a.token,
@@ -228,27 +229,29 @@ class Reconciler:
 
     def schedule_retry(self, job: str) -> bool:
         """``ScheduleRetry(j)``."""
-        return self._transact(job, lambda lk: guards.schedule_retry(lk.job))
+        return self._transact(job, lambda lk: self.stores.guards.schedule_retry(lk.job))
 
     def finalize_cancel(self, job: str) -> bool:
         """``FinalizeCancel(j)``: raise the floor to the authority's token, then commit."""
         lk = self.stores.durable.read_locked(self.actor, job)
         try:  # the guard, evaluated before the floor is raised (a dry run)
-            guards.finalize_cancel(lk.job, lk.attempts)
+            self.stores.guards.finalize_cancel(lk.job, lk.attempts)
         except NotEnabled:
             return False
         self.stores.coordination.raise_floor(self.actor, job, lk.job.current_token)
-        return self._transact(job, lambda lk: guards.finalize_cancel(lk.job, lk.attempts))
+        return self._transact(
+            job, lambda lk: self.stores.guards.finalize_cancel(lk.job, lk.attempts)
+        )
 
     def invalidate_checkpoint(self, job: str) -> bool:
         """``InvalidateCheckpoint(j)``: used when a queued job's checkpoint cannot be
         resumed because its owner is not known to have stopped."""
-        return self._transact(job, lambda lk: guards.invalidate_checkpoint(lk.job))
+        return self._transact(job, lambda lk: self.stores.guards.invalidate_checkpoint(lk.job))
 
     def process_outcome(self, a: AttemptId) -> bool:
         """``ProcessOutcome(a)`` for an outcome its sender left in flight."""
         try:
-            process_outcome(self.stores, self.actor, a)
+            self.stores.process_outcome(self.actor, a)
         except NotEnabled:
             return False
         return True
@@ -263,7 +266,7 @@ class Reconciler:
             if att is None:
                 return False
             stage = stores.target.info(self.actor, a)
-            if not guards.cleanup_eligible(
+            if not self.stores.guards.cleanup_eligible(
                 lk.job, att, stage, worker_up=att.worker not in lk.workers_down
             ):
                 return False
@@ -294,10 +297,14 @@ class Reconciler:
             if not (job.phase.terminal or not job.current_authority(cred.token)):
                 continue
             c = IntentId(job.id, cred.sequence)
-            steps += self._cred_step(c, guards.claim_credential_cleanup, gone_arg=False)
+            steps += self._cred_step(c, self.stores.guards.claim_credential_cleanup, gone_arg=False)
             steps += self._destroy(job.id, c)
-            steps += self._cred_step(c, guards.fence_failed_credential_write, gone_arg=True)
-            steps += self._cred_step(c, guards.abandon_fenced_credential_intent, gone_arg=True)
+            steps += self._cred_step(
+                c, self.stores.guards.fence_failed_credential_write, gone_arg=True
+            )
+            steps += self._cred_step(
+                c, self.stores.guards.abandon_fenced_credential_intent, gone_arg=True
+            )
         return steps
 
     def _cred_step(self, c: IntentId, guard: Any, *, gone_arg: bool) -> bool:
@@ -325,7 +332,7 @@ class Reconciler:
         def act(lk: Locked) -> bool:
             cred = lk.credentials[c.sequence]
             live = vault.state(self.actor, c) is SecretState.LIVE
-            if not guards.can_destroy_secret(cred, secret_live=live):
+            if not self.stores.guards.can_destroy_secret(cred, secret_live=live):
                 return False
             seq = self.actor.next_seq()
             vault.destroy(self.actor, c)
@@ -348,105 +355,34 @@ class Reconciler:
 
     # -- one pass ------------------------------------------------------------------------------
     def reconcile_once(self, *, full: bool = True) -> int:
-        """Every enabled ambient step, once: returns how many were taken.  With ``full``
-        off, an incremental pass (:meth:`_incremental`)."""
-        stores = self.stores
-        cfg = stores.config
+        """Every enabled ambient step, once: returns how many were taken.  A full pass
+        reads everything (and reads again between its stages); with ``full`` off, an
+        incremental pass reads only the work in flight (:class:`_Incremental`).  Both
+        follow one plan (:meth:`_pass`)."""
         if self.durable_only:
             return self._durable_only()
-        if not full:
-            return self._incremental()
-        steps = self.declare_expired()
-        snap: CoordSnapshot = stores.coordination.snapshot(self.actor)
-        down = {w.id for w in stores.durable.snapshot().workers if not w.up}
-        for a, lease in sorted(snap.leases.items()):
-            if lease.live and guards.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
-                steps += _ok(partial(self.expire_lease, a))
-            elif lease.live and lease.worker in down:
-                steps += _ok(partial(self.release_lease, a))
-        for job in sorted(snap.reservations):
-            if guards.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
-                steps += _ok(partial(self.expire_reservation, job))
-        dsnap = stores.durable.snapshot()
-        attempts = {(r.job, r.token): r for r in dsnap.attempts}
-        down = {w.id for w in dsnap.workers if not w.up}
-        snap = stores.coordination.snapshot(self.actor)
-        for row in dsnap.attempts:
-            if row.pending is not None:
-                steps += _ok(partial(self.process_outcome, row.id))
-        for jr in dsnap.jobs:
-            j = jr.id
-            if jr.phase is Phase.CANCELLING:
-                steps += _ok(partial(self.publish_cancel_notice, j))
-                steps += _ok(partial(self.release_reservation, j))
-                steps += _ok(partial(self.finalize_cancel, j))
-            elif jr.phase is Phase.RUNNING and jr.authority:
-                reaped = _ok(partial(self.reap, AttemptId(j, jr.authority)))
-                steps += reaped
-                if reaped and not jr.checkpoint_valid:
-                    # Follow a lost attempt's recovery through in this pass (each step
-                    # re-checks its own guard under the job's lock): waiting a pass per
-                    # step added two reconcile intervals to recovery (jobs_peers.py).
-                    steps += _ok(partial(self.schedule_retry, j))
-                    steps += _ok(partial(self.enqueue, j))
-            elif jr.phase is Phase.RETRY_WAIT:
-                steps += _ok(partial(self.schedule_retry, j))
-            elif jr.phase is Phase.QUEUED:
-                owner = attempts.get((j, jr.checkpoint_owner))
-                if (
-                    jr.checkpoint_valid
-                    and owner is not None
-                    and not guards.durably_stopped(owner, owner.worker not in down)
-                ):
-                    steps += _ok(partial(self.invalidate_checkpoint, j))
-                if j not in snap.queued and j not in snap.reservations:
-                    steps += _ok(partial(self.enqueue, j))
-            if jr.phase.terminal and guards.coordination_dirty(snap, j):
-                steps += _ok(partial(self.clean_terminal, j))
-            if j in snap.progress:
-                steps += _ok(partial(self.clear_stale_progress, j))
-        dsnap = stores.durable.snapshot()
-        down = {w.id for w in dsnap.workers if not w.up}
-        jobs = {jr.id: jr for jr in dsnap.jobs}
-        for row in dsnap.attempts:
-            owner_job = jobs[row.job]
-            if row.committed or not (row.stop is Stop.FAILED or row.stopped or row.worker in down):
-                continue
-            info = stores.target.info(None, row.id)
-            if guards.cleanup_eligible(owner_job, row, info, worker_up=row.worker not in down):
-                steps += _ok(partial(self.cleanup_stage, row.id))
-        with_intents = {c.job for c in dsnap.credentials}
-        for jr in dsnap.jobs:
-            if jr.id in with_intents:
-                steps += _ok(partial(self.clean_credentials, jr))
-        self._in_flight = frozenset(jr.id for jr in dsnap.jobs if not jr.phase.terminal)
-        self._mark = max([self._mark, *(jr.seq for jr in dsnap.jobs)])
-        return steps
+        return self._pass(_Full(self) if full else _Incremental(self))
 
-    def _incremental(self) -> int:
-        """The same steps as a full pass, over what is in flight: one durable read of the
-        jobs not yet terminal, the newest ones and those the previous pass saw in flight
-        (:meth:`DurableStore.active_snapshot`), one coordination read without dead leases
-        and the mirror (:meth:`Coordination.active`).  A step is tried only when these
-        reads say its guard holds — each step still re-checks its guard under the job's
-        lock, so a stale read only costs a pass.  A wipe is repaired here too (every queued
-        job is re-enqueued, every cancel notice republished); finished jobs whose
-        housekeeping became possible only later (e.g. an attempt's worker went down) are
-        left to the periodic full pass."""
+    def _pass(self, reads: _Reads) -> int:
+        """The plan of a pass: declare expired incarnations down; expire leases and
+        reservations (release the leases of incarnations that are down); process the
+        outcomes in flight; per job, the steps its phase calls for; clean terminal
+        coordination and stale live progress; clean up stagings; finish abandoned
+        credential intents.  A step is tried when ``reads`` say its guard may hold — each
+        step still re-checks its guard under the job's lock, so a stale read only costs a
+        pass.  A wipe is repaired here too (every queued job is re-enqueued, every cancel
+        notice republished)."""
         stores = self.stores
+        g = stores.guards
         cfg = stores.config
         steps = self.declare_expired()
-        dsnap = stores.durable.active_snapshot(self._mark, self._in_flight)
-        snap = stores.coordination.active(self.actor)
-        down = {w.id for w in dsnap.workers if not w.up}
-        jobs = {jr.id: jr for jr in dsnap.jobs}
-        attempts = {(r.job, r.token): r for r in dsnap.attempts}
+        snap, down = reads.start()
         gone: set[AttemptId] = set()  # leases this pass expired or released
-        unreserved: set[str] = set()
+        unreserved: set[str] = set()  # reservations this pass expired
         for a, lease in sorted(snap.leases.items()):
             if not lease.live:
                 continue
-            if guards.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
+            if g.can_expire_lease(snap, a, cfg.tick_ms, cfg.lease_ticks):
                 took = _ok(partial(self.expire_lease, a))
             elif lease.worker in down:
                 took = _ok(partial(self.release_lease, a))
@@ -456,11 +392,17 @@ class Reconciler:
             if took:
                 gone.add(a)
         for job in sorted(snap.reservations):
-            if guards.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
+            if g.can_expire_reservation(snap, job, cfg.tick_ms, cfg.reservation_ticks):
                 took = _ok(partial(self.expire_reservation, job))
                 steps += took
                 if took:
                     unreserved.add(job)
+        dsnap, snap = reads.middle(snap)
+        if reads.fresh:  # read again: what this pass expired is in the reads
+            gone, unreserved = set(), set()
+        down = {w.id for w in dsnap.workers if not w.up}
+        jobs = {jr.id: jr for jr in dsnap.jobs}
+        attempts = {(r.job, r.token): r for r in dsnap.attempts}
         for row in dsnap.attempts:
             if row.pending is not None:
                 steps += _ok(partial(self.process_outcome, row.id))
@@ -468,27 +410,20 @@ class Reconciler:
             j = jr.id
             reserved = j in snap.reservations and j not in unreserved
             if jr.phase is Phase.CANCELLING:
-                if j not in snap.notices:
+                if reads.fresh or j not in snap.notices:
                     steps += _ok(partial(self.publish_cancel_notice, j))
-                if reserved:
+                if reads.fresh or reserved:
                     steps += _ok(partial(self.release_reservation, j))
                 steps += _ok(partial(self.finalize_cancel, j))
             elif jr.phase is Phase.RUNNING and jr.authority:
                 a = AttemptId(j, jr.authority)
-                held = snap.leases.get(a)
-                live = held is not None and held.live and a not in gone
-                if not live and not reserved and a not in gone:
-                    # The reads are not one snapshot: a job that finished (and released
-                    # its lease) between them looks lost.  A narrow re-read of the
-                    # coordination store is cheaper than the reaper's durable dry run.
-                    now = stores.coordination.view(self.actor, j, (a,))
-                    lease_now = now.leases.get(a)
-                    live = lease_now is not None and lease_now.live
-                    reserved = j in now.reservations
-                if not live and not reserved:
+                if reads.fresh or self._looks_lost(snap, a, reserved, gone):
                     reaped = _ok(partial(self.reap, a))
                     steps += reaped
                     if reaped and not jr.checkpoint_valid:
+                        # Follow a lost attempt's recovery through in this pass (each step
+                        # re-checks its own guard under the job's lock): waiting a pass
+                        # per step added two reconcile intervals to recovery (jobs_peers.py).
                         steps += _ok(partial(self.schedule_retry, j))
                         steps += _ok(partial(self.enqueue, j))
             elif jr.phase is Phase.RETRY_WAIT:
@@ -498,31 +433,27 @@ class Reconciler:
                 if (
                     jr.checkpoint_valid
                     and owner is not None
-                    and not guards.durably_stopped(owner, owner.worker not in down)
+                    and not durably_stopped(owner, owner.worker not in down)
                 ):
                     steps += _ok(partial(self.invalidate_checkpoint, j))
                 if j not in snap.queued and not reserved:
                     steps += _ok(partial(self.enqueue, j))
-            if jr.phase.terminal and guards.coordination_dirty(snap, j):
+            dirty = jr.phase.terminal and g.coordination_dirty(snap, j)
+            if dirty:
                 steps += _ok(partial(self.clean_terminal, j))
-            elif j in snap.progress:
-                authority = (
-                    AttemptId(j, jr.authority) if jr.current_authority(jr.authority) else None
-                )
-                stale = guards.can_clear_stale_progress(
-                    attrs.evolve(
-                        snap, leases={k: v for k, v in snap.leases.items() if k not in gone}
-                    ),
-                    j,
-                    authority,
-                )
-                if stale:
-                    steps += _ok(partial(self.clear_stale_progress, j))
-        # Coordination entries of jobs the durable read did not return: they finished
-        # before the read's window (clean_terminal re-checks the phase under the lock).
-        listed = snap.queued | snap.reservations.keys() | snap.notices | snap.progress.keys()
-        for j in sorted(listed - jobs.keys()):
-            steps += _ok(partial(self.clean_terminal, j))
+            if j in snap.progress and (
+                reads.fresh or (not dirty and self._stale_progress(snap, jr, gone))
+            ):
+                steps += _ok(partial(self.clear_stale_progress, j))
+        if not reads.fresh:
+            # Coordination entries of jobs the durable read did not return: they finished
+            # before the read's window (clean_terminal re-checks the phase under the lock).
+            listed = snap.queued | snap.reservations.keys() | snap.notices | snap.progress.keys()
+            for j in sorted(listed - jobs.keys()):
+                steps += _ok(partial(self.clean_terminal, j))
+        dsnap = reads.late(dsnap)
+        down = {w.id for w in dsnap.workers if not w.up}
+        jobs = {jr.id: jr for jr in dsnap.jobs}
         for row in dsnap.attempts:
             owner_job = jobs.get(row.job)
             if owner_job is None or row.committed:
@@ -530,7 +461,7 @@ class Reconciler:
             if not (row.stop is Stop.FAILED or row.stopped or row.worker in down):
                 continue
             info = stores.target.info(None, row.id)
-            if guards.cleanup_eligible(owner_job, row, info, worker_up=row.worker not in down):
+            if g.cleanup_eligible(owner_job, row, info, worker_up=row.worker not in down):
                 steps += _ok(partial(self.cleanup_stage, row.id))
         with_intents = {c.job for c in dsnap.credentials}
         for jr in dsnap.jobs:
@@ -539,6 +470,32 @@ class Reconciler:
         self._in_flight = frozenset(jr.id for jr in dsnap.jobs if not jr.phase.terminal)
         self._mark = max([self._mark, *(jr.seq for jr in dsnap.jobs)])
         return steps
+
+    def _looks_lost(
+        self, snap: CoordSnapshot, a: AttemptId, reserved: bool, gone: set[AttemptId]
+    ) -> bool:
+        """Whether the running attempt ``a`` looks lost (no live lease, no reservation)
+        — worth the reaper's durable dry run.  The reads are not one snapshot: a job that
+        finished (and released its lease) between them looks lost, so a narrow re-read of
+        the coordination store, cheaper than the dry run, confirms it."""
+        held = snap.leases.get(a)
+        live = held is not None and held.live and a not in gone
+        if not live and not reserved and a not in gone:
+            now = self.stores.coordination.view(self.actor, a.job, (a,))
+            lease_now = now.leases.get(a)
+            live = lease_now is not None and lease_now.live
+            reserved = a.job in now.reservations
+        return not live and not reserved
+
+    def _stale_progress(self, snap: CoordSnapshot, jr: JobRow, gone: set[AttemptId]) -> bool:
+        """``ClearStaleLiveProgress``'s guard on the reads (the leases this pass ended
+        counted as gone)."""
+        j = jr.id
+        authority = AttemptId(j, jr.authority) if jr.current_authority(jr.authority) else None
+        leases = {k: v for k, v in snap.leases.items() if k not in gone}
+        return self.stores.guards.can_clear_stale_progress(
+            attrs.evolve(snap, leases=leases), j, authority
+        )
 
     def _durable_only(self) -> int:
         steps = 0
@@ -552,6 +509,72 @@ class Reconciler:
             elif job.phase is Phase.CANCELLING:
                 steps += _ok(partial(self.finalize_cancel, job.id))
         return steps
+
+
+class _Reads:
+    """What a pass reads, and when (:meth:`Reconciler._pass`)."""
+
+    #: Reads again between the pass's stages and tries every step its phase allows (a
+    #: full pass); else one read, and only the steps the read says may be enabled.
+    fresh: bool
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.r = reconciler
+
+    def start(self) -> tuple[CoordSnapshot, set[str]]:
+        """The coordination read the expirations are decided on, and the incarnations
+        that are down."""
+        raise NotImplementedError
+
+    def middle(self, snap: CoordSnapshot) -> tuple[DurableSnapshot, CoordSnapshot]:
+        """The reads the per-job steps are decided on."""
+        raise NotImplementedError
+
+    def late(self, dsnap: DurableSnapshot) -> DurableSnapshot:
+        """The durable read the stagings' cleanup and the credentials are decided on."""
+        raise NotImplementedError
+
+
+class _Full(_Reads):
+    """A full pass: the whole coordination and durable state, read again at each stage
+    (what the stages before changed is seen by the next)."""
+
+    fresh = True
+
+    def start(self) -> tuple[CoordSnapshot, set[str]]:
+        stores = self.r.stores
+        snap = stores.coordination.snapshot(self.r.actor)
+        return snap, {w.id for w in stores.durable.snapshot().workers if not w.up}
+
+    def middle(self, snap: CoordSnapshot) -> tuple[DurableSnapshot, CoordSnapshot]:
+        stores = self.r.stores
+        dsnap = stores.durable.snapshot()
+        return dsnap, stores.coordination.snapshot(self.r.actor)
+
+    def late(self, dsnap: DurableSnapshot) -> DurableSnapshot:
+        return self.r.stores.durable.snapshot()
+
+
+class _Incremental(_Reads):
+    """An incremental pass: one durable read of the jobs not yet terminal, the newest ones
+    and those the previous pass saw in flight (:meth:`DurableStore.active_snapshot`), one
+    coordination read without dead leases and the mirror (:meth:`Coordination.active`).
+    Finished jobs whose housekeeping became possible only later (e.g. an attempt's worker
+    went down) are left to the periodic full pass."""
+
+    fresh = False
+
+    def start(self) -> tuple[CoordSnapshot, set[str]]:
+        r = self.r
+        self.dsnap = r.stores.durable.active_snapshot(r._mark, r._in_flight)
+        snap = r.stores.coordination.active(r.actor)
+        return snap, {w.id for w in self.dsnap.workers if not w.up}
+
+    def middle(self, snap: CoordSnapshot) -> tuple[DurableSnapshot, CoordSnapshot]:
+        return self.dsnap, snap
+
+    def late(self, dsnap: DurableSnapshot) -> DurableSnapshot:
+        return dsnap
 
 
 def _ok(fn: Any) -> int:

@@ -1,4 +1,7 @@
-"""The four stores a job deployment runs on, and the client operations (submit, cancel)."""
+"""The four stores a job deployment runs on, the guards they evaluate, and the steps more
+than one actor takes: submit, ``Enqueue`` (submitter, reconciler), ``RequestCancel``,
+``ProcessOutcome`` (the attempt's worker, or the reconciler for an outcome whose sender went
+away)."""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import attrs
 from remora.clock import Clock
 from remora.context import Context
 from remora.errors import RemoraError
-from remora.jobs import guards
 from remora.jobs.coordination import Coordination
 from remora.jobs.durable import DurableStore, Locked
+from remora.jobs.guards import SPEC_GUARDS, Change, Guards
 from remora.jobs.io import Actor
 from remora.jobs.model import AttemptId, JobRow, JobsConfig, Phase
 from remora.jobs.target import Target, Vault, check_id
@@ -21,8 +24,10 @@ from remora.jobs.target import Target, Vault, check_id
 
 @attrs.define
 class Stores:
-    """Durable authority, reconstructible coordination, target staging, vault; the clock
-    and the deployment's limits (``config``, kept in the durable store)."""
+    """Durable authority, reconstructible coordination, target staging, vault; the clock,
+    the deployment's limits (``config``, kept in the durable store) and the guards every
+    step evaluates (the spec's; a simulation may supply planted ones — the coordination
+    store evaluates the ones it was built with)."""
 
     durable: DurableStore
     coordination: Coordination
@@ -30,6 +35,7 @@ class Stores:
     vault: Vault
     clock: Clock
     config: JobsConfig
+    guards: Guards = SPEC_GUARDS
 
     def close(self) -> None:
         for store in (self.coordination, self.target, self.vault, self.durable):
@@ -87,8 +93,27 @@ class Stores:
         """``RequestCancel(j)``: mark cancel in the coordination mirror first (so no attempt
         activates or reports as Running afterwards), then the durable transition."""
         self.coordination.mark_cancel(actor, job_id)
-        self.durable.transact(actor, job_id, lambda lk: guards.request_cancel(lk.job))
+        self.durable.transact(actor, job_id, lambda lk: self.guards.request_cancel(lk.job))
         return self.durable.job(job_id)
+
+    def process_outcome(self, actor: Actor, a: AttemptId, error: str = "") -> Change:
+        """``ProcessOutcome(a)`` (by the attempt's worker, or the reconciler for an outcome
+        whose sender went away): the target's record of the attempt is read under the
+        job's lock."""
+
+        # A target in the durable store's database (PostgresTarget on the same DSN) is read
+        # with the job's locked read, in its round trip; any other target by its own call.
+        locked_info = getattr(self.target, "locked_info", None)
+        also = None if locked_info is None else locked_info(self.durable, a)
+
+        def decide(lk: Locked) -> Change:
+            if also is None:
+                stage = self.target.info(actor, a)
+            else:
+                stage = self.target.info_from(actor, a, lk.also)  # type: ignore[attr-defined]
+            return self.guards.process_outcome(lk.job, lk.attempts, a.token, stage, error)
+
+        return self.durable.transact(actor, a.job, decide, also=also)
 
     def result(self, job_id: str) -> bytes | None:
         """The committed result: the winning attempt's staged output, or None."""

@@ -471,7 +471,7 @@ class JobMachineBase(RuleBasedStateMachine):
             reach.add(("action", name))
         reach.add(("drain", "quiescent"))
         sim = self.run.sim
-        if any(wk.killed and not sim.stores.durable.worker_up(w) for w, wk in sim.workers.items()):
+        if any(not sim.stores.durable.worker_up(w) for w in sim.killed):
             reach.add(("drain", "a killed incarnation declared down"))
             event("drain: a killed incarnation declared down")
 

@@ -11,13 +11,13 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.jobs import guards
 from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.guards import Guards
 from remora.jobs.model import AttemptId, NotEnabled, Outcome, Phase, Service
 from remora.jobs.target import MemoryTarget
-from remora.sim.jobs.mutations import unguarded
+from remora.sim.jobs.mutations import planted_guards, unguarded
 from remora.sim.jobs.refinement import RefinementViolation
-from remora.sim.jobs.simulation import SMALL
+from remora.sim.jobs.simulation import SMALL, SPEC_PARTS, Parts
 from tests.jobs.scenarios import Run
 
 
@@ -51,29 +51,33 @@ def test_a_killed_incarnation_is_declared_down_after_its_heartbeat_expired() -> 
     assert "w1" in run.sim.stores.coordination.snapshot().down
 
 
-def test_no_declaration_without_other_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+def planted(**methods: Any) -> Parts:
+    """The spec's parts with guard ``methods`` replaced (given to the simulation)."""
+    return Parts(guards=planted_guards(**methods))
+
+
+def test_no_declaration_without_other_capacity() -> None:
     """``OtherCapacity(w)``: the last incarnation up is not declared down.  Planted: the
     guard without that conjunct declares it."""
 
-    def declared() -> bool:
-        run = Run()
+    def declared(parts: Parts = SPEC_PARTS) -> bool:
+        run = Run(parts=parts)
         run.running()
         run.ok(lambda: run.sim.crash("w1"))
         expire(run)
         return bool(run.ok(lambda: run.r.declare_down("w1")))
 
     assert declared() is False
-    monkeypatch.setattr(guards, "declare_down", unguarded(guards.declare_down, "OtherCapacity"))
-    assert declared() is True
+    assert declared(planted(declare_down=unguarded("declare_down", "OtherCapacity"))) is True
 
 
-def test_a_fresh_heartbeat_is_not_declared_down(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fresh_heartbeat_is_not_declared_down() -> None:
     """A running incarnation that renews its heartbeat is never declared down, and a
     reconciler never declares its own incarnation.  Planted: the guard without the
     freshness conjunct declares the live one."""
 
-    def declared() -> bool:
-        run = Run()
+    def declared(parts: Parts = SPEC_PARTS) -> bool:
+        run = Run(parts=parts)
         run.running()
         run.ok(lambda: run.sim.start("w2"))
         expire(run)
@@ -82,8 +86,7 @@ def test_a_fresh_heartbeat_is_not_declared_down(monkeypatch: pytest.MonkeyPatch)
         return bool(run.ok(lambda: run.r.declare_down("w1")))
 
     assert declared() is False
-    monkeypatch.setattr(guards, "declare_down", unguarded(guards.declare_down, "fresh"))
-    assert declared() is True
+    assert declared(planted(declare_down=unguarded("declare_down", "fresh"))) is True
 
 
 def cut_off(run: Run) -> AttemptId:
@@ -129,24 +132,23 @@ def test_a_live_incarnation_declared_down_is_fenced_everywhere() -> None:
 def test_each_fence_catches_its_planted_bug(fence: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With one fence removed, the declared-down incarnation's step is taken and the
     refinement checker reports it (the spec's worker actions need ``WorkerUp``)."""
+    parts = SPEC_PARTS
     if fence == "renew":
-        real = guards.can_renew
-        monkeypatch.setattr(
-            guards,
-            "can_renew",
-            lambda c, *args: real(attrs_evolve(c, down=frozenset()), *args),
+        parts = planted(
+            can_renew=lambda g, c, *args: Guards.can_renew(
+                g, attrs_evolve(c, down=frozenset()), *args
+            )
         )
     elif fence == "reserve":
-        real_r = guards.can_reserve
-        monkeypatch.setattr(
-            guards,
-            "can_reserve",
-            lambda c, *args: real_r(attrs_evolve(c, down=frozenset()), *args),
+        parts = planted(
+            can_reserve=lambda g, c, *args: Guards.can_reserve(
+                g, attrs_evolve(c, down=frozenset()), *args
+            )
         )
     else:
         monkeypatch.setattr(MemoryTarget, "fence", lambda self, actor, worker: None)
     # Room for a second reservation (w1's attempt still counts against its capacity).
-    run = Run(concurrency=2, jobs_config=attrs.evolve(SMALL, global_limit=3))
+    run = Run(concurrency=2, jobs_config=attrs.evolve(SMALL, global_limit=3), parts=parts)
     a = cut_off(run)
     run.ok(run.sim.tick)
     with pytest.raises(RefinementViolation, match="not enabled"):
@@ -164,10 +166,10 @@ def attrs_evolve(c: Any, **kw: Any) -> Any:
     return attrs.evolve(c, **kw)
 
 
-def reserved_after_wipe(*, republished: bool = True) -> object:
+def reserved_after_wipe(*, republished: bool = True, parts: Parts = SPEC_PARTS) -> object:
     """w1 is declared down, the coordination store is wiped, a job is enqueued again:
     what w1's ``Reserve`` of it returns."""
-    run = Run(concurrency=2, jobs_config=attrs.evolve(SMALL, global_limit=3))
+    run = Run(concurrency=2, jobs_config=attrs.evolve(SMALL, global_limit=3), parts=parts)
     cut_off(run)
     run.ok(run.sim.wipe)
     assert "w1" not in run.sim.stores.coordination.snapshot().down
@@ -184,14 +186,13 @@ def test_a_wipe_does_not_let_a_declared_down_incarnation_reserve() -> None:
     assert reserved_after_wipe() is None
 
 
-def test_planted_enqueue_without_the_marks_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_enqueue_without_the_marks_is_caught() -> None:
     """Planted: an Enqueue that does not wait for the down marks after a wipe."""
-    real = guards.can_enqueue
-    monkeypatch.setattr(
-        guards, "can_enqueue", lambda c, job, marked=True: real(c, job, marked=True)
+    parts = planted(
+        can_enqueue=lambda g, c, job, marked=True: Guards.can_enqueue(g, c, job, marked=True)
     )
     with pytest.raises(RefinementViolation, match="Reserve"):
-        reserved_after_wipe(republished=False)
+        reserved_after_wipe(republished=False, parts=parts)
 
 
 def test_a_killed_owners_checkpoint_is_resumed_not_invalidated() -> None:

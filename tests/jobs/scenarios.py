@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from remora.errors import Unavailable
-from remora.jobs import worker as W
+from remora.jobs import credentials as C
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, Outcome, Phase, Service
 from remora.jobs.worker import Worker
 from remora.sim.jobs.refinement import RefinementChecker
-from remora.sim.jobs.simulation import SimConfig, Simulation
+from remora.sim.jobs.simulation import SPEC_PARTS, Parts, SimConfig, Simulation
 
 ALL_ACTIONS = [
     "Enqueue",
@@ -71,9 +71,12 @@ BACKENDS: Callable[..., Any] | None = None
 class Run:
     """A simulation with two jobs and two worker incarnations, every step checked."""
 
-    def __init__(self, **overrides: Any) -> None:
+    def __init__(self, *, parts: Parts = SPEC_PARTS, **overrides: Any) -> None:
+        """``parts``: what the runtime is built from (a planted bug's guards, …)."""
         self.sim = Simulation(
-            SimConfig(jobs=("j1", "j2"), workers=("w1", "w2"), **overrides), backends=BACKENDS
+            SimConfig(jobs=("j1", "j2"), workers=("w1", "w2"), **overrides),
+            backends=BACKENDS,
+            parts=parts,
         )
         self.chk = RefinementChecker(self.sim)
         self.r = self.sim.reconciler
@@ -297,7 +300,7 @@ def test_retry_resumes_from_checkpoint_then_exhausts() -> None:
     assert a2.token == 2
     assert run.w1.attempts[a2].progress == 1  # resumed from the checkpoint
     run.ok(lambda: run.w1.activate(a2))
-    assert W.staged_data(run.sim.stores, a2, 1) == b"half"
+    assert run.sim.stores.staged_data(a2, 1) == b"half"
     run.ok(lambda: run.w1.send_outcome(a2, Outcome.RETRYABLE))
     assert run.ok(lambda: run.w1.process_outcome(a2)) == "AcceptRetryableFailureExhausted"
     assert run.phase("j1") is Phase.FAILED
@@ -334,11 +337,11 @@ def test_credential_write_and_cleanup() -> None:
     st, act = run.sim.stores, run.w1.actor
     c1 = run.ok(lambda: run.w1.put_secret(a, b"s1"))
     assert st.vault.read(c1) == b"s1"
-    c2: IntentId = run.ok(lambda: W.prepare_credential(st, act, a))
-    run.ok(lambda: W.begin_credential_write(st, act, c2))
-    run.ok(lambda: W.complete_credential_write(st, act, c2, b"s2"))
-    c3: IntentId = run.ok(lambda: W.prepare_credential(st, act, a))
-    run.ok(lambda: W.begin_credential_write(st, act, c3))
+    c2: IntentId = run.ok(lambda: C.prepare_credential(st, act, a))
+    run.ok(lambda: C.begin_credential_write(st, act, c2))
+    run.ok(lambda: C.complete_credential_write(st, act, c2, b"s2"))
+    c3: IntentId = run.ok(lambda: C.prepare_credential(st, act, a))
+    run.ok(lambda: C.begin_credential_write(st, act, c3))
     run.ok(lambda: run.sim.cancel("j1"))
     run.ok(lambda: run.r.finalize_cancel("j1"))
     run.ok(lambda: run.r.reconcile_once())

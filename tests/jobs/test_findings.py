@@ -4,7 +4,7 @@ by the seeded random walks of ``test_random_walk.py``; see ``docs/jobs.md``, Fin
 from __future__ import annotations
 
 from remora.faults import FaultDecision, Outcome
-from remora.jobs import worker as W
+from remora.jobs import credentials as C
 from remora.jobs.io import JobOperation
 from remora.jobs.model import JobsConfig, NotEnabled
 from remora.jobs.model import Outcome as JobOutcome
@@ -62,7 +62,7 @@ def test_credential_intents_are_bounded_per_job() -> None:
         )
     )
     a = run.running()
-    run.ok(lambda: W.prepare_credential(run.sim.stores, run.w1.actor, a))
+    run.ok(lambda: C.prepare_credential(run.sim.stores, run.w1.actor, a))
     assert isinstance(
-        run(lambda: W.prepare_credential(run.sim.stores, run.w1.actor, a)), NotEnabled
+        run(lambda: C.prepare_credential(run.sim.stores, run.w1.actor, a)), NotEnabled
     )

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from remora.jobs import guards
+from remora.jobs.guards import Guards
 from remora.jobs.model import Outcome
-from remora.sim.jobs.mutations import unguarded
+from remora.sim.jobs.mutations import planted_guards, unguarded
 from remora.sim.jobs.refinement import RefinementViolation
+from remora.sim.jobs.simulation import Parts
 from tests.jobs.scenarios import Run
 
 
@@ -101,7 +102,7 @@ def _true(*args: Any, **kw: Any) -> bool:
 MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     "accept success without the token compare": (
         "commit_eligible",
-        lambda job, row, stage: row.pending is Outcome.SUCCESS,
+        lambda g, job, row, stage: row.pending is Outcome.SUCCESS,
         stale_success,
     ),
     "activate without the mirrored authority": ("mirror_allows", _true, activate_after_cancel),
@@ -109,24 +110,25 @@ MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     "report progress after a cancel": ("mirror_allows", _true, report_after_cancel),
     "reap a live lease": (
         "reap",
-        lambda job, attempts, token, lease_live, reserved: guards_reap(
-            job, attempts, token, lease_live=False, reserved=reserved
+        lambda g, job, attempts, token, lease_live, reserved: Guards.reap(
+            g, job, attempts, token, lease_live=False, reserved=reserved
         ),
         reap_live_lease,
     ),
     "clean the winner's staging": (
         "cleanup_eligible",
-        lambda job, row, stage, worker_up: True,
+        lambda g, job, row, stage, worker_up: True,
         clean_winner,
     ),
     "reserve beyond capacity": (
         "can_reserve",
-        lambda c, job, *a: job in c.queued,
+        lambda g, c, job, *a: job in c.queued,
         reserve_over_capacity,
     ),
     "authorize without the reservation": (
         "authorize",
-        lambda job, attempts, worker, rid, reserved, worker_up, owner_stopped: guards_authorize(
+        lambda g, job, attempts, worker, rid, reserved, worker_up, owner_stopped: Guards.authorize(
+            g,
             job,
             attempts,
             worker,
@@ -139,22 +141,23 @@ MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     ),
     "accept a failure after a cancel": (
         "failure_eligible",
-        lambda job, row: row.pending in (Outcome.RETRYABLE, Outcome.PERMANENT),
+        lambda g, job, row: row.pending in (Outcome.RETRYABLE, Outcome.PERMANENT),
         accept_failure_after_cancel,
     ),
 }
 
-guards_reap = guards.reap
-guards_authorize = guards.authorize
+def planted(attr: str, mutant: Callable[..., Any]) -> Run:
+    """A run whose guards have ``attr`` replaced by ``mutant`` (given to the simulation:
+    nothing is patched)."""
+    return Run(parts=Parts(guards=planted_guards(**{attr: mutant})))
 
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_planted_guard_bug_is_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_guard_bug_is_caught(name: str) -> None:
     attr, mutant, schedule = MUTATIONS[name]
     schedule(Run())  # the real guard: the schedule is refined step by step
-    monkeypatch.setattr(guards, attr, mutant)
     with pytest.raises(RefinementViolation):
-        schedule(Run())
+        schedule(planted(attr, mutant))
 
 
 # -- more guards ----------------------------------------------------------------------------
@@ -230,16 +233,13 @@ def invalidate_terminal(run: Run) -> None:
 
 
 def commit_unwritten_credential(run: Run) -> None:
-    from remora.jobs import worker as W
+    from remora.jobs import credentials as C
 
     a = run.running()
     st, act = run.sim.stores, run.w1.actor
-    c = run(lambda: W.prepare_credential(st, act, a))
-    run(lambda: W.begin_credential_write(st, act, c))
-    run(lambda: W.commit_credential_version(st, act, c))
-
-
-_unguarded = unguarded  # the campaign's own planting helper
+    c = run(lambda: C.prepare_credential(st, act, a))
+    run(lambda: C.begin_credential_write(st, act, c))
+    run(lambda: C.commit_credential_version(st, act, c))
 
 
 def release_running_lease(run: Run) -> None:
@@ -250,7 +250,7 @@ def release_running_lease(run: Run) -> None:
 MORE: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     "release a running attempt's lease": (
         "lease_releasable",
-        lambda job, row, worker_up: True,
+        lambda g, job, row, worker_up: True,
         release_running_lease,
     ),
     "enqueue a queued job": ("can_enqueue", _true, enqueue_twice),
@@ -260,49 +260,48 @@ MORE: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     "clean clean coordination": ("coordination_dirty", _true, clean_clean_coordination),
     "checkpoint without authority": (
         "persist_checkpoint",
-        _unguarded(guards.persist_checkpoint, "current authority", "not Running"),
+        unguarded("persist_checkpoint", "current authority", "not Running"),
         checkpoint_after_reap,
     ),
     "send a second outcome": (
         "send_outcome",
-        _unguarded(guards.send_outcome, "in flight"),
+        unguarded("send_outcome", "in flight"),
         send_twice,
     ),
     "retry a running job": (
         "schedule_retry",
-        _unguarded(guards.schedule_retry, "not RetryWait"),
+        unguarded("schedule_retry", "not RetryWait"),
         retry_running,
     ),
     "cancel a succeeded job": (
         "request_cancel",
-        _unguarded(guards.request_cancel, "nothing to cancel"),
+        unguarded("request_cancel", "nothing to cancel"),
         cancel_succeeded,
     ),
     "finalize a running job": (
         "finalize_cancel",
-        _unguarded(guards.finalize_cancel, "not Cancelling"),
+        unguarded("finalize_cancel", "not Cancelling"),
         finalize_running,
     ),
     "invalidate a terminal job's checkpoint": (
         "invalidate_checkpoint",
-        _unguarded(guards.invalidate_checkpoint, "terminal"),
+        unguarded("invalidate_checkpoint", "terminal"),
         invalidate_terminal,
     ),
     "commit an unwritten credential": (
         "commit_credential_version",
-        _unguarded(guards.commit_credential_version, "intent is", "no live secret"),
+        unguarded("commit_credential_version", "intent is", "no live secret"),
         commit_unwritten_credential,
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(MORE))
-def test_more_planted_guard_bugs_are_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_more_planted_guard_bugs_are_caught(name: str) -> None:
     attr, mutant, schedule = MORE[name]
     schedule(Run())
-    monkeypatch.setattr(guards, attr, mutant)
     with pytest.raises(RefinementViolation):
-        schedule(Run())
+        schedule(planted(attr, mutant))
 
 
 def test_embedded_mode_needs_the_durable_guard() -> None:

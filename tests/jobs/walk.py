@@ -12,9 +12,9 @@ from typing import Any
 
 from remora.context import Context
 from remora.faults import COMMIT, FaultDecision, IOCall, IOReport, Outcome
+from remora.jobs.credentials import write_credential
 from remora.jobs.model import AttemptId, JobsConfig, Service
 from remora.jobs.model import Outcome as JobOutcome
-from remora.jobs.worker import write_credential
 from remora.sim.jobs.refinement import RefinementChecker
 from remora.sim.jobs.simulation import SimConfig, Simulation
 

@@ -44,8 +44,6 @@ class Planted(RaceJobs):
 def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from remora.sim.jobs.mutations import applied
-
     # A folder that does not exist yet (a fresh clone has no artifacts/failures): the export
     # creates it, so the failure is reported as itself, not as an OutputError.
     folder = tmp_path / "fresh" / "failures"
@@ -53,7 +51,7 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     import hypothesis.internal.conjecture.engine as engine
 
     monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", SHRINK_SECONDS)
-    with applied(PLANTED), pytest.raises(JobScheduleFailure) as exc:
+    with pytest.raises(JobScheduleFailure) as exc:
         run_state_machine_as_test(Planted, settings=ci())
     failure = exc.value.failure
     assert failure.startswith("ERROR ")
@@ -88,7 +86,7 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     class Reproduced(Planted):
         pass
 
-    with applied(PLANTED), pytest.raises(JobScheduleFailure) as again:
+    with pytest.raises(JobScheduleFailure) as again:
         run_state_machine_as_test(Reproduced, settings=ci())
     assert again.value.failure == failure
 

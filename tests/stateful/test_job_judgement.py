@@ -18,6 +18,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs import guards
+from remora.jobs.guards import Guards
 from remora.jobs.model import Outcome
 from remora.jobs.reconciler import Reconciler
 from remora.sim.jobs.run import JobRun, JobRunFailure
@@ -29,7 +30,7 @@ CONFIG = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservatio
 
 
 def late_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
-    def can_expire_lease(c: Any, a: Any, tick_ms: int, limit: int) -> bool:
+    def can_expire_lease(self: Guards, c: Any, a: Any, tick_ms: int, limit: int) -> bool:
         lease = c.leases.get(a)
         return (
             lease is not None
@@ -37,7 +38,7 @@ def late_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
             and guards.age(c.now_ms, lease.at_ms, tick_ms, limit + 1) > limit
         )
 
-    monkeypatch.setattr(guards, "can_expire_lease", can_expire_lease)
+    monkeypatch.setattr(Guards, "can_expire_lease", can_expire_lease)
 
 
 def expire_a_lease(run: JobRun) -> str:

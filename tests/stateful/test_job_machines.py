@@ -9,11 +9,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.faults import Outcome as IOOutcome
-from remora.jobs import guards
+from remora.jobs.guards import Guards
 from remora.jobs.io import JobOperation
 from remora.jobs.model import AttemptId, Outcome, Service
 from remora.protocol.trace import ACTION_PARAMS
-from remora.sim.jobs.mutations import applied
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import (
@@ -186,7 +185,7 @@ def test_retry_waits_for_the_failed_attempts_lease(monkeypatch: pytest.MonkeyPat
     run.drain()
     run.judge()
     # Planted: without the runtime's stronger guard the spec's own invariant breaks.
-    monkeypatch.setattr(guards, "other_live_lease", lambda c, a: False)
+    monkeypatch.setattr(Guards, "other_live_lease", lambda self, c, a: False)
     with pytest.raises(JobRunFailure, match="AtMostOneLiveLeasePerJob"):
         _retry_beside_live_lease()
 
@@ -197,26 +196,26 @@ def test_retry_waits_for_the_failed_attempts_lease(monkeypatch: pytest.MonkeyPat
 def _abandoned_credential(mutation: str | None) -> JobRun:
     """A worker writes a credential; the commit's reply is lost, then the worker crashes:
     the intent is left Written with a live secret.  Only the reconciler can finish it."""
-    with applied(mutation):
-        run = JobRun(JobConfig(jobs=("j1",), workers=("w1",)), {"j1": (Outcome.SUCCESS,)})
-        s = JobStep
-        lost = (JobFault(JobOperation.DURABLE_WRITE, 4, IOOutcome.UNKNOWN_ABORTED),)
-        for step in [
-            s("start", worker="w1"),
-            s("submit", job="j1"),
-            s("enqueue", job="j1"),
-            s("reserve", worker="w1", job="j1"),
-            s("authorize", worker="w1", job="j1"),
-            s("activate", worker="w1", job="j1", token=1),
-            s("put-secret", worker="w1", job="j1", token=1, faults=lost),
-            s("crash", worker="w1"),
-        ]:
-            run.execute(step)
-        problems = run.quiescence()
-        assert any("credential j1/1" in p for p in problems), problems
-        run.drain()
-        run.judge()
-        return run
+    config = JobConfig(jobs=("j1",), workers=("w1",), mutation=mutation)
+    run = JobRun(config, {"j1": (Outcome.SUCCESS,)})
+    s = JobStep
+    lost = (JobFault(JobOperation.DURABLE_WRITE, 4, IOOutcome.UNKNOWN_ABORTED),)
+    for step in [
+        s("start", worker="w1"),
+        s("submit", job="j1"),
+        s("enqueue", job="j1"),
+        s("reserve", worker="w1", job="j1"),
+        s("authorize", worker="w1", job="j1"),
+        s("activate", worker="w1", job="j1", token=1),
+        s("put-secret", worker="w1", job="j1", token=1, faults=lost),
+        s("crash", worker="w1"),
+    ]:
+        run.execute(step)
+    problems = run.quiescence()
+    assert any("credential j1/1" in p for p in problems), problems
+    run.drain()
+    run.judge()
+    return run
 
 
 def test_the_reconciler_destroys_abandoned_secrets() -> None:
@@ -270,18 +269,18 @@ def test_a_killed_incarnations_staging_is_cleaned_once_it_is_declared_down(
     assert run.sim.stores.target.snapshot()[AttemptId("j1", 1)].cleaned
     # Narrow: a failed attempt's staging (its worker alive) left uncleaned still fails.
     with monkeypatch.context() as m:
-        m.setattr(guards, "cleanup_eligible", lambda *a, **kw: False)
+        m.setattr(Guards, "cleanup_eligible", lambda *a, **kw: False)
         failed = _crash_mid_stage(Outcome.RETRYABLE)
         with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
             failed.judge()
     # Planted: an incarnation never declared down (the heartbeat judged always fresh):
     # the killed incarnation's staging stays, and the judgement fails on it.
     with monkeypatch.context() as m:
-        real = guards.declare_down
+        real = Guards.declare_down
         m.setattr(
-            guards,
+            Guards,
             "declare_down",
-            lambda w, by, **kw: real(w, by, **{**kw, "seen": kw["now"]}),
+            lambda self, w, by, **kw: real(self, w, by, **{**kw, "seen": kw["now"]}),
         )
         with pytest.raises(JobRunFailure, match="staging of j1#1 is not cleaned"):
             _crash_mid_stage().judge()

@@ -49,6 +49,7 @@ from remora.jobs.stores import Stores
 from remora.jobs.worker import Worker, WorkerDown, write_credential
 from remora.protocol.spec import Step
 from remora.sim.faults import Script, ScriptedFaults
+from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import SimConfig, Simulation
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
@@ -151,6 +152,7 @@ class JobRun:
             ),
             hook=self.hook,
             backends=backends,
+            parts=mutation_parts(config.mutation),
         )
         self.chk = RefinementChecker(self.sim)
         self.steps: list[JobStep] = []
@@ -538,18 +540,15 @@ class Replayed:
 
 def run_trace(trace: JobTrace) -> Replayed:
     """Replay ``trace`` through :class:`JobRun` (with its planted mutation, if any)."""
-    from remora.sim.jobs.mutations import applied
-
-    with applied(trace.config.mutation):
-        run = JobRun(trace.config, trace.handlers)
-        try:
-            for step in trace.steps:
-                run.execute(step)
-            if trace.drain:
-                run.drain()
-                run.judge()
-        except JobRunFailure as exc:
-            return Replayed(exc.failure, exc.detail, len(run.steps), dict(run.chk.actions))
+    run = JobRun(trace.config, trace.handlers)
+    try:
+        for step in trace.steps:
+            run.execute(step)
+        if trace.drain:
+            run.drain()
+            run.judge()
+    except JobRunFailure as exc:
+        return Replayed(exc.failure, exc.detail, len(run.steps), dict(run.chk.actions))
     return Replayed(None, "", len(run.steps), dict(run.chk.actions))
 
 

@@ -6,6 +6,13 @@ of :class:`Simulation` (and of its workers and reconciler) is one step the sched
 faults (``CrashWorker``, ``DropLink``/``RestoreLink``, ``LoseCoordinationState``) and time
 (``Tick``) are steps too.  :class:`remora.sim.jobs.refinement.RefinementChecker` wraps the
 steps and checks each against the spec.
+
+The simulation owns what the runtime is *given*: each incarnation's context (its process —
+a SIGKILL cancels it, :meth:`Simulation.crash`), the links, the clock, and the
+:class:`Parts` the runtime is built from (the guards, the reconciler's and the memory
+coordination's classes: the spec's, or a planted mutation's,
+:mod:`remora.sim.jobs.mutations`).  The runtime is generic over all of them: it never learns
+it is simulated.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ import attrs
 
 from remora.clock import LogicalClock
 from remora.context import Context
-from remora.errors import RemoraError
+from remora.errors import Canceled, RemoraError, WorkerDown
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_sqlite
+from remora.jobs.guards import SPEC_GUARDS, Guards
 from remora.jobs.io import Actor, Links, MemoryRecorder
 from remora.jobs.model import JobsConfig, NotEnabled, Service
 from remora.jobs.reconciler import Reconciler
@@ -54,6 +62,22 @@ class SimConfig:
     max_partitions: int = 2
 
 
+@attrs.frozen
+class Parts:
+    """What the simulation builds the runtime from: the guards every store and step
+    evaluates, the reconciler's class and the memory coordination store's class.  The
+    spec's (:data:`SPEC_PARTS`) unless a mutation is planted
+    (:meth:`remora.sim.jobs.mutations.JobMutation.parts`).  Stores built by a ``backends``
+    factory are given the guards; their coordination store is the factory's."""
+
+    guards: Guards = SPEC_GUARDS
+    reconciler: type[Reconciler] = Reconciler
+    coordination: type[MemoryCoordination] = MemoryCoordination
+
+
+SPEC_PARTS = Parts()
+
+
 class Simulation:
     """Every store in memory, a logical clock, one scheduler (the caller)."""
 
@@ -63,28 +87,36 @@ class Simulation:
         hook: IOHook = NO_FAULTS,
         *,
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
+        parts: Parts = SPEC_PARTS,
     ) -> None:
         """``backends`` builds the stores on the simulation's clock (default: everything
-        in memory); the contract suite passes SQLite files, PostgreSQL and Redis."""
+        in memory); the contract suite passes SQLite files, PostgreSQL and Redis.
+        ``parts``: what the runtime is built from (:class:`Parts`)."""
         self.config = config
+        self.parts = parts
         self.clock = LogicalClock()
         jc = config.jobs_config
         if backends is not None:
-            self.stores = backends(self.clock, jc)
+            self.stores = attrs.evolve(backends(self.clock, jc), guards=parts.guards)
         else:
             self.stores = Stores(
                 durable=open_sqlite(":memory:"),
-                coordination=MemoryCoordination(self.clock, jc),
+                coordination=parts.coordination(self.clock, jc, parts.guards),
                 target=MemoryTarget(),
                 vault=MemoryVault(),
                 clock=self.clock,
                 config=jc,
+                guards=parts.guards,
             )
         self.recorder = MemoryRecorder()
         self.hook = hook
         self.env = Actor("env", Context(self.clock), recorder=self.recorder)
         self.client = Actor("client", Context(self.clock), hook=hook, recorder=self.recorder)
-        self.reconciler = Reconciler(self.stores, "reconciler", hook=hook, recorder=self.recorder)
+        self.reconciler = parts.reconciler(
+            self.stores, "reconciler", hook=hook, recorder=self.recorder
+        )
+        #: Each incarnation's process, as its context: :meth:`crash` cancels it.
+        self.processes: dict[str, Context] = {w: Context(self.clock) for w in config.workers}
         self.workers: dict[str, Worker] = {
             w: Worker(
                 self.stores,
@@ -93,11 +125,14 @@ class Simulation:
                 hook=hook,
                 recorder=self.recorder,
                 links=Links(),
+                ctx=self.processes[w],
             )
             for w in config.workers
         }
         self.started: set[str] = set()
         self.down: set[str] = set()
+        #: The incarnations whose process was killed (:meth:`crash`).
+        self.killed: set[str] = set()
         self.wipes = 0
         self.partitions = 0
 
@@ -118,10 +153,15 @@ class Simulation:
         self.started.add(w)
 
     def crash(self, w: str) -> None:
-        """A SIGKILL: the process is gone without a record — a stutter, the incarnation
-        stays up in the spec until :meth:`declare_down` (or a reconcile pass) declares it
-        down once its heartbeat expired: that is the ``CrashWorker(w)`` step."""
-        self.workers[w].crash()
+        """A SIGKILL: the process is gone without a record — no I/O, nothing recorded, its
+        memory frozen as it was (its context is canceled: the incarnation takes no more
+        steps).  A stutter: the incarnation stays up in the spec (its attempts executing)
+        until :meth:`declare_down` (or a reconcile pass) declares it down once its
+        heartbeat expired: that is the ``CrashWorker(w)`` step."""
+        if not self.workers[w].up:
+            raise WorkerDown(f"worker {w} is down")
+        self.processes[w].cancel(Canceled(f"worker {w}: the process was killed"))
+        self.killed.add(w)
         self.down.add(w)
 
     def declare_down(self, w: str) -> bool:
@@ -174,4 +214,4 @@ class Simulation:
         self.stores.close()
 
 
-__all__ = ["SMALL", "SimConfig", "Simulation"]
+__all__ = ["SMALL", "SPEC_PARTS", "Parts", "SimConfig", "Simulation"]

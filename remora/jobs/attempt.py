@@ -1,0 +1,223 @@
+"""One executing attempt in the production loop: the handler's view of it
+(:class:`AttemptContext`, the :class:`~remora.jobs.handlers.JobContext` a handler is given)
+and the loop's side of it (tend the lease, notice a cancel, end an overdue attempt).
+
+Why apart from the worker's steps: the steps (:mod:`remora.jobs.worker`) are the spec's,
+taken one at a time by any scheduler; an attempt context is what the *production* loop
+builds around one attempt whose handler runs somewhere else (:mod:`remora.jobs.executor`).
+A handler reaches the worker only through the :class:`JobContext` API (``advance``,
+``stage``, ``checkpoint``, ``put_secret``, ``cancelled`` …), so an executor may run it in
+another process that forwards those calls here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from typing import Any
+
+import attrs
+
+from remora.errors import RemoraError, UnknownHandler
+from remora.jobs.handlers import Cancelled, Permanent, Retryable, encode_output
+from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.settlement import Settle, quietly, retry_step, settle
+from remora.jobs.worker import EXECUTING, STOPPED, LocalAttempt, Worker
+
+
+@attrs.frozen
+class HandlerResult:
+    """What a handler's run came to: the outcome to request (``None``: it stopped
+    cooperatively, :class:`~remora.jobs.handlers.Cancelled`) and the error it reported."""
+
+    outcome: Outcome | None
+    error: str = ""
+
+
+class AttemptContext:
+    """The handler's view of its attempt (see :class:`remora.jobs.handlers.JobContext`)."""
+
+    def __init__(self, worker: Worker, a: AttemptId, *, complete: Settle = settle) -> None:
+        self.worker = worker
+        self.attempt = a
+        self.job_id = a.job
+        self.token = a.token
+        #: Settles the attempt once its handler returned (:func:`settle` by default).
+        self.complete = complete
+        row = worker.rows.pop(a, None) or worker.stores.durable.job(a.job)
+        self.handler = row.handler
+        self.payload: Any = json.loads(row.payload)
+        self.max_progress = row.max_progress
+        self.stop_requested = False
+        self._resumed = worker.attempts[a].progress > 0
+        self._lock = threading.Lock()
+        #: When the loop last tended this attempt (it was activated just now).
+        self.tended = worker.stores.clock.now()
+        self.started = self.tended
+        registry = worker.registry
+        #: Seconds the handler may run before the attempt ends as a retryable failure.
+        self.timeout = None if registry is None else registry.timeout(self.handler)
+        #: The loop stopped waiting on this handler (its thread is left behind): the
+        #: thread settles nothing when it returns.
+        self.abandoned = False
+        self._settling = False
+        self._settle_lock = threading.Lock()
+        self._stop_seen_at: float | None = None
+        self._next_try = 0.0
+
+    @property
+    def local(self) -> LocalAttempt:
+        return self.worker.attempts[self.attempt]
+
+    # -- the handler's side (JobContext) -------------------------------------------------------
+    @property
+    def progress(self) -> int:
+        return self.local.progress
+
+    @property
+    def resumed(self) -> bool:
+        return self._resumed
+
+    @property
+    def resumed_data(self) -> bytes | None:
+        if not self.local.progress:
+            return None
+        return self.worker.stores.staged_data(self.attempt, self.local.progress)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_requested or self.local.cancel_seen or self.local.state != EXECUTING
+
+    def advance(self, amount: int, data: bytes | str | None = None) -> None:
+        with self._lock:
+            self.worker.advance(self.attempt, amount, encode_output(data or b""))
+            quietly(lambda: self.worker.report_progress(self.attempt))
+
+    def stage(self, output: Any) -> None:
+        with self._lock:
+            self.worker.advance(self.attempt, self.max_progress, encode_output(output))
+
+    def checkpoint(self) -> None:
+        with self._lock:
+            self.worker.checkpoint(self.attempt)
+
+    def put_secret(self, secret: bytes | str) -> int:
+        raw = secret.encode() if isinstance(secret, str) else secret
+        return self.worker.put_secret(self.attempt, raw).sequence
+
+    # -- running the handler ---------------------------------------------------------------------
+    def run_handler(self) -> HandlerResult:
+        """Run the attempt's handler here and classify how it ended; a returned output is
+        staged (unless the handler staged it already or the attempt stopped executing)."""
+        try:
+            assert self.worker.registry is not None
+            fn = self.worker.registry.get(self.handler)
+            value = fn(self)
+            if self.local.state == EXECUTING and self.local.progress < self.max_progress:
+                self.stage(value)
+            return HandlerResult(Outcome.SUCCESS)
+        except Cancelled:
+            return HandlerResult(None)
+        except Permanent as exc:
+            return HandlerResult(Outcome.PERMANENT, f"permanent: {exc}")
+        except UnknownHandler as exc:
+            return HandlerResult(Outcome.PERMANENT, str(exc))
+        except Retryable as exc:
+            return HandlerResult(Outcome.RETRYABLE, f"retryable: {exc}")
+        except Exception as exc:  # any other failure of user code is retryable
+            if exc.__traceback__:
+                traceback.clear_frames(exc.__traceback__)
+            return HandlerResult(Outcome.RETRYABLE, f"{type(exc).__name__}: {exc}"[:500])
+
+    def finish(self, result: HandlerResult) -> None:
+        """The handler is done: settle the attempt (:attr:`complete`) — unless the loop
+        ended it meanwhile (a timeout, a cancel) or the worker stopped."""
+        self.local.handler_done = True
+        with self._settle_lock:
+            if self.abandoned:
+                return
+            self._settling = True
+        self.complete(
+            self.worker, self.attempt, result.outcome, result.error, lambda: self.stop_requested
+        )
+
+    def execute(self) -> None:
+        """Run the handler and settle the attempt (an in-process executor's body)."""
+        self.finish(self.run_handler())
+
+    # -- the loop's side -------------------------------------------------------------------------
+    def tend(self) -> None:
+        """Called from the worker loop: renew, notice cancellation, stop if needed."""
+        local = self.local
+        if local.state != EXECUTING:
+            return
+        w = self.worker
+        snap = w.stores.coordination.view(w.actor, self.job_id, (self.attempt,))
+        lease = snap.leases.get(self.attempt)
+        if self.job_id in snap.notices or lease is None or not lease.live:
+            local.cancel_seen = True
+        elif not local.outcome_sent and not local.handler_done:
+            w.renew(self.attempt)
+
+    def timed_out(self, now: float) -> bool:
+        return self.timeout is not None and now - self.started >= self.timeout
+
+    def overdue(self, now: float, cancel_grace: float) -> bool:
+        """Whether the loop should stop waiting on this handler: it overran its timeout,
+        or it is still running ``cancel_grace`` seconds after a stop condition (cancel,
+        lost lease) was noticed."""
+        local = self.local
+        if self._settling or self.abandoned or local.state != EXECUTING or now < self._next_try:
+            return False
+        if local.cancel_seen:
+            if self._stop_seen_at is None:
+                self._stop_seen_at = now
+            return now - self._stop_seen_at >= cancel_grace
+        return self.timed_out(now)
+
+    def end_from_loop(self) -> bool:
+        """End the attempt without its handler (which keeps running where its executor
+        left it): a timeout as a retryable failure (``SendOutcome``, ``ProcessOutcome``);
+        otherwise ``CooperativeStop`` on its stop condition, the stop recorded and the
+        lease released.  True when the loop may forget the attempt (its slot is free)."""
+        w, a = self.worker, self.attempt
+        with self._settle_lock:
+            if self._settling or self.abandoned:
+                return False
+            local = self.local
+            now = w.stores.clock.now()
+            self._next_try = now + w.stores.config.tick_ms / 1000
+            self.stop_requested = True
+            if not local.cancel_seen and not local.outcome_sent and self.timed_out(now):
+                try:
+                    w.send_outcome(a, Outcome.RETRYABLE)
+                except RemoraError:
+                    self.stop_requested = False
+                    return False
+                self.abandoned = True  # the outcome is durably pending: ours to process
+                retry_step(w, lambda: w.process_outcome(a, f"timed out after {self.timeout:g}s"))
+                if local.state == STOPPED or local.finished:
+                    retry_step(w, lambda: w.release_lease(a))
+                return True
+            try:
+                stopped = w.cooperative_stop(a)
+            except RemoraError:
+                stopped = False
+            if not stopped:
+                self.stop_requested = False
+                return False
+            self.abandoned = True
+            retry_step(w, lambda: w.record_stop(a))
+            retry_step(w, lambda: w.release_lease(a))
+            return True
+
+    def abandon(self) -> None:
+        """The worker stops: a handler still running is left behind (it settles nothing)."""
+        self.stop_requested = True
+        with self._settle_lock:
+            if not self._settling:
+                self.abandoned = True
+
+
+__all__ = ["AttemptContext", "HandlerResult"]

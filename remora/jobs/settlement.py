@@ -1,0 +1,117 @@
+"""Attempt settlement: after a handler returns (or gives up), send and process its outcome,
+or stop cooperatively; then record the stop and release the lease.
+
+Why a module of its own: settlement is what the production loop's attempts do after their
+handler, whatever runs the handler (a thread, a child process: :mod:`remora.jobs.executor`),
+and a later completer may batch it; each of its steps is retried by one rule — the worker
+side's :class:`~remora.worker.retry.RetryPolicy` (:data:`SETTLE_RETRY`): a step whose store
+is unavailable is called again after a pause, a bounded number of times.  An unknown result
+was already resolved by re-reading, so a retry is never blind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from remora.errors import NotEnabled, RemoraError, Unavailable, UnknownResult
+from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.worker import EXECUTING, STOPPED, Worker
+from remora.worker.retry import RetryPolicy
+
+#: How the settlement retries a step whose store is unavailable: 50 calls, 50 ms apart.
+SETTLE_RETRY = RetryPolicy(max_calls=50, waits=(0.05,) * 49)
+
+#: Seconds between two tries of ``CooperativeStop`` while a settled attempt waits for its
+#: stop condition.
+STOP_POLL = 0.05
+
+
+def retry_step(w: Worker, step: Callable[[], Any], policy: RetryPolicy = SETTLE_RETRY) -> Any:
+    """Call ``step`` under ``policy`` while ``w`` is up: its result (``True`` for
+    ``None``), or ``None`` when it was not enabled, the worker went down, or the store
+    stayed unavailable for the whole budget."""
+    for call in range(1, policy.max_calls + 1):
+        if call > 1:
+            w.ctx.sleep(policy.wait_before(call))
+        if not w.up:
+            return None
+        try:
+            result = step()
+            return True if result is None else result
+        except (Unavailable, UnknownResult):
+            continue
+        except NotEnabled:
+            return None
+    return None
+
+
+def quietly(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or ``None`` when it failed with a :class:`~remora.errors.RemoraError` (a
+    store unavailable, a step not enabled): the loop tries again on a later turn."""
+    try:
+        return fn()
+    except RemoraError:
+        return None
+
+
+class Settle(Protocol):
+    """Settles an attempt after its handler (:func:`settle` by default; a batching
+    completer may queue the outcome and commit several per transaction instead)."""
+
+    def __call__(
+        self,
+        w: Worker,
+        a: AttemptId,
+        outcome: Outcome | None,
+        error: str,
+        shutting_down: Callable[[], bool] = ...,
+    ) -> None: ...
+
+
+def settle(
+    w: Worker,
+    a: AttemptId,
+    outcome: Outcome | None,
+    error: str,
+    shutting_down: Callable[[], bool] = lambda: False,
+) -> None:
+    """After the handler: send and process the outcome, or stop cooperatively; then record
+    the stop and release the lease (each step under :func:`retry_step`).
+
+    Without a stop condition yet (the handler gave up on its own) the worker waits: it no
+    longer renews the lease, so the lease expires within a lease period — unless the worker
+    shuts down first, which stops the attempt anyway (``CrashWorker``)."""
+    local = w.attempts[a]
+    sending = outcome is not None and local.state == EXECUTING and not local.cancel_seen
+    if sending:
+        sent = outcome
+        assert sent is not None
+        if retry_step(w, lambda: w.send_outcome(a, sent)):
+            retry_step(w, lambda: w.process_outcome(a, error))
+    while local.state == EXECUTING and not local.finished and w.up and not shutting_down():
+        if retry_step(w, lambda: w.cooperative_stop(a)):
+            break
+        w.ctx.sleep(STOP_POLL)
+    release(w, a)
+
+
+def release(w: Worker, a: AttemptId) -> None:
+    """Record a stopped attempt's stop, then release the lease of a stopped or finished
+    one."""
+    local = w.attempts[a]
+    if local.state == STOPPED:
+        retry_step(w, lambda: w.record_stop(a))
+    if local.state == STOPPED or local.finished:
+        retry_step(w, lambda: w.release_lease(a))
+
+
+__all__ = [
+    "SETTLE_RETRY",
+    "STOP_POLL",
+    "Settle",
+    "quietly",
+    "release",
+    "retry_step",
+    "settle",
+]

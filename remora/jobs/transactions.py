@@ -1,0 +1,220 @@
+"""The durable store's transaction protocol: one spec action, one transaction, and a lost
+COMMIT reply resolved by re-reading the log — never a blind retry.
+
+Every durable spec action (:meth:`Transactions.transact`) is **one transaction**:
+
+1. lock the job's row (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
+   takes the database write lock), read its attempts and intents
+   (:func:`remora.jobs.sql.read_locked`);
+2. evaluate the spec's guard on the locked rows — a method of
+   :class:`~remora.jobs.guards.Guards` — together with any fact of another store the
+   action needs, read while the lock is held (e.g. ``AcceptSuccess`` reads the attempt's
+   staging);
+3. write the new rows, bump the job's ``version`` and append the log row
+   ``(job, version, action, params, actor, actor_seq)``; COMMIT
+   (:func:`remora.jobs.sql.apply_change`).
+
+So each step is a compare-and-swap whose condition is the guard, and the log's per-job
+``version`` order is the commit order.  A COMMIT whose reply is lost raises
+:class:`~remora.errors.UnknownResult` from the backend (or the fault seam);
+:meth:`Transactions.transact` resolves it by re-reading the log for the call's ``(actor,
+actor_seq)``: found — it committed, and the caller gets what the log says (the action, its
+parameters and result; the rows are read again by whoever needs them); absent — it did not
+(PostgreSQL settles the lost session first, see :mod:`remora.store.postgres`), and
+:class:`~remora.errors.Unavailable` tells the caller it may try again.  The resolution is
+the same whatever backend runs below: it never asks what the backend wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from remora.context import Context
+from remora.errors import Unavailable, UnknownResult
+from remora.jobs.guards import Change
+from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
+from remora.jobs.model import JobRow, LogEntry, UnknownJob
+from remora.jobs.sql import Also, Locked, apply_change, job_row, lock_job_sql, read_locked
+from remora.store.dialect import Dialect
+
+T = TypeVar("T")
+L = TypeVar("L", Locked, JobRow)
+"""What a job lock read: the full locked read or the row alone."""
+
+Decide = Callable[[Locked], Change]
+
+
+class Backend(Protocol):
+    """A SQL engine: one transaction per write, consistent reads."""
+
+    #: How this engine spells the SQL (:mod:`remora.store.dialect`).
+    dialect: Dialect
+    where: str
+
+    def read_one(self, what: str, sql: str, params: Any) -> Any: ...
+
+    def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T: ...
+
+    def read(self, what: str, body: Callable[[Any], T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class Transactions:
+    """The transaction protocol over a :class:`Backend` (module docstring): the base of the
+    durable store's parts."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.dialect = backend.dialect
+        self.where = backend.where
+        #: The job row's lock, built once.
+        self._lock_job_sql = lock_job_sql(self.dialect)
+
+    def _q(self, sql: str) -> str:
+        return self.dialect.q(sql)
+
+    # -- one spec action, one transaction ------------------------------------------------------
+    def transact(
+        self, actor: Actor, job_id: str, decide: Decide, *, also: Also | None = None
+    ) -> Change:
+        """One durable spec action on ``job_id``: lock, ``decide`` (raises
+        :class:`~remora.errors.NotEnabled` when the guard is false), write, log, commit.
+        The action is recorded for ``actor``; an unknown result is resolved by re-reading
+        the log: the change returned is then what the log says (no rows: ``job`` is None,
+        the caller re-reads what it needs).  ``also``: an extra read under the lock, handed
+        to ``decide`` as ``Locked.also``."""
+        seq = actor.next_seq()
+
+        def body(cur: Any) -> tuple[Change, int]:
+            locked = read_locked(cur, self.dialect, job_id, also=also)
+            change = decide(locked)
+            version = apply_change(cur, self.dialect, locked, change, actor.name, seq)
+            return change, version
+
+        try:
+            change, version = io_call(
+                actor,
+                JobOperation.DURABLE_WRITE,
+                job_id,
+                lambda commit: self.backend.write(actor.ctx, commit, "job transition", body),
+            )
+        except UnknownResult:
+            found = self.find_log(actor.name, seq)
+            if found is None:
+                raise Unavailable(
+                    f"{job_id}: the transition's COMMIT reply was lost and a re-read shows it "
+                    "did not commit"
+                ) from None
+            entry, result = found
+            change = Change(entry.action, entry.params, result=result)
+            version = entry.version
+        actor.record(
+            seq, change.action, change.params, store="durable", key=job_id, version=version
+        )
+        return change
+
+    def resolved_write(
+        self,
+        actor: Actor,
+        seq: int,
+        key: str,
+        body: Callable[[Any], T],
+        reread: Callable[[], T],
+    ) -> T:
+        """A logged durable write other than a job transition (a submit, an incarnation's
+        row): its lost reply resolved from the log like :meth:`transact`'s."""
+        return resolved_call(
+            actor,
+            JobOperation.DURABLE_WRITE,
+            key,
+            lambda commit: self.backend.write(actor.ctx, commit, "job write", body),
+            lambda: self.find_log(actor.name, seq) is not None,
+            reread,
+        )
+
+    def find_log(self, actor: str, seq: int) -> tuple[LogEntry, str] | None:
+        """The log row a call of ``(actor, seq)`` committed, with its result (resolution of
+        an unknown result); ``None`` when it did not commit.  Raises
+        :class:`~remora.errors.UnknownResult` when the store cannot be read."""
+        try:
+            row = self.backend.read_one(
+                "resolve",
+                self._q(
+                    "SELECT subject, version, action, params, actor, actor_seq, result "
+                    "FROM remora_jobs_log WHERE actor = ? AND actor_seq = ?"
+                ),
+                (actor, seq),
+            )
+        except Unavailable as exc:
+            raise UnknownResult(f"cannot resolve an unknown result: {exc}") from exc
+        if row is None:
+            return None
+        entry = LogEntry(row[0], int(row[1]), row[2], json.loads(row[3]), row[4], int(row[5]))
+        return entry, row[6]
+
+    # -- holding a job's lock ------------------------------------------------------------------
+    def with_lock(self, actor: Actor, job_id: str, block: Callable[[Locked], T]) -> T:
+        """Run ``block(locked)`` while holding ``job_id``'s lock (no durable change is made):
+        the reconciler's cross-store steps.  No durable transition of the job can commit
+        while ``block`` runs, so the row it sees is the job's durable state throughout."""
+
+        return self._holding(
+            actor, job_id, lambda cur: read_locked(cur, self.dialect, job_id), block
+        )
+
+    def with_job_lock(self, actor: Actor, job_id: str, block: Callable[[JobRow], T]) -> T:
+        """:meth:`with_lock` for a ``block`` that needs only the job's row: the row lock is
+        the only read (on PostgreSQL one statement fewer than the locked read of the job's
+        attempts, intents and the workers down).  The steps whose guard is a fact of the
+        job row alone (``CleanTerminalCoordination``, ``PublishCancelNotice``, …) use it."""
+
+        def lock_row(cur: Any) -> JobRow:
+            row = cur.execute(self._lock_job_sql, (job_id,)).fetchone()
+            if row is None:
+                raise UnknownJob(f"no job {job_id!r}")
+            return job_row(tuple(row))
+
+        return self._holding(actor, job_id, lock_row, block)
+
+    def _holding(
+        self, actor: Actor, job_id: str, lock: Callable[[Any], L], block: Callable[[L], T]
+    ) -> T:
+        """Take the job's lock with ``lock`` (in a transaction that writes nothing), run
+        ``block`` on what it read, with ``actor.held`` naming the job's version meanwhile."""
+
+        def body(cur: Any) -> T:
+            held = lock(cur)
+            row = held.job if isinstance(held, Locked) else held
+            assert isinstance(row, JobRow)
+            actor.held = (job_id, row.version)
+            try:
+                return block(held)
+            finally:
+                actor.held = None
+
+        return io_call(
+            actor,
+            JobOperation.DURABLE_READ,
+            job_id,
+            lambda commit: self.backend.write(actor.ctx, False, "job lock", body),
+        )
+
+    def read_locked(self, actor: Actor, job_id: str) -> Locked:
+        """The job's rows (a consistent read; no lock is kept)."""
+        return io_call(
+            actor,
+            JobOperation.DURABLE_READ,
+            job_id,
+            lambda commit: self.backend.read(
+                "job read", lambda cur: read_locked(cur, self.dialect, job_id, lock=False)
+            ),
+        )
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+__all__ = ["Backend", "Decide", "Transactions"]

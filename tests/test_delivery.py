@@ -8,12 +8,13 @@ from remora.clock import LogicalClock
 from remora.context import Context
 from remora.delivery import DeliveryGap, MemoryView, Relay
 from remora.domain import OutboxEntry
+from remora.sim.stores import BackendFactory
+from remora.store import StateStore
 from tests.common.support import amendment, records
-from tests.conftest import StoreFactory
 
 
-def filled(store_factory: StoreFactory) -> object:
-    store = store_factory()
+def filled(remora_store_factory: BackendFactory) -> object:
+    store = StateStore(remora_store_factory())
     ctx = Context(LogicalClock())
     token = store.claim(0, ctx)
     for r in records(
@@ -27,8 +28,8 @@ def filled(store_factory: StoreFactory) -> object:
     return store
 
 
-def test_relay_delivers_in_order_and_is_idempotent(store_factory: StoreFactory) -> None:
-    store = filled(store_factory)
+def test_relay_delivers_in_order_and_is_idempotent(remora_store_factory: BackendFactory) -> None:
+    store = filled(remora_store_factory)
     view = MemoryView()
     relay = Relay(store.backend, view, batch=3)  # type: ignore[attr-defined]
     assert relay.deliver([0, 1]) == 4

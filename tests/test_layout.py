@@ -1,6 +1,7 @@
-"""The test tree: SQLite-only tests collect (and so run) on a machine without psycopg, and
-no test module imports another (shared code lives in helper modules: ``tests/common``,
-``tests/jobs/scenarios.py`` …), so each test module can be read, run and moved alone."""
+"""The test tree: SQLite-only tests collect (and so run) on a machine without psycopg, no
+test module imports another (shared code lives in helper modules: ``tests/common``,
+``tests/jobs/scenarios.py`` …), so each test module can be read, run and moved alone, and
+the job runtime's tests have one home, ``tests/jobs/`` (README, "The test tree")."""
 
 from __future__ import annotations
 
@@ -99,4 +100,53 @@ def test_planted_a_test_module_importing_another_is_caught(tmp_path: Path) -> No
     assert imports_between_test_modules(tmp_path) == [
         "jobs/test_b.py imports tests.jobs.test_a",
         "test_c.py imports .jobs.test_a",
+    ]
+
+
+JOB_RUNTIME = ("remora.jobs", "remora.sim.jobs", "remora.testing.job_machines")
+"""What a job test imports: the runtime, its simulation, its state machines."""
+
+
+def job_modules_outside_their_home(root: Path) -> list[str]:
+    """Every module of the test tree ``root`` (tests and their helpers) that imports the job
+    runtime, its simulation or its machines but does not live under ``jobs/``: the job
+    tests have one home, ``tests/jobs/`` (their PostgreSQL and Redis ones included)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "jobs":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                base = node.module or ""
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for name in names:
+                if any(name == m or name.startswith(m + ".") for m in JOB_RUNTIME):
+                    found.append(f"{rel} imports {name}")
+    return sorted(set(found))
+
+
+def test_the_job_tests_live_in_tests_jobs() -> None:
+    assert job_modules_outside_their_home(REPO / "tests") == []
+
+
+def test_planted_a_job_test_outside_tests_jobs_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "stateful").mkdir()
+    (tmp_path / "jobs" / "test_a.py").write_text("from remora.jobs.worker import Worker\n")
+    (tmp_path / "stateful" / "test_b.py").write_text(
+        "from remora.testing.job_machines import JobRaceMachine\n"
+    )
+    (tmp_path / "stateful" / "helper.py").write_text("import remora.sim.jobs.run\n")
+    (tmp_path / "test_c.py").write_text("from remora import jobs\n")
+    (tmp_path / "test_d.py").write_text("from remora.sim import trace\n")  # fine
+    assert job_modules_outside_their_home(tmp_path) == [
+        "stateful/helper.py imports remora.sim.jobs.run",
+        "stateful/test_b.py imports remora.testing.job_machines",
+        "stateful/test_b.py imports remora.testing.job_machines.JobRaceMachine",
+        "test_c.py imports remora.jobs",
     ]

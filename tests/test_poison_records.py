@@ -15,10 +15,10 @@ from remora.domain import Applied, Decision, Processing, SourceRecord, SubjectSt
 from remora.domain.fold import decide
 from remora.domain.processing import amendment_key
 from remora.errors import InvalidInput
+from remora.sim.stores import BackendFactory
 from remora.source import MemorySourceLog, load_source_dir, parse_source_line
 from remora.store import MemoryStore, SqliteStore, StateStore
 from remora.worker.group import WorkerGroup
-from tests.conftest import StoreFactory
 
 OK = {"subject": "s", "op": "submit", "revision": 1, "body": {}}
 
@@ -112,10 +112,10 @@ def outcome(store: StateStore) -> tuple[object, ...]:
 
 
 def test_poison_values_are_quarantined_the_same_on_every_store(
-    store_factory: StoreFactory,
+    remora_store_factory: BackendFactory,
 ) -> None:
     log = poisoned_source()
-    store = store_factory()
+    store = StateStore(remora_store_factory())
     stats = WorkerGroup(store, log, 2, rebalance_every=3).run()
     assert stats.errors == [] and stats.done
     partitions, outbox, quarantine = outcome(store)

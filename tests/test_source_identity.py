@@ -16,11 +16,11 @@ import pytest
 from remora.cli import main
 from remora.domain import SourceRecord
 from remora.errors import InvalidInput
+from remora.sim.stores import BackendFactory
 from remora.source import MemorySourceLog, load_source_dir
 from remora.store import MemoryStore, SqliteStore, StateStore
 from remora.worker.group import WorkerGroup
 from remora.worker.source_identity import SourceMismatch, check_source, record_source
-from tests.conftest import StoreFactory
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "source"
 
@@ -113,13 +113,13 @@ def test_a_state_file_from_before_source_identities_is_upgraded(
     assert main(["run", str(other), "--db", str(db)]) == 2  # recorded now, so checked
 
 
-def test_every_store_keeps_the_identity(store_factory: StoreFactory) -> None:
+def test_every_store_keeps_the_identity(remora_store_factory: BackendFactory) -> None:
     def log(tag: str) -> MemorySourceLog:
         return MemorySourceLog(
             [SourceRecord(0, i, True, None, f"{tag}{i}".encode()) for i in range(4)], [0]
         )
 
-    store: StateStore = store_factory()
+    store: StateStore = StateStore(remora_store_factory())
     mine = log("a")
     check_source(store, mine, accept=False, say=pytest.fail)
     WorkerGroup(store, mine, 1).run()

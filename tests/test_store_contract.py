@@ -14,6 +14,7 @@ from remora.context import Context
 from remora.domain import OutboxEntry, SourceRecord
 from remora.errors import Canceled, Fenced, InvalidInput, Unavailable, UnknownResult
 from remora.faults import At, Operation
+from remora.sim.stores import BackendFactory
 from remora.store import (
     Backend,
     MemoryBackend,
@@ -27,7 +28,6 @@ from remora.store import (
 )
 from remora.testing.faults import ScriptedFaults
 from tests.common.support import amendment, decision, records
-from tests.conftest import StoreFactory
 
 P = 0
 
@@ -47,14 +47,14 @@ def recs() -> list[SourceRecord]:
     )
 
 
-def test_fresh_partition_is_epoch_zero(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_fresh_partition_is_epoch_zero(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     assert store.observe(P, ctx()) == Token(0, 0)
     assert store.snapshot().partitions == ()
 
 
-def test_claim_installs_next_epoch_and_keeps_frontier(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_claim_installs_next_epoch_and_keeps_frontier(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     assert store.claim(P, ctx()) == Token(1, 0)
     r = recs()
     store.process(P, Token(1, 0), r[0], ctx())
@@ -63,8 +63,8 @@ def test_claim_installs_next_epoch_and_keeps_frontier(store_factory: StoreFactor
     assert store.observe(P + 1, ctx()) == Token(0, 0)
 
 
-def test_process_applies_fold_and_advances_frontier(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_process_applies_fold_and_advances_frontier(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     token = store.claim(P, ctx())
     for record in recs():
         token = store.process(P, token, record, ctx())
@@ -84,8 +84,8 @@ def test_process_applies_fold_and_advances_frontier(store_factory: StoreFactory)
     ]
 
 
-def test_frontier_follows_offsets_with_gaps(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_frontier_follows_offsets_with_gaps(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     token = store.claim(P, ctx())
     gap = SourceRecord(P, 41, True, None, b'{"subject":"g","op":"submit","revision":1,"body":{}}')
     assert store.process(P, token, gap, ctx()) == Token(1, 42)
@@ -95,8 +95,10 @@ def test_frontier_follows_offsets_with_gaps(store_factory: StoreFactory) -> None
     ("token", "why"),
     [(Token(1, 0), "stale epoch"), (Token(2, 1), "wrong frontier"), (Token(3, 0), "future epoch")],
 )
-def test_fence_refuses_without_effect(store_factory: StoreFactory, token: Token, why: str) -> None:
-    store = store_factory()
+def test_fence_refuses_without_effect(
+    remora_store_factory: BackendFactory, token: Token, why: str
+) -> None:
+    store = StateStore(remora_store_factory())
     store.claim(P, ctx())
     store.claim(P, ctx())
     before = store.snapshot()
@@ -105,15 +107,15 @@ def test_fence_refuses_without_effect(store_factory: StoreFactory, token: Token,
     assert store.snapshot() == before, why
 
 
-def test_process_before_any_claim_is_fenced(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_process_before_any_claim_is_fenced(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     with pytest.raises(Fenced):
         store.process(P, Token(0, 0), recs()[0], ctx())
     assert store.snapshot().outbox == ()
 
 
-def test_invalid_records_rejected(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_invalid_records_rejected(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     token = store.claim(P, ctx())
     token = store.process(P, token, recs()[0], ctx())
     with pytest.raises(InvalidInput):  # behind the frontier
@@ -145,9 +147,9 @@ def scripted(store: StateStore, op: str, outcome: str) -> ScriptedFaults:
     ],
 )
 def test_claim_outcomes(
-    store_factory: StoreFactory, outcome: str, error: type[Exception] | None, applied: bool
+    remora_store_factory: BackendFactory, outcome: str, error: type[Exception] | None, applied: bool
 ) -> None:
-    store = store_factory()
+    store = StateStore(remora_store_factory())
     hook = scripted(store, "claim", outcome)
     if error is None:
         store.claim(P, ctx())
@@ -168,9 +170,9 @@ def test_claim_outcomes(
     ],
 )
 def test_process_outcomes(
-    store_factory: StoreFactory, outcome: str, error: type[Exception] | None, applied: bool
+    remora_store_factory: BackendFactory, outcome: str, error: type[Exception] | None, applied: bool
 ) -> None:
-    store = store_factory()
+    store = StateStore(remora_store_factory())
     token = store.claim(P, ctx())
     hook = scripted(store, "process", outcome)
     if error is None:
@@ -186,23 +188,27 @@ def test_process_outcomes(
 
 
 @pytest.mark.parametrize("outcome", ["unknown-committed", "unknown-aborted"])
-def test_observe_rejects_unknown_outcomes(store_factory: StoreFactory, outcome: str) -> None:
-    store = store_factory()
+def test_observe_rejects_unknown_outcomes(
+    remora_store_factory: BackendFactory, outcome: str
+) -> None:
+    store = StateStore(remora_store_factory())
     scripted(store, "observe", outcome)
     with pytest.raises(InvalidInput):
         store.observe(P, ctx())
 
 
-def test_observe_abort_is_unavailable(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_observe_abort_is_unavailable(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     scripted(store, "observe", "abort")
     with pytest.raises(Unavailable):
         store.observe(P, ctx())
 
 
 @pytest.mark.parametrize("outcome", ["commit", "unknown-committed", "unknown-aborted"])
-def test_fence_wins_over_requested_outcome(store_factory: StoreFactory, outcome: str) -> None:
-    store = store_factory()
+def test_fence_wins_over_requested_outcome(
+    remora_store_factory: BackendFactory, outcome: str
+) -> None:
+    store = StateStore(remora_store_factory())
     store.claim(P, ctx())
     store.claim(P, ctx())
     hook = scripted(store, "process", outcome)
@@ -212,8 +218,8 @@ def test_fence_wins_over_requested_outcome(store_factory: StoreFactory, outcome:
     assert store.snapshot().outbox == ()
 
 
-def test_abort_never_reaches_the_fence(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_abort_never_reaches_the_fence(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     hook = scripted(store, "process", "abort")
     with pytest.raises(Unavailable):
         store.process(P, Token(9, 9), recs()[0], ctx())
@@ -221,8 +227,10 @@ def test_abort_never_reaches_the_fence(store_factory: StoreFactory) -> None:
 
 
 @pytest.mark.parametrize("outcome", ["commit", "unknown-committed"])
-def test_cancellation_before_effect_wins(store_factory: StoreFactory, outcome: str) -> None:
-    store = store_factory()
+def test_cancellation_before_effect_wins(
+    remora_store_factory: BackendFactory, outcome: str
+) -> None:
+    store = StateStore(remora_store_factory())
     token = store.claim(P, ctx())
     hook = scripted(store, "process", outcome)
     hook.on_boundary(Operation.PROCESS, 1, At.BEFORE, lambda c: c.cancel())
@@ -232,8 +240,8 @@ def test_cancellation_before_effect_wins(store_factory: StoreFactory, outcome: s
     assert store.snapshot().outbox == ()
 
 
-def test_cancellation_after_effect_keeps_effect(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_cancellation_after_effect_keeps_effect(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     token = store.claim(P, ctx())
     hook = scripted(store, "process", "commit")
     hook.on_boundary(Operation.PROCESS, 1, At.AFTER, lambda c: c.cancel())
@@ -243,8 +251,8 @@ def test_cancellation_after_effect_keeps_effect(store_factory: StoreFactory) -> 
     assert len(store.snapshot().outbox) == 1
 
 
-def test_already_canceled_context_makes_no_call(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_already_canceled_context_makes_no_call(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     c = ctx()
     c.cancel()
     with pytest.raises(Canceled):
@@ -252,12 +260,12 @@ def test_already_canceled_context_makes_no_call(store_factory: StoreFactory) -> 
     assert store.observe(P, ctx()) == Token(0, 0)
 
 
-def test_backends_agree_on_snapshot(store_factory: StoreFactory) -> None:
+def test_backends_agree_on_snapshot(remora_store_factory: BackendFactory) -> None:
     """Same calls, same durable state, whatever the backend (compared to memory)."""
     from remora.store import MemoryStore
 
     reference = MemoryStore()
-    store = store_factory()
+    store = StateStore(remora_store_factory())
     for s in (reference, store):
         token = s.claim(P, ctx())
         for record in recs():
@@ -351,8 +359,8 @@ def dishonest_counts(store: StateStore, steps: Iterable[Callable[[], object]]) -
     return found
 
 
-def test_optional_reads_equal_their_snapshot_defaults(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_optional_reads_equal_their_snapshot_defaults(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     assert read_differences(store.backend, range(4)) == []  # empty store
     for step in workload(store):
         step()
@@ -362,8 +370,8 @@ def test_optional_reads_equal_their_snapshot_defaults(store_factory: StoreFactor
     assert (summary.frontier, summary.next_seq, summary.outbox, summary.quarantine) == (5, 4, 3, 2)
 
 
-def test_change_count_changes_whenever_the_state_does(store_factory: StoreFactory) -> None:
-    store = store_factory()
+def test_change_count_changes_whenever_the_state_does(remora_store_factory: BackendFactory) -> None:
+    store = StateStore(remora_store_factory())
     assert dishonest_counts(store, workload(store)) == []
 
 

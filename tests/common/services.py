@@ -11,6 +11,9 @@ import pytest
 
 REDIS_URL = os.environ.get("REMORA_REDIS_URL", "redis://127.0.0.1:6379/0")
 
+DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+"""The PostgreSQL maintenance database the suite uses unless ``REMORA_PG_DSN`` names one."""
+
 
 def unavailable(service: str, reason: str) -> None:
     message = f"{service} is not reachable: {reason}"

@@ -86,7 +86,9 @@ def test_contract_sqlite(scenario: int, tmp_path: Path, use_backends: Any) -> No
 
 
 @pytest.fixture
-def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Stores]]:
+def pg_redis(
+    remora_scratch_database: str,
+) -> Iterator[Callable[[LogicalClock, JobsConfig], Stores]]:
     """Builds stores on PostgreSQL (durable, target, vault) + Redis (a fresh namespace);
     everything it opened is closed and the namespace deleted afterwards."""
     from remora.jobs.durable import open_postgres
@@ -99,12 +101,12 @@ def pg_redis(pg_dsn: str) -> Iterator[Callable[[LogicalClock, JobsConfig], Store
 
     def build(clock: LogicalClock, config: JobsConfig) -> Stores:
         stores = Stores(
-            durable=open_postgres(pg_dsn, injected_clock=True),
+            durable=open_postgres(remora_scratch_database, injected_clock=True),
             coordination=RedisCoordination(
                 url, config, namespace=f"remora-test:{secrets.token_hex(6)}", clock=clock
             ),
-            target=PostgresTarget(pg_dsn),
-            vault=PostgresVault(pg_dsn),
+            target=PostgresTarget(remora_scratch_database),
+            vault=PostgresVault(remora_scratch_database),
             clock=clock,
             config=config,
         )
@@ -164,7 +166,7 @@ def _down_step(script: str) -> Any:
 @pytest.mark.parametrize("script", ["RenewLease", "Reserve", "ActivateAttempt", "ReportProgress"])
 def test_redis_down_mark_planted(
     script: str,
-    pg_dsn: str,
+    remora_scratch_database: str,
     pg_redis: Any,
     use_backends: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -186,7 +188,7 @@ def test_redis_down_mark_planted(
     monkeypatch.setitem(R.SCRIPTS, script, planted)
     import psycopg
 
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # a fresh durable store
+    with psycopg.connect(remora_scratch_database, autocommit=True) as conn:  # a fresh durable store
         conn.execute(
             "TRUNCATE remora_jobs_job, remora_jobs_attempt, remora_jobs_worker, "
             "remora_jobs_credential, remora_jobs_log, remora_jobs_stage, "

@@ -101,11 +101,22 @@ def job_evidence(dsn: str, job_id: str, snap: DurableSnapshot, log: list[LogEntr
     )
 
 
-def test_worker_processes_on_postgres_and_redis(pg_dsn: str, tmp_path: Path) -> None:
+def test_worker_processes_on_postgres_and_redis(
+    remora_scratch_database: str, tmp_path: Path
+) -> None:
     url = require_redis()
     ns = f"remora-e2e:{secrets.token_hex(6)}"
     record = tmp_path / "record"
-    stores = ["--dsn", pg_dsn, "--redis", url, "--namespace", ns, "--record", str(record)]
+    stores = [
+        "--dsn",
+        remora_scratch_database,
+        "--redis",
+        url,
+        "--namespace",
+        ns,
+        "--record",
+        str(record),
+    ]
     first = True
     for job_id, (handler, payload, _, _) in JOBS.items():
         extra = ["--config", json.dumps(CONFIG)] if first else []
@@ -131,8 +142,8 @@ def test_worker_processes_on_postgres_and_redis(pg_dsn: str, tmp_path: Path) -> 
         )
         for _ in range(3)
     ]
-    durable = open_postgres(pg_dsn)
-    target = PostgresTarget(pg_dsn)
+    durable = open_postgres(remora_scratch_database)
+    target = PostgresTarget(remora_scratch_database)
     try:
         give_up = time.monotonic() + BOUND
         while durable.job("slow-1").phase is not Phase.RUNNING:
@@ -155,7 +166,7 @@ def test_worker_processes_on_postgres_and_redis(pg_dsn: str, tmp_path: Path) -> 
                 winner = AttemptId(job_id, job.committed)
                 got = target.data(winner, job.max_progress)
                 if got != result or stage[winner].progress != job.max_progress:
-                    evidence = job_evidence(pg_dsn, job_id, snap, log)
+                    evidence = job_evidence(remora_scratch_database, job_id, snap, log)
                     (tmp_path / f"evidence-{job_id}.json").write_text(evidence)
                     raise AssertionError(
                         f"{job_id}: committed {got!r}, expected {result!r}\n{evidence}"

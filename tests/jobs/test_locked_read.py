@@ -35,16 +35,16 @@ pytestmark = pytest.mark.services
 
 @pytest.mark.parametrize("pipelined", [True, False], ids=["pipeline", "no-pipeline"])
 def test_a_locked_read_that_waited_sees_the_committed_attempts(
-    pg_dsn: str, pipelined: bool
+    remora_scratch_database: str, pipelined: bool
 ) -> None:
     """Also without pipeline mode (libpq before 14): one round trip per statement."""
-    durable = open_postgres(pg_dsn)
+    durable = open_postgres(remora_scratch_database)
     durable.backend.pipelined = pipelined  # type: ignore[attr-defined]
     actor = Actor("t", Context(MonotonicClock()))
     try:
         durable.submit(actor, "j1", "noop", "null", JobsConfig())
         seen: list[Locked] = []
-        with psycopg.connect(pg_dsn, autocommit=True) as other:
+        with psycopg.connect(remora_scratch_database, autocommit=True) as other:
             other.execute("BEGIN")
             other.execute("SELECT 1 FROM remora_jobs_job WHERE id = 'j1' FOR UPDATE")
             other.execute(
@@ -76,13 +76,15 @@ def test_a_locked_read_that_waited_sees_the_committed_attempts(
         durable.close()
 
 
-def test_an_extra_read_under_the_lock_sees_what_the_lock_holder_committed(pg_dsn: str) -> None:
+def test_an_extra_read_under_the_lock_sees_what_the_lock_holder_committed(
+    remora_scratch_database: str,
+) -> None:
     """``transact(…, also=…)`` (``AcceptSuccess``'s stage read when the target shares the
     durable store's database) sends the extra read with the locked read, before the lock is
     granted; as a statement of its own the server runs it only once the lock was granted,
     with a fresh snapshot, so it sees the stage row the lock holder committed."""
-    durable = open_postgres(pg_dsn)
-    target = PostgresTarget(pg_dsn)
+    durable = open_postgres(remora_scratch_database)
+    target = PostgresTarget(remora_scratch_database)
     actor = Actor("t", Context(MonotonicClock()))
     try:
         durable.submit(actor, "j1", "noop", "null", JobsConfig())
@@ -99,7 +101,7 @@ def test_an_extra_read_under_the_lock_sees_what_the_lock_holder_committed(pg_dsn
             with contextlib.suppress(NotEnabled):
                 durable.transact(actor, "j1", decide, also=also)
 
-        with psycopg.connect(pg_dsn, autocommit=True) as other:
+        with psycopg.connect(remora_scratch_database, autocommit=True) as other:
             other.execute("BEGIN")
             other.execute("SELECT 1 FROM remora_jobs_job WHERE id = 'j1' FOR UPDATE")
             other.execute(
@@ -132,19 +134,19 @@ def _await_lock_wait(other: psycopg.Connection[Any]) -> None:
 
 
 def test_the_job_row_lock_holds_the_row_and_reads_nothing_else(
-    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+    remora_scratch_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``with_job_lock`` (``CleanTerminalCoordination``, ``PublishCancelNotice``, …): the
     job's row is locked while the block runs — another session cannot lock it — and the row
     lock is the transaction's only read (``BEGIN``, the lock, ``ROLLBACK``).  Fails if the
     light lock forgets ``FOR UPDATE`` or reads the attempts after all."""
-    durable = open_postgres(pg_dsn)
+    durable = open_postgres(remora_scratch_database)
     actor = Actor("t", Context(MonotonicClock()))
     try:
         durable.submit(actor, "j1", "noop", "null", JobsConfig())
         statements: list[str] = []
         execute = psycopg.Cursor.execute
-        other = psycopg.connect(pg_dsn, autocommit=True)
+        other = psycopg.connect(remora_scratch_database, autocommit=True)
 
         def counted(self: Any, query: Any, *a: Any, **k: Any) -> Any:
             if self.connection is not other:

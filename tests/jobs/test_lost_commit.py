@@ -31,8 +31,8 @@ pytestmark = pytest.mark.services
 
 
 @pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[PgProxy]:
-    proxy = PgProxy(pg_dsn)
+def proxy(remora_scratch_database: str) -> Iterator[PgProxy]:
+    proxy = PgProxy(remora_scratch_database)
     yield proxy
     proxy.close()
 
@@ -40,16 +40,16 @@ def proxy(pg_dsn: str) -> Iterator[PgProxy]:
 @pytest.mark.parametrize("same_database", [False, True], ids=["memory-target", "pg-target"])
 @pytest.mark.parametrize(("cut", "committed"), [(Cut.AFTER, True), (Cut.BEFORE, False)])
 def test_lost_accept_success_commit(
-    pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool, same_database: bool
+    remora_scratch_database: str, proxy: PgProxy, cut: Cut, committed: bool, same_database: bool
 ) -> None:
     """The transition's writes travel with its COMMIT (pipeline mode); with the target in
     the durable store's database its stage read travels with the locked read too."""
 
     def build(clock: LogicalClock, config: JobsConfig) -> Stores:
         return Stores(
-            open_postgres(proxy.dsn(pg_dsn)),
+            open_postgres(proxy.dsn(remora_scratch_database)),
             MemoryCoordination(clock, config),
-            PostgresTarget(proxy.dsn(pg_dsn)) if same_database else MemoryTarget(),
+            PostgresTarget(proxy.dsn(remora_scratch_database)) if same_database else MemoryTarget(),
             MemoryVault(),
             clock,
             config,
@@ -64,7 +64,7 @@ def test_lost_accept_success_commit(
         # Fresh connections: psycopg prepares a statement it ran five times on a connection
         # and then sends it without its text, where the proxy could not see a COMMIT.
         run.sim.stores.durable.close()
-        run.sim.stores.durable = open_postgres(proxy.dsn(pg_dsn))
+        run.sim.stores.durable = open_postgres(proxy.dsn(remora_scratch_database))
         proxy.arm(cut)
         result = run(lambda: run.w1.process_outcome(a))
         assert proxy.cut_done.wait(10), result
@@ -82,17 +82,19 @@ def test_lost_accept_success_commit(
         A.BACKENDS = None
 
 
-def test_a_write_failing_beside_its_commit_is_a_definite_failure(pg_dsn: str) -> None:
+def test_a_write_failing_beside_its_commit_is_a_definite_failure(
+    remora_scratch_database: str,
+) -> None:
     """In pipeline mode a transition's writes go out with its COMMIT, so a write's error
     arrives after the COMMIT was sent.  It is still definitive (the transaction aborted, the
     COMMIT rolled back, the server said so on a live connection): a failure, not an unknown
     result for the log re-read to resolve.  Provoked by a log row at the version the
     transition is about to take (a unique violation of the folded write)."""
-    durable = open_postgres(pg_dsn)
+    durable = open_postgres(remora_scratch_database)
     actor = Actor("t", Context(MonotonicClock()))
     try:
         durable.submit(actor, "j1", "noop", "null", JobsConfig())
-        with psycopg.connect(pg_dsn, autocommit=True) as other:
+        with psycopg.connect(remora_scratch_database, autocommit=True) as other:
             other.execute(
                 "INSERT INTO remora_jobs_log (subject, version, action, params, actor, "
                 "actor_seq, result) VALUES ('j1', 2, 'x', '{}', 'planted', 1, '')"
@@ -113,13 +115,15 @@ def test_a_write_failing_beside_its_commit_is_a_definite_failure(pg_dsn: str) ->
         durable.close()
 
 
-def test_a_connection_is_not_reused_after_a_failed_pipelined_transaction(pg_dsn: str) -> None:
+def test_a_connection_is_not_reused_after_a_failed_pipelined_transaction(
+    remora_scratch_database: str,
+) -> None:
     """psycopg prepares a statement on its sixth execution.  In pipeline mode a statement
     queued behind a failed one is skipped by the server, its ``Parse`` too, yet psycopg
     counts it as prepared: a connection reused after five or more transitions failing
     beside their ``COMMIT`` failed every later transition (``prepared statement "_pg3_…"
     does not exist``).  The store drops a connection whose call failed."""
-    durable = open_postgres(pg_dsn)
+    durable = open_postgres(remora_scratch_database)
     actor = Actor("t", Context(MonotonicClock()))
 
     def cancel(lk: object) -> Change:
@@ -127,7 +131,7 @@ def test_a_connection_is_not_reused_after_a_failed_pipelined_transaction(pg_dsn:
 
     try:
         durable.submit(actor, "j1", "noop", "null", JobsConfig())
-        with psycopg.connect(pg_dsn, autocommit=True) as other:
+        with psycopg.connect(remora_scratch_database, autocommit=True) as other:
             other.execute(
                 "INSERT INTO remora_jobs_log (subject, version, action, params, actor, "
                 "actor_seq, result) VALUES ('j1', 2, 'x', '{}', 'planted', 1, '')"

@@ -48,13 +48,15 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def test_coordination_store_wiped_mid_run(pg_dsn: str, redis_url: str, tmp_path: Path) -> None:
+def test_coordination_store_wiped_mid_run(
+    remora_scratch_database: str, redis_url: str, tmp_path: Path
+) -> None:
     """(a) FLUSHALL on the workers' Redis, twice, while jobs run: the reconcilers rebuild the
     queue from the durable store; the lost leases' attempts are reaped and retried."""
     from remora.jobs.redis_coordination import RedisCoordination
 
     started = time.monotonic()
-    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=12, nap=0.4)
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, CONFIG, n=12, nap=0.4)
     wiper = Actor(
         "wiper", Context(MonotonicClock()), recorder=FileRecorder(batch.record / "wiper.jsonl")
     )
@@ -101,7 +103,7 @@ def test_coordination_store_wiped_mid_run(pg_dsn: str, redis_url: str, tmp_path:
 
 
 def test_worker_sigkilled_and_a_new_incarnation_starts(
-    pg_dsn: str, redis_url: str, tmp_path: Path
+    remora_scratch_database: str, redis_url: str, tmp_path: Path
 ) -> None:
     """(c) A worker process holding running attempts is SIGKILLed; a new incarnation (a new
     process, a new id) starts.  The killed incarnation's leases expire (or, for an attempt
@@ -116,7 +118,7 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
 
     started = time.monotonic()
     config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
-    batch = Batch(pg_dsn, redis_url, tmp_path, config, n=10, nap=0.5)
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, config, n=10, nap=0.5)
     try:
         victim = batch.worker()
         killed: list[str] = []
@@ -185,7 +187,7 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
 
 
 def test_a_partitioned_worker_is_declared_down_and_fenced(
-    pg_dsn: str, redis_url: str, tmp_path: Path
+    remora_scratch_database: str, redis_url: str, tmp_path: Path
 ) -> None:
     """A live worker A loses its PostgreSQL link (a TCP proxy cut) while it runs a job and
     keeps its Redis link: it cannot renew its heartbeat, so worker B declares it down
@@ -198,10 +200,10 @@ def test_a_partitioned_worker_is_declared_down_and_fenced(
 
     started = time.monotonic()
     config = {**CONFIG, "down_after_ticks": CONFIG["lease_ticks"]}
-    batch = Batch(pg_dsn, redis_url, tmp_path, config, n=4, nap=3.0)
-    proxy = TcpProxy(pg_upstream(pg_dsn))
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, config, n=4, nap=3.0)
+    proxy = TcpProxy(pg_upstream(remora_scratch_database))
     try:
-        a = batch.worker(dsn=via(pg_dsn, proxy.port))
+        a = batch.worker(dsn=via(remora_scratch_database, proxy.port))
         batch.workers.remove(a)  # it is expected to exit 1: judged below
         a_ids: list[str] = []
         held: list[str] = []
@@ -272,19 +274,24 @@ def test_a_partitioned_worker_is_declared_down_and_fenced(
         batch.close()
 
 
-def test_links_cut_and_restored(pg_dsn: str, redis_url: str, tmp_path: Path) -> None:
+def test_links_cut_and_restored(
+    remora_scratch_database: str, redis_url: str, tmp_path: Path
+) -> None:
     """(b) Each worker reaches Redis and PostgreSQL through proxies of its own; mid-run each
     of the four links is cut (every open connection severed, new ones refused) and restored
     0.6 s later.  The workers ride it out: they reconnect and finish the batch."""
     started = time.monotonic()
-    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=12, nap=0.4)
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, CONFIG, n=12, nap=0.4)
     proxies: list[tuple[str, TcpProxy]] = []
     try:
         for w in ("w1", "w2"):
             rp = TcpProxy(("127.0.0.1", int(redis_url.rsplit(":", 1)[1].split("/")[0])))
-            pp = TcpProxy(pg_upstream(pg_dsn))
+            pp = TcpProxy(pg_upstream(remora_scratch_database))
             proxies += [(f"{w}-redis", rp), (f"{w}-postgres", pp)]
-            batch.worker(dsn=via(pg_dsn, pp.port), redis_url=f"redis://127.0.0.1:{rp.port}/0")
+            batch.worker(
+                dsn=via(remora_scratch_database, pp.port),
+                redis_url=f"redis://127.0.0.1:{rp.port}/0",
+            )
         # Both workers up before any cut: a worker that cannot reach Redis at start exits
         # (exit 1, by design), and one worker alone can finish the first jobs before the
         # other one has even started (it does since jobs are enqueued at submit).
@@ -316,7 +323,9 @@ def test_links_cut_and_restored(pg_dsn: str, redis_url: str, tmp_path: Path) -> 
         batch.close()
 
 
-def test_accept_success_commit_replies_lost(pg_dsn: str, redis_url: str, tmp_path: Path) -> None:
+def test_accept_success_commit_replies_lost(
+    remora_scratch_database: str, redis_url: str, tmp_path: Path
+) -> None:
     """(d) The workers reach PostgreSQL through a proxy that loses the COMMIT of
     ``AcceptSuccess`` transactions: three replies lost after the server committed, two
     COMMITs lost before it.  Each is resolved by re-reading the durable log for the call —
@@ -327,12 +336,12 @@ def test_accept_success_commit_replies_lost(pg_dsn: str, redis_url: str, tmp_pat
     from remora.jobs.io import StepRecord
 
     started = time.monotonic()
-    batch = Batch(pg_dsn, redis_url, tmp_path, CONFIG, n=10, nap=0.3)
-    proxy = CommitCutter(pg_upstream(pg_dsn), b"AcceptSuccess", rb"\bb-\d+\b")
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, CONFIG, n=10, nap=0.3)
+    proxy = CommitCutter(pg_upstream(remora_scratch_database), b"AcceptSuccess", rb"\bb-\d+\b")
     proxy.arm("after", "before", "after", "before", "after")
     try:
-        batch.worker(dsn=via(pg_dsn, proxy.port))
-        batch.worker(dsn=via(pg_dsn, proxy.port))
+        batch.worker(dsn=via(remora_scratch_database, proxy.port))
+        batch.worker(dsn=via(remora_scratch_database, proxy.port))
         batch.finish()
         report, _ = batch.verify()
         assert len(proxy.cut_jobs) == 5, proxy.cut_jobs
@@ -380,24 +389,28 @@ def test_tcp_proxy_cut_severs_and_refuses(redis_url: str) -> None:
 
 
 @pytest.mark.parametrize(("cut", "committed"), [("after", True), ("before", False)])
-def test_commit_cutter_loses_a_marked_commit(pg_dsn: str, cut: str, committed: bool) -> None:
+def test_commit_cutter_loses_a_marked_commit(
+    remora_scratch_database: str, cut: str, committed: bool
+) -> None:
     import psycopg
 
-    proxy = CommitCutter(pg_upstream(pg_dsn), b"AcceptSuccess", rb"\bb-\d+\b")
+    proxy = CommitCutter(pg_upstream(remora_scratch_database), b"AcceptSuccess", rb"\bb-\d+\b")
     try:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
             conn.execute("CREATE TABLE t (job text, action text)")
-        with psycopg.connect(via(pg_dsn, proxy.port)) as conn:  # an unmarked COMMIT passes
+        with psycopg.connect(
+            via(remora_scratch_database, proxy.port)
+        ) as conn:  # an unmarked COMMIT passes
             conn.execute("INSERT INTO t VALUES (%s, %s)", ("b-1", "Submit"))
             conn.commit()
         proxy.arm(cut)
-        conn = psycopg.connect(via(pg_dsn, proxy.port))
+        conn = psycopg.connect(via(remora_scratch_database, proxy.port))
         conn.execute("INSERT INTO t VALUES (%s, %s)", ("b-2", "AcceptSuccess"))
         with pytest.raises(psycopg.OperationalError):
             conn.commit()  # the client never hears the COMMIT's outcome
         conn.close()
         assert proxy.cut_jobs == [(cut, {"b-2"})]
-        with psycopg.connect(pg_dsn) as conn:
+        with psycopg.connect(remora_scratch_database) as conn:
             rows = conn.execute("SELECT job FROM t ORDER BY job").fetchall()
         assert rows == ([("b-1",), ("b-2",)] if committed else [("b-1",)])
     finally:

@@ -29,9 +29,14 @@ pytestmark = pytest.mark.services
 
 
 @pytest.mark.parametrize("pipelined", [True, False], ids=["pipeline", "no-pipeline"])
-def test_a_write_racing_the_cleanup_of_its_attempt_is_refused(pg_dsn: str, pipelined: bool) -> None:
-    open_postgres(pg_dsn).close()  # the schema
-    cleaner, zombie = PostgresTarget(pg_dsn), PostgresTarget(pg_dsn)
+def test_a_write_racing_the_cleanup_of_its_attempt_is_refused(
+    remora_scratch_database: str, pipelined: bool
+) -> None:
+    open_postgres(remora_scratch_database).close()  # the schema
+    cleaner, zombie = (
+        PostgresTarget(remora_scratch_database),
+        PostgresTarget(remora_scratch_database),
+    )
     cleaner.backend.pipelined = zombie.backend.pipelined = pipelined
     a = AttemptId("j1", 1)
     clock = MonotonicClock()
@@ -68,7 +73,7 @@ def test_a_write_racing_the_cleanup_of_its_attempt_is_refused(pg_dsn: str, pipel
         cleaning.join(30)
         writing.join(30)
         assert not cleaning.is_alive() and not writing.is_alive()
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
             live = conn.execute(
                 "SELECT progress FROM remora_jobs_stage WHERE job = 'j1' AND token = 1 "
                 "AND cleaned = 0"

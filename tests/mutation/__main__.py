@@ -86,7 +86,7 @@ JOB_TARGETS = ("remora/jobs",)
 """The job runtime, every module: the PostgreSQL and Redis stores are reported as not
 reached for as long as no machine in :data:`JOB_MACHINE_TESTS` runs them."""
 
-JOB_MACHINE_TESTS = ("tests/stateful/test_job_machines.py::test_job_machines",)
+JOB_MACHINE_TESTS = ("tests/jobs/test_job_machines.py::test_job_machines",)
 """The job machines (runtime, race and larger machines), one node."""
 
 

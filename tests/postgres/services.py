@@ -20,9 +20,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from remora.sim.scratch import scratch_database
-from tests.common.services import unavailable
-
-DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+from tests.common.services import DEFAULT_PG_DSN, unavailable
 
 
 def pg_maintenance_dsn() -> str:

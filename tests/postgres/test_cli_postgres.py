@@ -18,18 +18,18 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "source"
 
 
 def test_run_example_on_postgres_then_status(
-    pg_dsn: str, capsys: pytest.CaptureFixture[str]
+    remora_scratch_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["run", str(EXAMPLES), "--dsn", pg_dsn, "--json"]) == 0
+    assert main(["run", str(EXAMPLES), "--dsn", remora_scratch_database, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["processed"] == 11
     assert [
         (p["partition"], p["frontier"], p["outbox"], p["quarantine"]) for p in doc["partitions"]
     ] == [(0, 9, 5, 0), (1, 7, 2, 4)]
-    assert main(["run", str(EXAMPLES), "--dsn", pg_dsn]) == 0
+    assert main(["run", str(EXAMPLES), "--dsn", remora_scratch_database]) == 0
     out = capsys.readouterr().out
     assert "processed 0 records into PostgreSQL host=" in out
-    assert main(["status", "--dsn", pg_dsn]) == 0
+    assert main(["status", "--dsn", remora_scratch_database]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("PostgreSQL host=")
     assert [line.split() for line in lines[2:]] == [
@@ -39,7 +39,7 @@ def test_run_example_on_postgres_then_status(
 
 
 def test_postgres_and_sqlite_runs_end_in_equal_snapshots(
-    pg_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    remora_scratch_database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The same source through both stores (4 churning workers on PostgreSQL, one on
     SQLite): the durable outputs are identical; only the epochs differ."""
@@ -48,10 +48,22 @@ def test_postgres_and_sqlite_runs_end_in_equal_snapshots(
     db = tmp_path / "state.sqlite3"
     assert main(["run", str(src), "--db", str(db), "--rebalance-every", "0"]) == 0
     assert (
-        main(["run", str(src), "--dsn", pg_dsn, "--workers", "4", "--rebalance-every", "30"]) == 0
+        main(
+            [
+                "run",
+                str(src),
+                "--dsn",
+                remora_scratch_database,
+                "--workers",
+                "4",
+                "--rebalance-every",
+                "30",
+            ]
+        )
+        == 0
     )
     capsys.readouterr()
-    sqlite, postgres = SqliteStore(db), PostgresStore(pg_dsn)
+    sqlite, postgres = SqliteStore(db), PostgresStore(remora_scratch_database)
     try:
         a, b = sqlite.snapshot(), postgres.snapshot()
         assert (a.outbox, a.quarantine, a.intents, a.subjects) == (
@@ -70,8 +82,8 @@ def test_postgres_and_sqlite_runs_end_in_equal_snapshots(
 
 
 def test_status_of_a_database_without_schema(
-    pg_dsn: str, capsys: pytest.CaptureFixture[str]
+    remora_scratch_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["status", "--dsn", pg_dsn]) == 2
+    assert main(["status", "--dsn", remora_scratch_database]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no Remora schema" in err

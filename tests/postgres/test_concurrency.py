@@ -123,9 +123,9 @@ def churn(
     return problems, counts
 
 
-def test_eight_lifetimes_churning_keep_exactly_once(pg_dsn: str) -> None:
+def test_eight_lifetimes_churning_keep_exactly_once(remora_scratch_database: str) -> None:
     records = generate(5, PARTITIONS, 150)
-    store = PostgresStore(pg_dsn)
+    store = PostgresStore(remora_scratch_database)
     try:
         problems, counts = churn(store, records, CHURN_SECONDS, seed=5)
         assert problems == []
@@ -138,9 +138,9 @@ def test_eight_lifetimes_churning_keep_exactly_once(pg_dsn: str) -> None:
         store.close()
 
 
-def test_planted_missing_fence_is_caught_by_the_churn(pg_dsn: str) -> None:
+def test_planted_missing_fence_is_caught_by_the_churn(remora_scratch_database: str) -> None:
     records = generate(6, PARTITIONS, 150)
-    store = StateStore(NoFence(pg_dsn))
+    store = StateStore(NoFence(remora_scratch_database))
     try:
         problems, _counts = churn(store, records, CHURN_SECONDS, seed=6, stop_on_violation=True)
         assert problems, "eight churning lifetimes without a fence went unnoticed"

@@ -109,8 +109,10 @@ def race(dsn: str, order: str, stale_backend: type[PostgresBackend]) -> list[str
 
 
 @pytest.mark.parametrize("order", ["process-first", "claim-first"])
-def test_stale_owner_is_fenced_in_both_lock_orders(pg_dsn: str, order: str) -> None:
-    assert race(pg_dsn, order, PostgresBackend) == []
+def test_stale_owner_is_fenced_in_both_lock_orders(
+    remora_scratch_database: str, order: str
+) -> None:
+    assert race(remora_scratch_database, order, PostgresBackend) == []
 
 
 class NoRowLock(PostgresBackend):
@@ -129,7 +131,7 @@ class NoRowLock(PostgresBackend):
     ],
 )
 def test_planted_fence_bugs_are_caught(
-    pg_dsn: str, backend: type[PostgresBackend], order: str
+    remora_scratch_database: str, backend: type[PostgresBackend], order: str
 ) -> None:
-    problems = race(pg_dsn, order, backend)
+    problems = race(remora_scratch_database, order, backend)
     assert any("stale owner" in p for p in problems), problems

@@ -44,8 +44,8 @@ def ctx() -> Context:
 
 
 @pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[PgProxy]:
-    proxy = PgProxy(pg_dsn)
+def proxy(remora_scratch_database: str) -> Iterator[PgProxy]:
+    proxy = PgProxy(remora_scratch_database)
     yield proxy
     proxy.close()
 
@@ -59,10 +59,10 @@ def source() -> list[SourceRecord]:
 
 @pytest.mark.parametrize(("cut", "committed"), [(Cut.BEFORE, False), (Cut.AFTER, True)])
 def test_lost_process_commit_is_unknown_result(
-    pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool
+    remora_scratch_database: str, proxy: PgProxy, cut: Cut, committed: bool
 ) -> None:
-    store = PostgresStore(proxy.dsn(pg_dsn))
-    direct = PostgresStore(pg_dsn)
+    store = PostgresStore(proxy.dsn(remora_scratch_database))
+    direct = PostgresStore(remora_scratch_database)
     try:
         token = store.claim(P, ctx())
         record = source()[0]
@@ -82,9 +82,9 @@ def test_lost_process_commit_is_unknown_result(
 
 @pytest.mark.parametrize(("cut", "committed"), [(Cut.BEFORE, False), (Cut.AFTER, True)])
 def test_lost_claim_commit_is_unknown_result(
-    pg_dsn: str, proxy: PgProxy, cut: Cut, committed: bool
+    remora_scratch_database: str, proxy: PgProxy, cut: Cut, committed: bool
 ) -> None:
-    store = PostgresStore(proxy.dsn(pg_dsn))
+    store = PostgresStore(proxy.dsn(remora_scratch_database))
     try:
         proxy.arm(cut)
         with pytest.raises(UnknownResult):
@@ -136,10 +136,12 @@ def run_with_lost_commits(store: StateStore, proxy: PgProxy, cut: Cut, direct: S
 
 
 @pytest.mark.parametrize("cut", list(Cut), ids=lambda c: c.value)
-def test_lifecycle_resolves_lost_commit_exactly_once(pg_dsn: str, proxy: PgProxy, cut: Cut) -> None:
+def test_lifecycle_resolves_lost_commit_exactly_once(
+    remora_scratch_database: str, proxy: PgProxy, cut: Cut
+) -> None:
     """Every way of losing a COMMIT: the lifecycle never retires and never duplicates."""
-    store = PostgresStore(proxy.dsn(pg_dsn))
-    direct = PostgresStore(pg_dsn)
+    store = PostgresStore(proxy.dsn(remora_scratch_database))
+    direct = PostgresStore(remora_scratch_database)
     try:
         assert run_with_lost_commits(store, proxy, cut, direct) == []
         assert proxy.cuts == [cut] * len(range(1, len(source()), 3))
@@ -148,8 +150,10 @@ def test_lifecycle_resolves_lost_commit_exactly_once(pg_dsn: str, proxy: PgProxy
         direct.close()
 
 
-def test_lifecycle_resolves_lost_claim_by_a_fresh_claim(pg_dsn: str, proxy: PgProxy) -> None:
-    store = PostgresStore(proxy.dsn(pg_dsn))
+def test_lifecycle_resolves_lost_claim_by_a_fresh_claim(
+    remora_scratch_database: str, proxy: PgProxy
+) -> None:
+    store = PostgresStore(proxy.dsn(remora_scratch_database))
     try:
         life = Lifecycle(store, MemorySourceLog(source(), [P]))
         proxy.arm(Cut.AFTER)  # epoch 1 is installed, its reply lost
@@ -167,7 +171,7 @@ def test_lifecycle_resolves_lost_claim_by_a_fresh_claim(pg_dsn: str, proxy: PgPr
     ids=["lands-while-settling", "never-lands"],
 )
 def test_unknown_result_is_reported_only_once_the_outcome_is_final(
-    pg_dsn: str, proxy: PgProxy, delay: float, grace: float, lands: bool
+    remora_scratch_database: str, proxy: PgProxy, delay: float, grace: float, lands: bool
 ) -> None:
     """A COMMIT still on its way when the client's connection broke.  The store settles the
     server session before reporting the unknown result: it waits for the session to finish
@@ -176,8 +180,8 @@ def test_unknown_result_is_reported_only_once_the_outcome_is_final(
     way a re-read right after the error is final.  (Generous margins between the COMMIT's
     delay and the grace period keep the two cases apart on a busy machine.)"""
     proxy.late_delay = delay
-    store = StateStore(PostgresBackend(proxy.dsn(pg_dsn), settle_grace=grace))
-    direct = PostgresStore(pg_dsn)
+    store = StateStore(PostgresBackend(proxy.dsn(remora_scratch_database), settle_grace=grace))
+    direct = PostgresStore(remora_scratch_database)
     try:
         token = store.claim(P, ctx())
         proxy.arm(Cut.LATE)
@@ -223,11 +227,11 @@ class NoSettle(PostgresBackend):
     ids=["lost-reply-is-success", "lost-reply-is-failure", "no-settle"],
 )
 def test_planted_misclassification_is_caught(
-    pg_dsn: str, proxy: PgProxy, backend: type[PostgresBackend], cut: Cut
+    remora_scratch_database: str, proxy: PgProxy, backend: type[PostgresBackend], cut: Cut
 ) -> None:
     proxy.late_delay = 1.0  # the unsettled re-read must come well before the late COMMIT
-    store = StateStore(backend(proxy.dsn(pg_dsn)))
-    direct = PostgresStore(pg_dsn)
+    store = StateStore(backend(proxy.dsn(remora_scratch_database)))
+    direct = PostgresStore(remora_scratch_database)
     try:
         problems = run_with_lost_commits(store, proxy, cut, direct)
         assert problems, "a misclassified lost COMMIT went unnoticed"

@@ -30,8 +30,8 @@ RECORDS = 800
 
 
 @pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[PgProxy]:
-    p = PgProxy(pg_dsn)
+def proxy(remora_scratch_database: str) -> Iterator[PgProxy]:
+    p = PgProxy(remora_scratch_database)
     try:
         yield p
     finally:
@@ -58,15 +58,15 @@ def _exactly_once(records: object, dsn: str) -> None:
     ("cut", "budget"), [(15.0, 60.0), (9.0, 12.0)], ids=["15s-of-60s", "45s-of-60s-scaled"]
 )
 def test_a_cut_within_the_budget_waits_resumes_and_finishes(
-    tmp_path: object, pg_dsn: str, proxy: PgProxy, cut: float, budget: float
+    tmp_path: object, remora_scratch_database: str, proxy: PgProxy, cut: float, budget: float
 ) -> None:
     from pathlib import Path
 
     records = generate(11, PARTITIONS, RECORDS)
     src = write_source_dir(Path(str(tmp_path)) / "src", records, PARTITIONS)
-    args = ["--dsn", proxy.dsn(pg_dsn), "--workers", "2", "-q"]
+    args = ["--dsn", proxy.dsn(remora_scratch_database), "--workers", "2", "-q"]
     proc = remora_run(src, args, "--outage-budget", str(budget))
-    _cut(proc, pg_dsn, proxy, cut)
+    _cut(proc, remora_scratch_database, proxy, cut)
     code, out, err = finish(proc)
     assert code == 0, (out, err)
     waiting = [line for line in err.splitlines() if "waiting for the store" in line]
@@ -79,19 +79,19 @@ def test_a_cut_within_the_budget_waits_resumes_and_finishes(
         assert_documented(
             "cli.md", "remora run: the store is back", re.sub(r"[0-9.]+ s;", "15.2 s;", back)
         )
-    _exactly_once(records, pg_dsn)
+    _exactly_once(records, remora_scratch_database)
 
 
 def test_past_the_budget_one_line_and_the_table_then_a_rerun_finishes(
-    tmp_path: object, pg_dsn: str, proxy: PgProxy
+    tmp_path: object, remora_scratch_database: str, proxy: PgProxy
 ) -> None:
     from pathlib import Path
 
     records = generate(12, PARTITIONS, RECORDS)
     src = write_source_dir(Path(str(tmp_path)) / "src", records, PARTITIONS)
-    args = ["--dsn", proxy.dsn(pg_dsn), "--workers", "2", "-q"]
+    args = ["--dsn", proxy.dsn(remora_scratch_database), "--workers", "2", "-q"]
     proc = remora_run(src, args, "--outage-budget", "3")
-    wait_for_progress(proc, pg_progress(pg_dsn), 100)
+    wait_for_progress(proc, pg_progress(remora_scratch_database), 100)
     proxy.down()
     code, out, err = finish(proc)
     proxy.up()
@@ -106,4 +106,4 @@ def test_past_the_budget_one_line_and_the_table_then_a_rerun_finishes(
 
     code, out, err = finish(remora_run(src, args))
     assert (code, err) == (0, ""), out
-    _exactly_once(records, pg_dsn)
+    _exactly_once(records, remora_scratch_database)

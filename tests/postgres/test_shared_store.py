@@ -38,14 +38,14 @@ def check_exactly_once(dsn: str, checker: Checker) -> None:
 
 
 def test_three_members_share_one_store_and_a_killed_one_resumes(
-    pg_dsn: str, tmp_path: Path
+    remora_scratch_database: str, tmp_path: Path
 ) -> None:
     records = generate(41, PARTITIONS, PER_PARTITION)
     checker = Checker(records, range(PARTITIONS))
     src = write_source_dir(tmp_path / "src", records, PARTITIONS)
-    base = ["--dsn", pg_dsn, "--workers", "2", "--rebalance-every", "40", "--json"]
+    base = ["--dsn", remora_scratch_database, "--workers", "2", "--rebalance-every", "40", "--json"]
     procs = [remora_run(src, [*base, "--member", f"{i}/3"]) for i in range(3)]
-    wait_for_progress(procs[1], pg_progress(pg_dsn), 120)
+    wait_for_progress(procs[1], pg_progress(remora_scratch_database), 120)
     procs[1].send_signal(signal.SIGKILL)
     results = [finish(p) for p in procs]
     assert results[1][0] == -signal.SIGKILL
@@ -58,14 +58,16 @@ def test_three_members_share_one_store_and_a_killed_one_resumes(
     code, out, err = finish(remora_run(src, [*base, "--member", "1/3"]))
     assert (code, err) == (0, ""), (out, err)
     assert [p["partition"] for p in json.loads(out)["partitions"]] == [1, 4]
-    check_exactly_once(pg_dsn, checker)
+    check_exactly_once(remora_scratch_database, checker)
 
 
-def test_processes_racing_for_every_partition_all_exit_0(pg_dsn: str, tmp_path: Path) -> None:
+def test_processes_racing_for_every_partition_all_exit_0(
+    remora_scratch_database: str, tmp_path: Path
+) -> None:
     records = generate(43, PARTITIONS, PER_PARTITION)
     checker = Checker(records, range(PARTITIONS))
     src = write_source_dir(tmp_path / "src", records, PARTITIONS)
-    args = ["--dsn", pg_dsn, "--workers", "2", "--rebalance-every", "25", "--json"]
+    args = ["--dsn", remora_scratch_database, "--workers", "2", "--rebalance-every", "25", "--json"]
     procs: list[subprocess.Popen[str]] = []
     for _ in range(3):
         procs.append(remora_run(src, args))
@@ -74,7 +76,7 @@ def test_processes_racing_for_every_partition_all_exit_0(pg_dsn: str, tmp_path: 
         assert code == 0, (out, err)
         for line in err.splitlines():  # only revokes are logged, never an error
             assert "taken over by another worker" in line, err
-    check_exactly_once(pg_dsn, checker)
+    check_exactly_once(remora_scratch_database, checker)
 
 
 def test_member_must_be_i_of_n(tmp_path: Path) -> None:

@@ -49,12 +49,12 @@ def recs() -> list[Any]:
 # -- schema -------------------------------------------------------------------------
 
 
-def test_schema_is_versioned_and_idempotent(pg_dsn: str) -> None:
-    PostgresStore(pg_dsn).close()
-    store = PostgresStore(pg_dsn)  # a second start changes nothing
+def test_schema_is_versioned_and_idempotent(remora_scratch_database: str) -> None:
+    PostgresStore(remora_scratch_database).close()
+    store = PostgresStore(remora_scratch_database)  # a second start changes nothing
     assert store.backend.schema_version() == SCHEMA_VERSION
     store.close()
-    with psycopg.connect(pg_dsn) as conn:
+    with psycopg.connect(remora_scratch_database) as conn:
         tables = {
             r[0]
             for r in conn.execute(
@@ -72,29 +72,29 @@ def test_schema_is_versioned_and_idempotent(pg_dsn: str) -> None:
     }
 
 
-def test_newer_schema_is_rejected(pg_dsn: str) -> None:
-    PostgresStore(pg_dsn).close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+def test_newer_schema_is_rejected(remora_scratch_database: str) -> None:
+    PostgresStore(remora_scratch_database).close()
+    with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
         conn.execute("UPDATE remora_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(InvalidInput, match="schema version 99 is newer"):
-        PostgresStore(pg_dsn)
+        PostgresStore(remora_scratch_database)
 
 
-def test_status_mode_never_creates_a_schema(pg_dsn: str) -> None:
+def test_status_mode_never_creates_a_schema(remora_scratch_database: str) -> None:
     with pytest.raises(InvalidInput, match="no Remora schema"):
-        PostgresBackend(pg_dsn, migrate=False)
-    PostgresStore(pg_dsn).close()
-    PostgresBackend(pg_dsn, migrate=False).close()
+        PostgresBackend(remora_scratch_database, migrate=False)
+    PostgresStore(remora_scratch_database).close()
+    PostgresBackend(remora_scratch_database, migrate=False).close()
 
 
-def test_concurrent_first_starts_all_succeed(pg_dsn: str) -> None:
+def test_concurrent_first_starts_all_succeed(remora_scratch_database: str) -> None:
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
 
     def start() -> None:
         barrier.wait(BOUND)
         try:
-            PostgresStore(pg_dsn).close()
+            PostgresStore(remora_scratch_database).close()
         except BaseException as exc:
             errors.append(exc)
 
@@ -115,18 +115,18 @@ class NoMigrationLock(PostgresBackend):
 
 @pytest.mark.parametrize(("backend", "fails"), [(PostgresBackend, False), (NoMigrationLock, True)])
 def test_migration_racing_another_process(
-    pg_dsn: str, backend: type[PostgresBackend], fails: bool
+    remora_scratch_database: str, backend: type[PostgresBackend], fails: bool
 ) -> None:
     """Another process is mid-migration (tables created, not committed) when we start."""
-    with psycopg.connect(pg_dsn, autocommit=True) as other:
+    with psycopg.connect(remora_scratch_database, autocommit=True) as other:
         other.execute("BEGIN")
         other.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         other.execute("CREATE TABLE remora_meta (key text PRIMARY KEY, value text NOT NULL)")
         for statement in MIGRATIONS[0]:
             other.execute(statement)
         other.execute("INSERT INTO remora_meta VALUES ('schema_version', '1')")
-        thread, out = in_thread(lambda: backend(pg_dsn).close())
-        with psycopg.connect(pg_dsn, autocommit=True) as watcher:
+        thread, out = in_thread(lambda: backend(remora_scratch_database).close())
+        with psycopg.connect(remora_scratch_database, autocommit=True) as watcher:
             wait_for_waiters(watcher, 1)  # our start waits (advisory lock or catalog row)
         other.execute("COMMIT")
         thread.join(BOUND)
@@ -145,8 +145,8 @@ def test_bad_dsn_is_invalid_input() -> None:
         PostgresStore("this is not a dsn")
 
 
-def test_unreachable_server_is_unavailable(pg_dsn: str) -> None:
-    dsn = psycopg.conninfo.make_conninfo(pg_dsn, port="1", connect_timeout="2")
+def test_unreachable_server_is_unavailable(remora_scratch_database: str) -> None:
+    dsn = psycopg.conninfo.make_conninfo(remora_scratch_database, port="1", connect_timeout="2")
     with pytest.raises(Unavailable, match="cannot connect to PostgreSQL") as info:
         PostgresStore(dsn)
     assert "\n" not in str(info.value)
@@ -164,10 +164,10 @@ def hold_partition_lock(dsn: str) -> psycopg.Connection[Any]:
     return blocker
 
 
-def test_lock_timeout_is_unavailable_without_effect(pg_dsn: str) -> None:
-    store = PostgresStore(pg_dsn, lock_timeout=0.1)
+def test_lock_timeout_is_unavailable_without_effect(remora_scratch_database: str) -> None:
+    store = PostgresStore(remora_scratch_database, lock_timeout=0.1)
     token = store.claim(P, ctx())
-    blocker = hold_partition_lock(pg_dsn)
+    blocker = hold_partition_lock(remora_scratch_database)
     try:
         with pytest.raises(Unavailable, match="lock timeout"):
             store.process(P, token, recs()[0], ctx())
@@ -180,12 +180,12 @@ def test_lock_timeout_is_unavailable_without_effect(pg_dsn: str) -> None:
     store.close()
 
 
-def test_terminated_connection_before_commit_is_unavailable(pg_dsn: str) -> None:
+def test_terminated_connection_before_commit_is_unavailable(remora_scratch_database: str) -> None:
     """The server kills our session while we wait for the row lock: nothing was committed,
     so this is plain unavailability, never an unknown result."""
-    store = PostgresStore(pg_dsn)
+    store = PostgresStore(remora_scratch_database)
     token = store.claim(P, ctx())
-    blocker = hold_partition_lock(pg_dsn)
+    blocker = hold_partition_lock(remora_scratch_database)
     try:
         thread, out = in_thread(lambda: store.process(P, token, recs()[0], ctx()))
         wait_for_waiters(blocker, 1)
@@ -206,10 +206,14 @@ def test_terminated_connection_before_commit_is_unavailable(pg_dsn: str) -> None
 
 
 @pytest.mark.parametrize("operation", ["claim", "process"])
-def test_cancel_ends_a_statement_blocked_on_the_row_lock(pg_dsn: str, operation: str) -> None:
-    store = PostgresStore(pg_dsn, lock_timeout=60.0)  # only the cancel can end the wait
+def test_cancel_ends_a_statement_blocked_on_the_row_lock(
+    remora_scratch_database: str, operation: str
+) -> None:
+    store = PostgresStore(
+        remora_scratch_database, lock_timeout=60.0
+    )  # only the cancel can end the wait
     token = store.claim(P, ctx())
-    blocker = hold_partition_lock(pg_dsn)
+    blocker = hold_partition_lock(remora_scratch_database)
     c = ctx()
     try:
         if operation == "claim":
@@ -227,11 +231,11 @@ def test_cancel_ends_a_statement_blocked_on_the_row_lock(pg_dsn: str, operation:
     store.close()
 
 
-def test_lifecycle_stop_interrupts_blocked_assign(pg_dsn: str) -> None:
-    store = PostgresStore(pg_dsn, lock_timeout=60.0)
+def test_lifecycle_stop_interrupts_blocked_assign(remora_scratch_database: str) -> None:
+    store = PostgresStore(remora_scratch_database, lock_timeout=60.0)
     store.claim(P, ctx())
     life = Lifecycle(store, MemorySourceLog(recs(), [P]), name="blocked")
-    blocker = hold_partition_lock(pg_dsn)
+    blocker = hold_partition_lock(remora_scratch_database)
     try:
         thread, out = in_thread(lambda: life.assign([P]))
         wait_for_waiters(blocker, 1)
@@ -247,15 +251,15 @@ def test_lifecycle_stop_interrupts_blocked_assign(pg_dsn: str) -> None:
     store.close()
 
 
-def test_connections_are_reused_and_closed(pg_dsn: str) -> None:
-    store = PostgresStore(pg_dsn)
+def test_connections_are_reused_and_closed(remora_scratch_database: str) -> None:
+    store = PostgresStore(remora_scratch_database)
     token = store.claim(P, ctx())
     for record in recs():
         token = store.process(P, token, record, ctx())
         store.observe(P, ctx())
 
     def sessions() -> int:
-        with psycopg.connect(pg_dsn) as conn:
+        with psycopg.connect(remora_scratch_database) as conn:
             row = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND application_name = 'remora'"

@@ -36,19 +36,21 @@ def open_transactions(dsn: str) -> int:
     "sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name
 )
 def test_worker_process_stopped_mid_run_then_replaced(
-    pg_dsn: str, tmp_path: Path, sig: signal.Signals
+    remora_scratch_database: str, tmp_path: Path, sig: signal.Signals
 ) -> None:
     records = generate(31, PARTITIONS, PER_PARTITION)
     checker = Checker(records, range(PARTITIONS))
     src = write_source_dir(tmp_path / "src", records, PARTITIONS)
-    args = ["--dsn", pg_dsn, "--workers", "4", "--rebalance-every", "150"]
+    args = ["--dsn", remora_scratch_database, "--workers", "4", "--rebalance-every", "150"]
 
-    code, out, err = interrupt(remora_run(src, args), pg_progress(pg_dsn), 150, sig)
+    code, out, err = interrupt(
+        remora_run(src, args), pg_progress(remora_scratch_database), 150, sig
+    )
     if sig is signal.SIGKILL:
         assert code == -signal.SIGKILL
     else:
         assert code == 1 and err.count("\n") == 1 and f"interrupted ({sig.name})" in err, err
-    store = PostgresStore(pg_dsn)
+    store = PostgresStore(remora_scratch_database)
     try:
         middle = store.snapshot()
         assert checker.problems(middle) == []
@@ -68,4 +70,4 @@ def test_worker_process_stopped_mid_run_then_replaced(
         )
     finally:
         store.close()
-    assert open_transactions(pg_dsn) == 0  # the killed worker's sessions are gone
+    assert open_transactions(remora_scratch_database) == 0  # the killed worker's sessions are gone

@@ -8,7 +8,7 @@ the stores, the workers and the reconciler are given, a :class:`MemoryCoordinati
 production code learns it runs a mutant: the runtime is generic over those parts, the spec's
 by default.  A job trace run against a mutation records its name (``config.mutation``), so
 replaying or reducing it runs the same planted bug.  The campaign (``python -m
-tests.stateful.job_campaign``) must kill every one under the ``ci`` profile.
+tests.jobs.job_campaign``) must kill every one under the ``ci`` profile.
 """
 
 from __future__ import annotations

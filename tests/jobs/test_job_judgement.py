@@ -24,7 +24,7 @@ from remora.jobs.reconciler import Reconciler
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import JobConfig, JobStep
 from remora.testing.job_machines import JobScheduleFailure
-from tests.stateful.job_machines import SpecSizedJobs
+from tests.jobs.job_machines import SpecSizedJobs
 
 CONFIG = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
 

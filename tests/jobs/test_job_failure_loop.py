@@ -19,7 +19,7 @@ from remora.sim.jobs.run import run_trace
 from remora.sim.jobs.trace import loads
 from remora.testing.job_machines import JobScheduleFailure
 from remora.testing.profiles import register_profiles
-from tests.stateful.job_machines import RaceJobs
+from tests.jobs.job_machines import RaceJobs
 
 PLANTED = "release-running-lease"
 SHRUNK_BOUND = 12

@@ -25,7 +25,7 @@ from remora.testing.job_machines import (
     reach_of,
 )
 from remora.testing.profiles import full_budget
-from tests.stateful.job_machines import JOB_MACHINES, LargerJobs, RaceJobs
+from tests.jobs.job_machines import JOB_MACHINES, LargerJobs, RaceJobs
 
 ACTIONS = frozenset(ACTION_PARAMS) - {"Done"}
 """Every action of the spec's ``Next`` (job and credential actions)."""

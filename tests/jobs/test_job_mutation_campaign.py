@@ -17,8 +17,8 @@ import pytest
 
 from remora.cli import main
 from remora.sim.jobs.mutations import MUTATIONS, JobMutation
-from tests.stateful.job_campaign import hunt
-from tests.stateful.job_machines import HUNTERS
+from tests.jobs.job_campaign import hunt
+from tests.jobs.job_machines import HUNTERS
 
 ISSUE_EXAMPLES = {
     "accept-success-without-token-compare",

@@ -1,7 +1,7 @@
 """The guard-mutation campaign of the job runtime: every named mutation against the job
 machines.
 
-    python -m tests.stateful.job_campaign [--no-shrink] [--shrink-seconds N] [--seed N]
+    python -m tests.jobs.job_campaign [--no-shrink] [--shrink-seconds N] [--seed N]
         [--machine NAME]
 
 Prints, per mutation: killed?, the machine that killed it, examples and seconds to the first
@@ -10,7 +10,7 @@ shrinking is capped at ``--shrink-seconds``, default 20, as it is slow on this m
 length after ``remora reduce``'s reducer, and the failure string.  Uses the ``ci``
 profile's budget (derandomized, no database; ``--seed N`` runs the same budget from another
 seed — the check that what is killed does not hang on one derandomized search).  The
-machines hunt in :data:`~tests.stateful.job_machines.HUNTERS` order (the race machine
+machines hunt in :data:`~tests.jobs.job_machines.HUNTERS` order (the race machine
 first); ``--machine NAME`` hunts with that machine alone.  The shrunk
 traces stay in ``artifacts/job-campaign/``.  Exit 1 if any mutation survives.
 """
@@ -33,7 +33,7 @@ from remora.sim.jobs.mutations import MUTATIONS, JobMutation
 from remora.sim.jobs.trace import loads
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from remora.testing.profiles import register_profiles
-from tests.stateful.job_machines import HUNTERS
+from tests.jobs.job_machines import HUNTERS
 
 CAMPAIGN_DIR = Path("artifacts") / "job-campaign"
 

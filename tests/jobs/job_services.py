@@ -14,19 +14,18 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
 from hypothesis import settings
-from psycopg import sql
 
 from remora.clock import LogicalClock
 from remora.jobs.durable import open_postgres
 from remora.jobs.model import JobsConfig
-from remora.jobs.postgres import PostgresTarget, PostgresVault
 from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
 from remora.jobs.stores import Stores
 from remora.testing.job_machines import JobMachineBase
 from tests.common.services import require_redis
-from tests.postgres.services import fresh_database
+
+# psycopg is imported where it is used: this module (and the job tests that import it)
+# collect without it (tests/test_layout.py).
 
 
 class ServiceBackends:
@@ -38,6 +37,9 @@ class ServiceBackends:
         self.current: Stores | None = None
         self.built = 0
         self._tables: list[str] | None = None
+        import psycopg
+        from psycopg import sql
+
         # a throw-away database: its commits need not wait for the disk (the runtime's
         # transactions, locks and isolation are unchanged)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -50,6 +52,8 @@ class ServiceBackends:
             )
 
     def __call__(self, clock: LogicalClock, config: JobsConfig) -> Stores:
+        from remora.jobs.postgres import PostgresTarget, PostgresVault
+
         self.release()
         durable = open_postgres(self.dsn, injected_clock=True)  # migrates on first use
         self._truncate()
@@ -70,6 +74,8 @@ class ServiceBackends:
         return self.current
 
     def _truncate(self) -> None:
+        import psycopg
+
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             if self._tables is None:
                 rows = conn.execute(
@@ -132,16 +138,16 @@ class ServiceBackends:
 
 
 @contextmanager
-def service_backends() -> Iterator[ServiceBackends]:
-    """PostgreSQL + Redis stores for a job machine (skips, or fails under
-    ``REMORA_REQUIRE_SERVICES=1``, when a service is unreachable)."""
+def service_backends(dsn: str) -> Iterator[ServiceBackends]:
+    """PostgreSQL (the scratch database ``dsn``: the plugin's ``remora_scratch_database``)
+    + Redis stores for a job machine (skips, or fails under ``REMORA_REQUIRE_SERVICES=1``,
+    when Redis is unreachable)."""
     url = require_redis()
-    with fresh_database() as dsn:
-        backends = ServiceBackends(dsn, url)
-        try:
-            yield backends
-        finally:
-            backends.release()
+    backends = ServiceBackends(dsn, url)
+    try:
+        yield backends
+    finally:
+        backends.release()
 
 
 SHARE = 40

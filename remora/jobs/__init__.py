@@ -4,7 +4,10 @@ The durable store (SQLite or PostgreSQL) is the sole authority; the coordination
 (memory or Redis) holds what can be rebuilt from it; target staging is per attempt
 identity; the reconciler runs the spec's ambient actions.  Every runtime step records the
 spec action it performs, and :mod:`remora.sim.jobs.refinement` checks runs against the spec.
-See ``docs/jobs.md``.
+One concept per module: the incarnation's steps (:mod:`.worker`), the production loop
+(:mod:`.loop`) with its executors (:mod:`.executor`), attempts (:mod:`.attempt`) and
+settlement (:mod:`.settlement`), the reconciler, the guards, the stores and the durable
+store's parts (:mod:`.durable`).  See ``docs/jobs.md``.
 
 Handler API::
 

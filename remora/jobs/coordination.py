@@ -56,7 +56,7 @@ def order_key(order: str) -> tuple[int, int]:
 def narrow(c: CoordSnapshot, job: str, attempts: Iterable[AttemptId] = ()) -> CoordSnapshot:
     """``c`` restricted to ``job`` and the leases of ``attempts``: every guard of
     :mod:`remora.jobs.guards` about ``job`` or one of ``attempts`` evaluates the same on it,
-    except :func:`~remora.jobs.guards.live_count` and ``other_live_lease`` (which need every
+    except :meth:`~remora.jobs.guards.Guards.live_count` and ``other_live_lease`` (which need every
     lease; the scripts that use them read the store themselves)."""
     wanted = set(attempts)
     return CoordSnapshot(

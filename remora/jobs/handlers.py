@@ -45,7 +45,7 @@ class Cancelled(Exception):
 
 
 class JobContext(Protocol):
-    """What a handler sees (implemented by :class:`remora.jobs.worker.AttemptContext`)."""
+    """What a handler sees (implemented by :class:`remora.jobs.attempt.AttemptContext`)."""
 
     job_id: str
     token: int

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from remora.jobs.guards import Guards
 from remora.jobs.model import Outcome
-from remora.sim.jobs.mutations import planted_guards, unguarded
+from remora.sim.jobs.mutations import BY_NAME, planted_guards, unguarded
 from remora.sim.jobs.refinement import RefinementViolation
 from remora.sim.jobs.simulation import Parts
 from tests.jobs.scenarios import Run
@@ -110,9 +109,7 @@ MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     "report progress after a cancel": ("mirror_allows", _true, report_after_cancel),
     "reap a live lease": (
         "reap",
-        lambda g, job, attempts, token, lease_live, reserved: Guards.reap(
-            g, job, attempts, token, lease_live=False, reserved=reserved
-        ),
+        BY_NAME["reap-before-lease-expiry"].guards["reap"],
         reap_live_lease,
     ),
     "clean the winner's staging": (
@@ -127,16 +124,7 @@ MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     ),
     "authorize without the reservation": (
         "authorize",
-        lambda g, job, attempts, worker, rid, reserved, worker_up, owner_stopped: Guards.authorize(
-            g,
-            job,
-            attempts,
-            worker,
-            rid,
-            reserved=True,
-            worker_up=worker_up,
-            owner_stopped=owner_stopped,
-        ),
+        BY_NAME["authorize-without-reservation"].guards["authorize"],
         authorize_without_reservation,
     ),
     "accept a failure after a cancel": (

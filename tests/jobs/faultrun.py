@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -27,9 +28,11 @@ from remora.jobs.io import StepRecord
 from remora.jobs.model import AttemptId, JobsConfig, Phase
 from remora.jobs.postgres import PostgresTarget
 from remora.sim.jobs.refinement import (
+    RefinementViolation,
     ValidationReport,
     constants_of_run,
     merge_records,
+    target_staging,
     validate_run,
 )
 from tests.common.services import unavailable
@@ -325,6 +328,7 @@ class Batch:
         log = durable.log()
         target = PostgresTarget(self.dsn)
         try:
+            staging = target_staging(durable.snapshot(), target.snapshot())
             for job_id, job in jobs.items():
                 assert job.phase is Phase.SUCCEEDED, (job_id, job)
                 terminal = [e for e in log if e.key == job_id and e.action in TERMINAL_ACTIONS]
@@ -348,15 +352,33 @@ class Batch:
                     assert i == len(lines) - 1, f"{path}: a torn record before the end"
         config = durable.config() or JobsConfig()
         stream = RedisCoordination(self.redis_url, config, namespace=self.ns)
-        merged = merge_records(records, log, stream.log())
+        merged = merge_records(records, log, stream.log(), staging)
         stream.close()
         snap = durable.snapshot()
         constants = constants_of_run(
             merged, sorted(jobs), [w.id for w in snap.workers], config, local_limit=2
         )
-        report = validate_run(merged, constants, config)
+        try:
+            report = validate_run(merged, constants, config)
+        except RefinementViolation:
+            # Keep what was validated (the stores go with the test): the merged run, its
+            # constants and config, to validate again offline (``revalidate``).
+            self.dump(merged, constants, config)
+            raise
         assert report.actions.get("AcceptSuccess") == len(self.jobs)
         return report, merged
+
+    def dump(self, merged: list[StepRecord], constants: Any, config: JobsConfig) -> Path:
+        path = self.record.parent / "merged.json"
+        doc = {
+            "records": [r.to_json() for r in merged],
+            "constants": constants._asdict() if hasattr(constants, "_asdict") else None,
+            "jobs": sorted(self.jobs),
+            "workers": list(constants.Workers[1:]),
+            "config": config.to_json(),
+        }
+        path.write_text(json.dumps(doc, default=sorted))
+        return path
 
     def close(self) -> None:
         for w in self.workers:

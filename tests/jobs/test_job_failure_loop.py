@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import reproduce_failure, settings
@@ -23,10 +25,37 @@ from tests.jobs.job_machines import RaceJobs
 
 PLANTED = "release-running-lease"
 SHRUNK_BOUND = 12
-SHRINK_SECONDS = 30
+SHRINK_CALLS = 25
 """Hypothesis's shrinking of a job-machine example is slow (every candidate pays the
-refinement check of each step and the fair drain), so this test caps it; ``remora reduce``
-finishes the job on the exported trace."""
+refinement check of each step and the fair drain: shrinking this one to the end takes
+about 800 calls, two to seven minutes), so this test caps it — by the number of test
+calls the shrinker makes, not by time: the run is derandomized, so the same candidates are
+tried in the same order and the exported trace is the same on a loaded machine as on a
+quiet one (a 30-second cap let it shrink to 10 steps on a quiet machine and only to 103
+under load).  Unshrunk, this example has 103 steps; the first ten calls shrink it to 10.
+``remora reduce`` finishes the job on the exported trace."""
+
+
+def shrink_call_budget(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
+    """End Hypothesis's shrinking after ``calls`` test calls, as its own time limit ends it
+    (``MAX_SHRINKING_SECONDS``: the engine finds its shrink deadline passed and stops with
+    the smallest failing example so far) — by a count instead of the clock."""
+    import hypothesis.internal.conjecture.engine as engine
+
+    real = engine.ConjectureRunner.test_function
+    made: dict[int, int] = {}
+
+    def counted(self: engine.ConjectureRunner, data: Any) -> None:
+        if self.finish_shrinking_deadline is not None:  # the shrink phase has begun
+            made[id(self)] = made.get(id(self), 0) + 1
+            if made[id(self)] > calls:
+                self.finish_shrinking_deadline = float("-inf")  # the engine stops shrinking
+        real(self, data)
+
+    monkeypatch.setattr(engine.ConjectureRunner, "test_function", counted)
+    # the engine's own clock limit stays only as a guard against a hang: far beyond what
+    # the budget takes even on a loaded machine, so it never decides the result
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", 3600)
 
 
 def ci() -> settings:
@@ -48,9 +77,7 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     # creates it, so the failure is reported as itself, not as an OutputError.
     folder = tmp_path / "fresh" / "failures"
     monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(folder))
-    import hypothesis.internal.conjecture.engine as engine
-
-    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", SHRINK_SECONDS)
+    shrink_call_budget(monkeypatch, SHRINK_CALLS)
     with pytest.raises(JobScheduleFailure) as exc:
         run_state_machine_as_test(Planted, settings=ci())
     failure = exc.value.failure
@@ -62,7 +89,7 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
     trace = loads(path.read_text())
     assert trace.config.mutation == PLANTED
     assert trace.toolchain.generator == "hypothesis:Planted"
-    assert len(trace.steps) <= 50  # shrunk from the first failing example, within the cap
+    assert len(trace.steps) <= 50  # shrunk from the first failing example, within the budget
     capsys.readouterr()
 
     # The CLI replays the file (with the mutation it names) to the same failure string.
@@ -97,6 +124,36 @@ def test_planted_bug_is_found_shrunk_exported_replayed_and_reduced(
 
     clean["config_digest"] = config_digest(clean["config"])
     assert run_trace(loads(json.dumps(clean))).failure is None
+
+
+def _shrunk_steps(tmp_path: Path) -> int:
+    """The planted bug's exported trace length, found and shrunk under the current patches."""
+    with pytest.raises(JobScheduleFailure) as exc:
+        run_state_machine_as_test(Planted, settings=ci())
+    return len(loads(Path(exc.value.trace_path).read_text()).steps)
+
+
+def test_the_shrink_budget_does_not_depend_on_the_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine so loaded that every clock read finds a minute gone: the call budget
+    shrinks as on a quiet one (to 10 steps); the old 30-second cap (planted back) does not
+    shrink at all — the 103 steps the failure-loop test failed with under load."""
+    import types
+
+    import hypothesis.internal.conjecture.engine as engine
+
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    ticks = iter(range(0, 10**9, 60))
+    slow = types.SimpleNamespace(perf_counter=lambda: float(next(ticks)), monotonic=time.monotonic)
+    monkeypatch.setattr(engine, "time", slow)
+    shrink_call_budget(monkeypatch, SHRINK_CALLS)
+    assert _shrunk_steps(tmp_path) <= 50
+    monkeypatch.undo()
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    monkeypatch.setattr(engine, "time", slow)
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", 30)  # the wall-clock budget
+    assert _shrunk_steps(tmp_path) > 50
 
 
 # -- strictness ----------------------------------------------------------------------------

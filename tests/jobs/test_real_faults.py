@@ -133,9 +133,10 @@ def test_worker_sigkilled_and_a_new_incarnation_starts(
             if mine:
                 killed[:] = ids
             # killed once every attempt it runs staged (nap stages half at once, then
-            # sleeps): the declaration must then clean that staging — and no stage write
-            # is in flight at the kill (one that committed unrecorded would leave a
-            # CleanupStage trace validation cannot place: docs/jobs.md)
+            # sleeps): the declaration must then clean that staging.  The victim may take
+            # another job before the kill lands (under load it did): a stage write it
+            # made unrecorded is taken from the target by trace validation (docs/jobs.md,
+            # tests/jobs/test_trace_completion.py)
             return bool(mine) and all(stage.info(None, a.id) is not None for a in mine)
 
         try:
@@ -216,10 +217,10 @@ def test_a_partitioned_worker_is_declared_down_and_fenced(
             running = {j.id for j in snap.jobs if j.phase is Phase.RUNNING}
             mine = [x.id for x in snap.attempts if x.worker in ids and x.job in running]
             a_ids[:], held[:] = ids, [str(x) for x in mine]
-            # Cut only once each of A's attempts has staged (nap stages once, then sleeps):
-            # a stage write whose reply the cut loses and A can never resolve leaves no
-            # record, and the later CleanupStage of that staging could not be placed by
-            # trace validation (see docs/jobs.md, "What is abstracted").
+            # Cut only once each of A's attempts has staged (nap stages once, then sleeps),
+            # so that the fence, not a refused stage write, is what this test shows (a
+            # stage write whose reply the cut loses and A never resolves is taken from
+            # the target by trace validation: docs/jobs.md, "What is abstracted").
             return len(mine) == 2 and all(stage.info(None, x) is not None for x in mine)
 
         try:

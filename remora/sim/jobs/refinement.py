@@ -29,7 +29,10 @@ order), the coordination log (store order) and every actor's records (program or
 merged by a depth-first search over the interleavings consistent with all those orders,
 replaying each candidate step through the spec (inserting ``Tick`` where a step needs time
 to have passed) until every recorded step is placed — as etcd's and CCF's trace validation
-do.
+do.  A step that took effect but whose actor never wrote its record (killed in between, or
+its reply lost and never resolved) is taken from the store that holds it
+(:func:`merge_records`): the durable log, the coordination log, or — for a stage write,
+whose target keeps no log — the target's staging itself (:func:`target_staging`).
 """
 
 from __future__ import annotations
@@ -442,15 +445,72 @@ class _Node:
     preds: tuple[int, ...]
 
 
+@attrs.frozen
+class StagedWrite:
+    """What the target holds of one attempt: the highest progress ever staged (a cleaned
+    staging keeps it) and the incarnation that ran the attempt (the only writer of its
+    staging: a worker stages only the attempts it executes)."""
+
+    attempt: AttemptId
+    worker: str
+    progress: int
+
+
+def target_staging(
+    durable: DurableSnapshot, target: Mapping[AttemptId, StageInfo]
+) -> list[StagedWrite]:
+    """The target's staging of every attempt the durable store knows (for
+    :func:`merge_records`)."""
+    return [
+        StagedWrite(row.id, row.worker, target[row.id].progress)
+        for row in durable.attempts
+        if row.id in target and target[row.id].progress > 0
+    ]
+
+
+TARGET = "target"
+"""The ``store`` of a stage write taken from the target (:func:`merge_records`): no program
+order places it — the spec's guards do (``AdvanceAttempt`` needs its attempt executing)."""
+
+
 def merge_records(
     actor_records: Iterable[StepRecord],
     durable_log: Iterable[Any],
     coordination_log: Iterable[CoordEntry] = (),
+    staging: Iterable[StagedWrite] = (),
 ) -> list[StepRecord]:
     """The run's steps: the actors' records, completed with the stores' own logs — a
     durable transition or a coordination script whose reply was lost, or whose actor died
-    before writing its record, is in the store's log but not in the actor's records."""
-    by_key: dict[tuple[str, int], StepRecord] = {(r.actor, r.seq): r for r in actor_records}
+    before writing its record, is in the store's log but not in the actor's records.
+
+    The target keeps no log, but its staging shows the highest progress each attempt
+    staged: when that is ahead of every ``AdvanceAttempt`` its worker recorded, the write
+    that staged it took effect unrecorded (the process was killed between the write and
+    its record, or the reply was lost and the re-read failed too) and is added — as a
+    step of ``store`` :data:`TARGET`, which the validation places wherever the spec
+    enables it after the attempt's activation (no program order: its position among its
+    worker's steps is unknown)."""
+    records = list(actor_records)
+    by_key: dict[tuple[str, int], StepRecord] = {(r.actor, r.seq): r for r in records}
+    staged: dict[str, int] = {}
+    seen: dict[tuple[str, str], float] = {}
+    for r in records:
+        if r.action == "AdvanceAttempt":
+            a = str(r.params["a"])
+            staged[a] = max(staged.get(a, 0), int(r.params["amount"]))
+        if r.action in ("ActivateAttempt", "AdvanceAttempt"):
+            seen[(r.actor, str(r.params["a"]))] = r.wall
+    for k, w in enumerate(sorted(staging, key=lambda x: (x.attempt, x.worker)), start=1):
+        a = str(w.attempt)
+        if w.progress > staged.get(a, 0):
+            by_key[(w.worker, -k)] = StepRecord(
+                w.worker,
+                -k,
+                "AdvanceAttempt",
+                {"a": a, "amount": w.progress},
+                TARGET,
+                wall=seen.get((w.worker, a), 0.0),
+            )
     for e in durable_log:
         key = (e.actor, e.actor_seq)
         if key not in by_key:
@@ -489,7 +549,8 @@ def validate_run(
     edges: set[tuple[int, int]] = set()
     by_actor: dict[str, list[int]] = {}
     for i, r in enumerate(nodes):
-        by_actor.setdefault(r.actor, []).append(i)
+        if r.store != TARGET:
+            by_actor.setdefault(r.actor, []).append(i)
     for ids in by_actor.values():
         ids.sort(key=lambda i: nodes[i].seq)
         edges.update(itertools.pairwise(ids))
@@ -641,6 +702,8 @@ __all__ = [
     "RefinementChecker",
     "RefinementViolation",
     "RuntimeView",
+    "StagedWrite",
+    "TARGET",
     "ValidationReport",
     "WorkerView",
     "check_state",
@@ -648,5 +711,6 @@ __all__ = [
     "constants_for",
     "constants_of_run",
     "merge_records",
+    "target_staging",
     "validate_run",
 ]

@@ -84,6 +84,17 @@ def active_part(c: CoordSnapshot) -> CoordSnapshot:
     )
 
 
+def read_back(coord: Coordination, actor: Actor, job: str, worker: str) -> str | None:
+    """The reservation id of a ``Reserve`` whose reply was lost but which took effect (the
+    log says so; the id was in the lost reply): read back from the store — else the worker
+    would hold a made-up id, and its ``AuthorizeAttempt`` and ``ActivateAttempt``, which
+    compare it, would be refused although the spec enables them (found by the job
+    machines' judgement of refusals).  None when the reservation is no longer this
+    worker's (it expired or was released meanwhile)."""
+    r = coord.view(actor, job).reservations.get(job)
+    return r.rid if r is not None and r.worker == worker else None
+
+
 class Coordination(Protocol):
     """What the runtime needs from a coordination store."""
 
@@ -293,6 +304,8 @@ class MemoryCoordination:
             return rid
 
         result = self._op(actor, Action.RESERVE, {"j": job, "w": worker}, job, body)
+        if result is True:  # a lost reply, resolved as applied: its id was in the reply
+            return read_back(self, actor, job, worker)
         return str(result) if result else None
 
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
@@ -521,4 +534,11 @@ class MemoryCoordination:
         return None
 
 
-__all__ = ["Coordination", "MemoryCoordination", "active_part", "narrow", "order_key"]
+__all__ = [
+    "Coordination",
+    "MemoryCoordination",
+    "active_part",
+    "narrow",
+    "order_key",
+    "read_back",
+]

@@ -46,6 +46,7 @@ import redis
 from remora.clock import Clock
 from remora.errors import InvalidInput, Unavailable, UnknownResult
 from remora.jobs.actions import Action
+from remora.jobs.coordination import read_back as _read_back
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
     AttemptId,
@@ -431,6 +432,8 @@ class RedisCoordination:
             Action.RESERVE,
             [job, worker, executing, local_limit, self.config.global_limit],
         )
+        if out == "1":  # a lost reply, resolved from the stream: the id was in the reply
+            return _read_back(self, actor, job, worker)
         return None if out in (0, "0", None) else str(out)
 
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:

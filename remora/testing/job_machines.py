@@ -100,7 +100,7 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "reap": (_O.COORD_READ, _O.COORD_WRITE, _O.DURABLE_READ, _O.DURABLE_WRITE),
     "expire-lease": (_O.COORD_WRITE,),
     "reconciler-process-outcome": (_O.DURABLE_WRITE, _O.TARGET_READ),
-    "reserve": (_O.COORD_WRITE,),
+    "reserve": (_O.COORD_WRITE, _O.COORD_READ),  # a lost reply: the id is read back
     "authorize": (_O.COORD_READ, _O.DURABLE_WRITE),
     "release-reservation": (_O.COORD_WRITE, _O.DURABLE_READ),
     "activate": (_O.COORD_WRITE, _O.DURABLE_READ),

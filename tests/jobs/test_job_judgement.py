@@ -17,12 +17,14 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from remora.jobs import guards
+from remora.faults import Outcome as IOOutcome
+from remora.jobs import coordination, guards
 from remora.jobs.guards import Guards
+from remora.jobs.io import JobOperation
 from remora.jobs.model import Outcome
 from remora.jobs.reconciler import Reconciler
 from remora.sim.jobs.run import JobRun, JobRunFailure
-from remora.sim.jobs.trace import JobConfig, JobStep
+from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import JobScheduleFailure
 from tests.jobs.job_machines import SpecSizedJobs
 
@@ -111,3 +113,57 @@ def test_a_mark_raised_before_the_guard_is_a_finding(monkeypatch: pytest.MonkeyP
     assert info.value.failure == "ERROR not-quiescent: the down mark of w1 is not durable", (
         info.value.failure
     )
+
+
+# -- the finding: a Reserve whose reply was lost held a made-up reservation id -------------
+
+
+def reserve_with_a_lost_reply(run: JobRun, read_back: IOOutcome | None = None) -> str:
+    """w1 reserves j1; the reply is lost after the store applied it (the log says so);
+    with ``read_back``, reading the id back fails too.  Then w1 authorizes."""
+    lost = [JobFault(JobOperation.COORD_WRITE, 1, IOOutcome.UNKNOWN_COMMITTED)]
+    if read_back is not None:
+        lost.append(JobFault(JobOperation.COORD_READ, 1, read_back))
+    for step in (
+        JobStep("start", worker="w1"),
+        JobStep("submit", job="j1"),
+        JobStep("enqueue", job="j1"),
+        JobStep("reserve", worker="w1", job="j1", faults=tuple(lost)),
+    ):
+        run.execute(step)
+    return run.execute(JobStep("authorize", worker="w1", job="j1"))
+
+
+def test_a_reserve_whose_reply_was_lost_authorizes() -> None:
+    """Found by the judgement of refusals: the coordination store resolved the lost reply
+    from its log (the Reserve took effect) but answered ``True`` (Redis: ``"1"``) as the
+    reservation id, so the worker's AuthorizeAttempt, which compares the id, was refused
+    although the spec enables it — the reservation idled until it expired.  Now the id is
+    read back.  (Before the fix this failed with ``ERROR state: w1 knows 'True' as its
+    reservation of j1, never issued``.)"""
+    run = JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)})
+    assert reserve_with_a_lost_reply(run) == "ok"
+    rid = run.sim.stores.coordination.snapshot().reservations["j1"].rid
+    assert run.sim.workers["w1"].reservations["j1"] == rid
+    run.drain()
+    run.judge()
+
+
+def test_a_reserve_whose_id_cannot_be_read_back_is_excused() -> None:
+    """The read-back fails too: the worker cannot know its reservation — its refused
+    AuthorizeAttempt is excused (a documented reason), and the reservation expires."""
+    run = JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)})
+    assert reserve_with_a_lost_reply(run, IOOutcome.ABORT) == "refused"
+    assert "j1" not in run.sim.workers["w1"].reservations
+    run.drain()
+    run.judge()
+
+
+def test_a_made_up_reservation_id_is_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: the store's lost-reply resolution answers a made-up id again."""
+    monkeypatch.setattr(coordination, "read_back", lambda *args: "True")
+    with pytest.raises(JobRunFailure) as info:
+        reserve_with_a_lost_reply(JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)}))
+    assert info.value.failure == (
+        "ERROR state: w1 knows 'True' as its reservation of j1, never issued"
+    ), info.value.failure

@@ -331,8 +331,12 @@ class RefinementChecker:
         self.alpha = Alpha(self.constants, cfg.jobs_config)
         self.model = self.alpha.model
         self.renderer = Renderer(self.model)
-        self.state = self.alpha(self.view())
+        #: What alpha last read (after the last step): the judgement's view of the runtime.
+        self.last_view = self.view()
+        self.state = self.alpha(self.last_view)
         self.history: list[tuple[str, State]] = [("Init", self.state)]
+        #: The last step's spec actions, each with the spec state it was taken in.
+        self.last_steps: list[tuple[StepRecord, State]] = []
         self.actions: dict[str, int] = {}
         if self.state != self.model.Init()[0]:
             raise RefinementViolation(
@@ -390,10 +394,13 @@ class RefinementChecker:
             if isinstance(exc, (RefinementViolation, AssertionError)):
                 raise
             result = exc
-        after = self.alpha(self.view())
+        view = self.view()
+        after = self.alpha(view)
         records = [r for r in recorder.steps[start:] if r.action]
         s = before
+        self.last_steps = []
         for record in records:
+            self.last_steps.append((record, s))
             step = self.alpha.spec_step(record)
             t = self.model.apply(s, step)
             label = self.renderer.step_label(step)
@@ -419,6 +426,7 @@ class RefinementChecker:
         if bad_inv:
             raise RefinementViolation(f"invariants violated on alpha: {', '.join(bad_inv)}")
         self.state = after
+        self.last_view = view
         if records:
             self.history.append((",".join(r.action for r in records), after))
         return result

@@ -46,36 +46,28 @@ from remora.jobs.model import (
     SecretState,
 )
 from remora.jobs.stores import Stores
+from remora.jobs.target import MemoryTarget
 from remora.jobs.worker import Worker, WorkerDown, write_credential
 from remora.protocol.spec import Step
 from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.mutations import parts as mutation_parts
+from remora.sim.jobs.judgement import (
+    JUDGED_REFUSALS,
+    REFUSAL_REASONS,
+    Before,
+    content_problems,
+    credential_step,
+    drained_coordination_problems,
+    excused,
+    overreach,
+    spec_step_of,
+    state_problems,
+)
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import SimConfig, Simulation
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
 
 DRAIN_ROUNDS = 40
-
-#: The steps whose refusal is judged: the step kind, its spec action and whether the
-#: action names the step's job (``job``) or attempt (``attempt``).  A fault-free step of
-#: these kinds that the runtime refuses (``refused``/``noop``) while the spec enables its
-#: action in the tracked spec state is a finding (``ERROR refused``) unless one of
-#: :data:`REFUSAL_REASONS` holds (docs/jobs.md lists them).
-JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
-    "enqueue": ("Enqueue", "job"),
-    "publish-cancel-notice": ("PublishCancelNotice", "job"),
-    "clean-terminal": ("CleanTerminalCoordination", "job"),
-    "clear-stale-progress": ("ClearStaleLiveProgress", "job"),
-    "expire-reservation": ("ExpireReservation", "job"),
-    "schedule-retry": ("ScheduleRetry", "job"),
-    "finalize-cancel": ("FinalizeCancel", "job"),
-    "invalidate-checkpoint": ("InvalidateCheckpoint", "job"),
-    "expire-lease": ("ExpireLease", "attempt"),
-}
-REFUSAL_REASONS: dict[str, str] = {
-    "enqueue": "the down marks are not in place (after a wipe, until they are "
-    "republished): an Enqueue then could let a declared-down incarnation reserve",
-}
 
 
 class JobRunFailure(AssertionError):
@@ -96,6 +88,11 @@ def script_of(faults: tuple[JobFault, ...]) -> Script[JobOperation]:
 def staged_bytes(a: AttemptId, amount: int) -> bytes:
     """What an attempt stages at ``amount`` (so a committed result names its writer)."""
     return f"{a.job}/{a.token}/{amount}".encode()
+
+
+def secret_bytes(a: AttemptId) -> bytes:
+    """The secret an attempt writes (so a live secret names its writer)."""
+    return f"secret-{a}".encode()
 
 
 def classify(result: Any) -> str:
@@ -155,6 +152,12 @@ class JobRun:
             parts=mutation_parts(config.mutation),
         )
         self.chk = RefinementChecker(self.sim)
+        #: Check the staged bytes and the secrets after every step (the in-process stores:
+        #: a read each is free; the services' are checked after the drain).
+        self.contents = isinstance(self.sim.stores.target, MemoryTarget)
+        #: Every reservation the coordination store held after some step: (job, worker,
+        #: id) — a worker may know only an id it was issued.
+        self.issued: set[tuple[str, str, str]] = set()
         self.steps: list[JobStep] = []
         self.results: list[tuple[str, str]] = []  # (op, result kind) per executed step
         #: every checked step, the drain's too: (label, result kind) — what the machines
@@ -164,47 +167,41 @@ class JobRun:
 
     # -- steps ----------------------------------------------------------------------------------
     def execute(self, step: JobStep) -> str:
-        """Run one step (refinement-checked); returns its result kind.  A judged step
-        (:data:`JUDGED_REFUSALS`) the runtime refuses although the spec enables it fails
-        the run, unless its documented reason (:data:`REFUSAL_REASONS`) holds."""
+        """Run one step (refinement-checked, its state judged); returns its result kind.  A
+        judged step (:data:`~remora.sim.jobs.judgement.JUDGED_REFUSALS`) the runtime
+        refuses although the spec enables its action fails the run, unless a documented
+        reason (:data:`~remora.sim.jobs.judgement.REFUSAL_REASONS`) holds."""
         self.steps.append(step)
-        enabled = self._spec_enables(step)
-        excused = enabled is not None and self._excused(step)
+        before = Before(self.chk.last_view, self.chk.state)
+        spec = spec_step_of(self, step)
+        enabled = self._enabled(spec) if spec is not None and spec.name else None
+        credential = spec is not None and not spec.name
+        reason = excused(self, step, before) if enabled or credential else None
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
-        if enabled is not None and kind in ("refused", "noop") and not excused:
+        if kind not in ("refused", "noop") or spec is None:
+            return kind
+        if credential:  # a credential write: where it stopped, in the state after it
+            a = AttemptId(str(step.job), int(step.token or 0))
+            prepared = sum(1 for c in before.view.durable.credentials if c.job == a.job)
+            enabled = self._enabled(credential_step(self, a, prepared))
+        if enabled is not None and reason is None:
             raise JobRunFailure(
                 f"ERROR refused: {step.label()} was refused though the spec enables {enabled}",
                 "no documented runtime reason holds (docs/jobs.md)",
             )
         return kind
 
-    def _spec_enables(self, step: JobStep) -> str | None:
-        """The spec action of a judged, fault-free step, when the tracked spec state
-        enables it (else None)."""
-        judged = JUDGED_REFUSALS.get(step.op)
-        if judged is None or step.faults or step.job not in self.submitted:
-            return None
-        name, kind = judged
-        alpha = self.chk.alpha
-        if kind == "job":
-            value = alpha.job_index[str(step.job)]
-        else:
-            a = self._attempt(step)
-            if not self._exists(a):
-                return None
-            value = alpha.attempt(a)
-        spec = Step(name, (value,))
-        if self.chk.model.apply(self.chk.state, spec) is None:
+    def _enabled(self, spec: Step | None) -> str | None:
+        """The label of ``spec`` when the tracked spec state enables it (else None)."""
+        if spec is None or self.chk.model.apply(self.chk.state, spec) is None:
             return None
         return self.chk.renderer.step_label(spec)
 
-    def _excused(self, step: JobStep) -> bool:
-        if step.op == "enqueue":
-            return not self.sim.stores.coordination.is_marked(self.sim.env)
-        return False
-
     def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
+        """One refinement-checked step, then the judgement of the spec actions it took
+        (:func:`~remora.sim.jobs.judgement.overreach`) and of the state it left
+        (:func:`~remora.sim.jobs.judgement.state_problems`)."""
         self.hook.arm(script_of(faults))
         try:
             result = self.chk.step(op)
@@ -218,6 +215,12 @@ class JobRun:
             raise JobRunFailure(
                 f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
             )
+        over = overreach(self)
+        if over:
+            raise JobRunFailure(f"ERROR overreach: {over[0]}", f"at step {label}")
+        problems = state_problems(self, self.contents)
+        if problems:
+            raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
         return kind
 
     def worker(self, w: str | None) -> Worker:
@@ -288,7 +291,8 @@ class JobRun:
             return per_attempt[op](a)
         wk = self.worker(s.worker)
         if op == "reserve":
-            return wk.reserve(j)
+            rid = wk.reserve(j)
+            return rid if rid is not None else False  # refused
         if op == "authorize":
             return wk.authorize(j)
         if op == "release-reservation":
@@ -302,7 +306,7 @@ class JobRun:
             return wk.send_outcome(a, s.outcome)
         if op == "put-secret":
             wk._executing(a)  # the handler runs: only an executing attempt writes secrets
-            return write_credential(sim.stores, wk.actor, a, f"secret-{a}".encode())
+            return write_credential(sim.stores, wk.actor, a, secret_bytes(a))
         simple: dict[str, Callable[[AttemptId], Any]] = {
             "activate": wk.activate,
             "renew": wk.renew,
@@ -446,12 +450,6 @@ class JobRun:
             problems.append(f"the cancel notice of {j} remains")
         for j in sorted(c.progress):
             problems.append(f"live progress of {j} remains")
-        # a down mark is raised before its declaration commits: after the drain every
-        # mark is durable (a cancel mark may outlive a refused RequestCancel of a job
-        # that finished first: harmless, the job is terminal)
-        durable_down = {row.id for row in d.workers if not row.up}
-        for w in sorted(c.down - durable_down):
-            problems.append(f"the down mark of {w} is not durable")
         for w, wk in sorted(self.sim.workers.items()):
             for a, local in sorted(wk.attempts.items(), key=lambda x: str(x[0])):
                 if wk.up and local.state in ("authorized", "executing"):
@@ -517,6 +515,13 @@ class JobRun:
             raise JobRunFailure(f"ERROR not-quiescent: {problems[0]}", "; ".join(problems))
         if not self.alpha_quiescent():
             raise JobRunFailure("ERROR not-quiescent: alpha is not SystemQuiescent")
+        problems = drained_coordination_problems(self)
+        if problems:
+            raise JobRunFailure(f"ERROR not-quiescent: {problems[0]}", "; ".join(problems))
+        if not self.contents:  # the services' stores: their contents once, after the drain
+            problems = content_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR state: {problems[0]}", "; ".join(problems))
         bad = self.result_problems()
         if bad:
             raise JobRunFailure(f"ERROR result: {bad[0]}", "; ".join(bad))
@@ -553,10 +558,13 @@ def run_trace(trace: JobTrace) -> Replayed:
 
 
 __all__ = [
+    "JUDGED_REFUSALS",
+    "REFUSAL_REASONS",
     "JobRun",
     "JobRunFailure",
     "Replayed",
     "classify",
     "run_trace",
+    "secret_bytes",
     "staged_bytes",
 ]

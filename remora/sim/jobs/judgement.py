@@ -1,0 +1,562 @@
+"""The judgement of every state of a job run (issue 21, item 4).
+
+The refinement check (:class:`~remora.sim.jobs.refinement.RefinementChecker`) compares the
+spec state alpha maps from the stores with the spec's successor after every step — but
+alpha is an abstraction: it reads the coordination store's leases without their holders,
+the target's staging without its bytes, the vault's secrets without their contents, and
+the workers' local memory only where the durable store does not decide.  A runtime that
+corrupts what alpha leaves out stays a refinement of the spec until (if ever) the
+corruption reaches a step.  And a step the runtime *refuses* is a stutter to the
+refinement check, whatever the spec says.  This module closes both gaps:
+
+* **Refusals** (:func:`spec_step_of`, :data:`REFUSAL_REASONS`): a fault-free step of a
+  judged kind — the reconciler's per-job and lease steps, and the worker's steps (reserve,
+  authorize, activate, renew, report progress, advance, checkpoint, send an outcome, the
+  credential write) — that the runtime refuses while the spec enables its action in the
+  tracked spec state is a finding (``ERROR refused``) unless one of the runtime's
+  documented reasons holds (each is listed in docs/jobs.md, "Refusals the judgement
+  accepts", and evaluated on the state before the step).
+* **Overreach** (:data:`NARROWER_THAN_SPEC`): a step the spec allows but the runtime
+  documents it takes only under a narrower condition (the reconciler's credential cleanup
+  only once the writer is gone) is a finding (``ERROR overreach``) when taken otherwise.
+* **State** (:func:`state_problems`, ``ERROR state``): after every step, what alpha leaves
+  out must be what the spec state and the durable rows imply — every lease held by its
+  attempt's incarnation and of an activated attempt; every reservation held by a started
+  incarnation; every reservation id a running incarnation knows one the store issued to
+  it for that job (it may be an earlier one's: a lost reply); every live
+  progress hint of its own job; the mirror's floors at most the job's current token and
+  down marks only of incarnations; every local attempt of a running incarnation is its
+  attempt, at the progress the spec gives it, aware of its outcome in flight; an
+  incarnation that stopped without being killed is down durably.  With in-process stores
+  (:attr:`contents`): every staging holds the bytes its writer staged at its progress and
+  a cleaned one holds none; every live secret holds what its writer wrote and a destroyed
+  one nothing.
+* **Coordination after the drain** (:func:`drained_coordination_problems`): the
+  coordination store equals what the durable store implies — on top of the quiescence
+  judgement (no reservation, live lease, queue entry, notice or progress), every down mark
+  is durable and, while the marks are in place, every incarnation another one declared
+  down is marked (on Redis the raw namespace is audited too: the live-lease index and the
+  wake-ups, ``tests/postgres/job_services.py``).
+
+Every check has a planted bug of its class in ``tests/stateful/test_job_judgement.py`` that
+the job machines alone kill."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from remora.jobs import guards
+from remora.jobs.model import AttemptId, CredentialState, IntentId, SecretState
+from remora.jobs.worker import EXECUTING
+from remora.protocol import spec as S
+from remora.protocol.spec import State, Step
+
+if TYPE_CHECKING:
+    from remora.sim.jobs.refinement import RuntimeView
+    from remora.sim.jobs.run import JobRun
+    from remora.sim.jobs.trace import JobStep
+
+#: The step kinds whose refusal is judged and the spec action each performs: ``job`` (the
+#: action takes the step's job), ``attempt`` (its attempt), ``job-worker`` (job and
+#: worker), ``advance`` (attempt and amount), ``outcome`` (attempt and outcome) or
+#: ``credential`` (the next action of the attempt's credential write: judged on the state
+#: after the step, where the write stopped).
+JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
+    "enqueue": ("Enqueue", "job"),
+    "publish-cancel-notice": ("PublishCancelNotice", "job"),
+    "clean-terminal": ("CleanTerminalCoordination", "job"),
+    "clear-stale-progress": ("ClearStaleLiveProgress", "job"),
+    "expire-reservation": ("ExpireReservation", "job"),
+    "schedule-retry": ("ScheduleRetry", "job"),
+    "finalize-cancel": ("FinalizeCancel", "job"),
+    "invalidate-checkpoint": ("InvalidateCheckpoint", "job"),
+    "expire-lease": ("ExpireLease", "attempt"),
+    "reserve": ("Reserve", "job-worker"),
+    "authorize": ("AuthorizeAttempt", "job-worker"),
+    "activate": ("ActivateAttempt", "attempt"),
+    "renew": ("RenewLease", "attempt"),
+    "report-progress": ("ReportProgress", "attempt"),
+    "advance": ("AdvanceAttempt", "advance"),
+    "checkpoint": ("PersistCheckpoint", "attempt"),
+    "send-outcome": ("SendOutcome", "outcome"),
+    "put-secret": ("", "credential"),
+}
+
+
+@attrs.frozen
+class Before:
+    """What a refusal's reasons read: the runtime as alpha last saw it (before the step)
+    and the tracked spec state."""
+
+    view: RuntimeView
+    state: State
+
+
+Holds = Callable[["JobRun", "JobStep", Before], bool]
+
+
+@attrs.frozen
+class Reason:
+    """A documented reason the runtime refuses a step the spec enables (docs/jobs.md)."""
+
+    name: str
+    text: str
+    holds: Holds
+
+
+def _coord_down(run: JobRun, step: JobStep, b: Before) -> bool:
+    return str(step.worker) in b.view.coordination.down
+
+
+def _local(run: JobRun, step: JobStep) -> Any:
+    wk = run.sim.workers[str(step.worker)]
+    return wk.attempts.get(AttemptId(str(step.job), int(step.token or 0)))
+
+
+def _in_flight(run: JobRun, step: JobStep, b: Before) -> bool:
+    la = _local(run, step)
+    return la is not None and bool(la.outcome_sent)
+
+
+def _not_executing(run: JobRun, step: JobStep, b: Before) -> bool:
+    la = _local(run, step)
+    return la is None or la.state != EXECUTING or bool(la.outcome_sent)
+
+
+def _mirror_ahead(running: bool) -> Holds:
+    def holds(run: JobRun, step: JobStep, b: Before) -> bool:
+        a = AttemptId(str(step.job), int(step.token or 0))
+        return not guards.mirror_allows(b.view.coordination, a, running=running)
+
+    return holds
+
+
+def _other_live_lease(run: JobRun, step: JobStep, b: Before) -> bool:
+    a = AttemptId(str(step.job), int(step.token or 0))
+    return guards.other_live_lease(b.view.coordination, a)
+
+
+def _busier_locally(run: JobRun, step: JobStep, b: Before) -> bool:
+    """The worker counts more attempts executing than the spec does: one it still runs
+    that the durable store has finished (it has not processed or learned the outcome)."""
+    wk = run.sim.workers[str(step.worker)]
+    model = run.chk.model
+    wi = run.chk.alpha.worker_index[wk.id]
+    return wk.executing_count() > len(model.ExecutingFor(b.state, wi))
+
+
+def _owner_not_known_stopped(run: JobRun, step: JobStep, b: Before) -> bool:
+    d = b.view.durable
+    job = next((r for r in d.jobs if r.id == step.job), None)
+    if job is None or not job.checkpoint_valid:
+        return False
+    owner = next(
+        (r for r in d.attempts if r.job == job.id and r.token == job.checkpoint_owner), None
+    )
+    down = {w.id for w in d.workers if not w.up}
+    return owner is not None and not guards.durably_stopped(owner, owner.worker not in down)
+
+
+def _reservation_unknown(run: JobRun, step: JobStep, b: Before) -> bool:
+    r = b.view.coordination.reservations.get(str(step.job))
+    known = run.sim.workers[str(step.worker)].reservations.get(str(step.job))
+    return r is not None and known != r.rid
+
+
+def _fenced(run: JobRun, step: JobStep, b: Before) -> bool:
+    return str(step.worker) in target_fences(run.sim.stores.target)
+
+
+def _marks_missing(run: JobRun, step: JobStep, b: Before) -> bool:
+    return not run.sim.stores.coordination.is_marked(run.sim.env)
+
+
+DOWN = Reason(
+    "marked down",
+    "the incarnation is marked down in the coordination store while it is still up "
+    "durably: a declaration is under way, or its durable commit failed after the mark "
+    "was raised (the mark is never taken back: 'What the fences cannot cover')",
+    _coord_down,
+)
+IN_FLIGHT = Reason(
+    "outcome in flight",
+    "the attempt's outcome is in flight: the worker takes no AttemptExecuting step until "
+    "it has learned what became of it (anyone may process it)",
+    _in_flight,
+)
+MIRROR = Reason(
+    "mirror ahead",
+    "the coordination store's mirror (token floor, cancel mark) was raised for a "
+    "revocation or cancel whose durable commit then failed or was refused: it refuses "
+    "more than the durable store holds, never less",
+    _mirror_ahead(running=True),
+)
+REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
+    "enqueue": (
+        Reason(
+            "marks missing",
+            "the down marks are not in place (after a wipe, until they are "
+            "republished): an Enqueue then could let a declared-down incarnation reserve",
+            _marks_missing,
+        ),
+    ),
+    "reserve": (
+        DOWN,
+        Reason(
+            "busier locally",
+            "the worker still counts an attempt executing that the durable store has "
+            "finished (it has not processed or learned the outcome yet): its own slot "
+            "count is the stricter one",
+            _busier_locally,
+        ),
+    ),
+    "authorize": (
+        Reason(
+            "reservation unknown",
+            "the worker does not know the id of the reservation it holds (it knows none, "
+            "or an earlier one's): the Reserve's reply was lost and reading it back "
+            "failed too (the reservation expires)",
+            _reservation_unknown,
+        ),
+        Reason(
+            "owner not known stopped",
+            "the checkpoint's owner stopped, but the durable store does not know it yet "
+            "(its stop is not recorded and its incarnation not declared down): its "
+            "staging cannot be taken over before",
+            _owner_not_known_stopped,
+        ),
+    ),
+    "activate": (
+        DOWN,
+        MIRROR,
+        Reason(
+            "another live lease",
+            "another attempt of the job still holds a live lease (stronger than the "
+            "spec's ActivateAttempt: AtMostOneLiveLeasePerJob)",
+            _other_live_lease,
+        ),
+    ),
+    "renew": (DOWN, IN_FLIGHT, attrs.evolve(MIRROR, holds=_mirror_ahead(running=False))),
+    "report-progress": (DOWN, IN_FLIGHT, MIRROR),
+    "advance": (
+        IN_FLIGHT,
+        Reason(
+            "fenced",
+            "the incarnation's stage writes are fenced: a declaration is under way, or "
+            "its durable commit failed after the fence was raised",
+            _fenced,
+        ),
+    ),
+    "checkpoint": (IN_FLIGHT,),
+    "send-outcome": (IN_FLIGHT,),
+    "put-secret": (
+        Reason(
+            "not the handler",
+            "only the handler of an executing attempt writes credentials (the attempt is "
+            "not executing at its worker, or its outcome is in flight)",
+            _not_executing,
+        ),
+    ),
+}
+"""The documented reasons (docs/jobs.md lists each, by name) a judged step may be refused
+although the spec enables its action; evaluated on the state before the step."""
+
+
+def target_fences(target: Any) -> frozenset[str]:
+    """The incarnations whose stage writes the target refuses (memory, directory or
+    PostgreSQL target)."""
+    fenced = getattr(target, "_fenced", None)
+    if fenced is not None:
+        return frozenset(fenced)
+    backend = getattr(target, "backend", None)
+    if backend is not None:
+        rows = backend.read(
+            "stage fences",
+            lambda cur: cur.execute("SELECT worker FROM remora_jobs_stage_fence").fetchall(),
+        )
+        return frozenset(str(r[0]) for r in rows)
+    return frozenset()
+
+
+def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
+    """The spec action a judged, fault-free step performs (``None``: not judged — a step
+    with faults, of an unsubmitted job, of an incarnation that is not running or an
+    attempt it does not run; credential writes are judged after the step)."""
+    judged = JUDGED_REFUSALS.get(step.op)
+    if judged is None or step.faults:
+        return None
+    name, kind = judged
+    alpha = run.chk.alpha
+    if step.job not in run.submitted:
+        return None
+    j = alpha.job_index[str(step.job)]
+    if kind == "job":
+        return Step(name, (j,))
+    if kind == "attempt" and step.worker is None:  # the reconciler's
+        a = AttemptId(str(step.job), int(step.token or 0))
+        return Step(name, (alpha.attempt(a),)) if run._exists(a) else None
+    wk = run.sim.workers.get(str(step.worker))
+    if wk is None or not wk.up or wk.killed or wk.id not in run.sim.started:
+        return None
+    if kind == "job-worker":
+        return Step(name, (j, alpha.worker_index[wk.id]))
+    a = AttemptId(str(step.job), int(step.token or 0))
+    if a not in wk.attempts:
+        return None
+    i = alpha.attempt(a)
+    if kind == "attempt":
+        return Step(name, (i,))
+    if kind == "advance":
+        return Step(name, (i, int(step.amount or 0)))
+    if kind == "outcome":
+        assert step.outcome is not None
+        return Step(name, (i, S.OUTCOME_NAMES.index(step.outcome.value)))
+    return Step("", ())  # credential: decided after the step (credential_step)
+
+
+_NEXT_CREDENTIAL = {
+    CredentialState.PREPARED: "BeginCredentialWrite",
+    CredentialState.WRITTEN: "CommitCredentialVersion",
+}
+
+
+def credential_step(run: JobRun, a: AttemptId, prepared: int) -> Step | None:
+    """The credential action the attempt's write takes next in the tracked state (after a
+    refused write): continuing the intent it prepared in this step (``prepared``: how many
+    intents the job had before it), else preparing the next one."""
+    alpha, k = run.chk.alpha, run.chk.constants
+    creds = sorted(
+        (c for c in run.chk.last_view.durable.credentials if c.job == a.job),
+        key=lambda c: c.sequence,
+    )
+    mine = [c for c in creds if c.sequence > prepared and c.token == a.token]
+    if not mine:
+        seq = len(creds) + 1
+        if seq > k.MaxCredentialIntents:
+            return None
+        return Step("PrepareCredentialIntent", (_intent(alpha, IntentId(a.job, seq)),))
+    c = mine[-1]
+    name = _NEXT_CREDENTIAL.get(c.state)
+    if c.state is CredentialState.WRITING:
+        live = run.chk.last_view.vault.get(c.id) is SecretState.LIVE
+        name = "RecordCredentialWrite" if live else "CompleteCredentialWrite"
+    return None if name is None else Step(name, (_intent(alpha, c.id),))
+
+
+def _intent(alpha: Any, c: IntentId) -> int:
+    return int(alpha.job_index[c.job] * alpha.k.MaxCredentialIntents + c.sequence - 1)
+
+
+def excused(run: JobRun, step: JobStep, before: Before) -> str | None:
+    """The name of the first documented reason that holds for refusing ``step``."""
+    for reason in REFUSAL_REASONS.get(step.op, ()):
+        if reason.holds(run, step, before):
+            return reason.name
+    return None
+
+
+# -- overreach: steps the runtime takes only under a narrower condition than the spec's --------
+
+
+def _writer_gone(run: JobRun, s: State, c: IntentId) -> bool:
+    """The reconciler's condition for cleaning up an intent: its writer is gone — the job
+    is terminal, or the attempt that prepared it is no longer the current authority (in
+    the spec state the action was taken in; the intent's attempt from its durable row)."""
+    cred = next((r for r in run.chk.last_view.durable.credentials if r.id == c), None)
+    if cred is None:
+        return True
+    model, alpha = run.chk.model, run.chk.alpha
+    j = alpha.job_index[c.job]
+    writer = alpha.attempt_or_none(c.job, cred.token)
+    return bool(model.Terminal(s, j)) or s.authority[j] != writer
+
+
+NARROWER_THAN_SPEC: dict[str, tuple[str, Callable[[JobRun, State, IntentId], bool]]] = {
+    "ClaimCredentialCleanup": ("its writer is gone", _writer_gone),
+    "FenceFailedCredentialWrite": ("its writer is gone", _writer_gone),
+    "AbandonFencedCredentialIntent": ("its writer is gone", _writer_gone),
+}
+"""Spec actions the runtime documents it takes only under a narrower condition, checked in
+the spec state each was taken in (docs/jobs.md): the spec lets the reconciler clean up any
+intent (it gives cleanup no guard on the writer), but a cleanup of a live writer's intent
+makes that writer's next step fail."""
+
+
+def overreach(run: JobRun) -> list[str]:
+    """The last step's actions taken outside the runtime's narrower conditions."""
+    problems = []
+    for r, s in run.chk.last_steps:
+        rule = NARROWER_THAN_SPEC.get(r.action)
+        if rule is None:
+            continue
+        job, _, seq = str(r.params["c"]).rpartition("/")
+        c = IntentId(job, int(seq))
+        if not rule[1](run, s, c):
+            problems.append(f"{r.action}({c}) by {r.actor}, though not when {rule[0]}")
+    return problems
+
+
+# -- state: what alpha leaves out --------------------------------------------------------------
+
+
+def state_problems(run: JobRun, contents: bool) -> list[str]:
+    """What the stores and the workers hold that the tracked spec state and the durable
+    rows do not imply (module docstring); ``contents``: check staged bytes and secrets."""
+    view, s = run.chk.last_view, run.chk.state
+    alpha = run.chk.alpha
+    d, c = view.durable, view.coordination
+    rows = {r.id: r for r in d.attempts}
+    problems: list[str] = []
+    workers = set(run.sim.workers)
+    run.issued.update((j, r.worker, r.rid) for j, r in c.reservations.items())
+    for a, lease in sorted(c.leases.items()):
+        row = rows.get(a)
+        if row is None:
+            problems.append(f"a lease of {a}, which the durable store does not know")
+        elif lease.worker != row.worker:
+            problems.append(f"the lease of {a} is held by {lease.worker}, not {row.worker}")
+        elif a not in view.activated:
+            problems.append(f"a lease of {a}, which was never activated")
+    for j, r in sorted(c.reservations.items()):
+        if r.worker not in workers or not view.workers[r.worker].started:
+            problems.append(f"the reservation of {j} is held by {r.worker}, not an incarnation")
+    for j, p in sorted(c.progress.items()):
+        if p.attempt.job != j or p.attempt not in rows:
+            problems.append(f"the live progress of {j} names {p.attempt}")
+    tokens = {r.id: r.current_token for r in d.jobs}
+    for j, floor in sorted(c.floors.items()):
+        if floor > tokens.get(j, 0):
+            problems.append(f"the floor of {j} is {floor}, above its current token")
+    for w in sorted(c.down - workers):
+        problems.append(f"a down mark of {w}, not an incarnation")
+    durable_up = {r.id: r.up for r in d.workers}
+    for w, wk in sorted(run.sim.workers.items()):
+        if wk.killed or w not in run.sim.started:
+            continue
+        if not wk.up:
+            if durable_up.get(w, False):
+                problems.append(f"{w} stopped, but it is up durably")
+            continue
+        for j, known in sorted(wk.reservations.items()):
+            if (j, w, known) not in run.issued:
+                problems.append(f"{w} knows {known!r} as its reservation of {j}, never issued")
+        for a, la in sorted(wk.attempts.items()):
+            row = rows.get(a)
+            if row is None or row.worker != w:
+                problems.append(f"{w} runs {a}, which is not its attempt durably")
+                continue
+            i = alpha.attempt(a)
+            if la.state in ("authorized", EXECUTING) and la.progress != s.attemptProgress[i]:
+                problems.append(
+                    f"{w} has {a} at progress {la.progress}, the spec at {s.attemptProgress[i]}"
+                )
+            if la.state == EXECUTING and row.pending is not None and not la.outcome_sent:
+                problems.append(f"{a} has an outcome in flight that {w} does not know of")
+            if la.state == "committed" and not row.committed:
+                problems.append(f"{w} holds {a} committed, the durable store does not")
+    if contents:
+        problems += content_problems(run)
+    return problems
+
+
+def content_problems(run: JobRun) -> list[str]:
+    """Every staging holds what its writer staged at its progress (a cleaned one nothing);
+    every live secret what its writer wrote (a destroyed one nothing)."""
+    from remora.sim.jobs.run import secret_bytes, staged_bytes
+
+    st = run.sim.stores
+    view = run.chk.last_view
+    problems: list[str] = []
+    for a, info in sorted(view.target.items()):
+        data = st.target.data(a)
+        if info.cleaned:
+            if data is not None:
+                problems.append(f"the cleaned staging of {a} still holds {data!r}")
+        elif data != staged_bytes(a, info.progress):
+            problems.append(f"the staging of {a} at {info.progress} holds {data!r}")
+    tokens = {cr.id: cr.token for cr in view.durable.credentials}
+    for cid, secret in sorted(view.vault.items(), key=lambda x: str(x[0])):
+        data = st.vault.read(cid)
+        if secret is SecretState.LIVE:
+            want = secret_bytes(AttemptId(cid.job, tokens.get(cid, 0)))
+            if data != want:
+                problems.append(f"the live secret {cid} holds {data!r}, not {want!r}")
+        elif data is not None:
+            problems.append(f"the {secret.value} secret {cid} still holds {data!r}")
+    return problems
+
+
+# -- the coordination store after the drain ---------------------------------------------------
+
+
+def declared_by_others(durable_log: Iterable[Any]) -> set[str]:
+    """Incarnations another actor declared down (a clean shutdown is the incarnation's
+    own declaration: it raises no mark — it no longer acts)."""
+    out = set()
+    for e in durable_log:
+        if e.action == "CrashWorker":
+            w = str(e.params["w"])
+            if e.actor != w and not str(e.actor).startswith(f"{w}."):
+                out.add(w)
+    return out
+
+
+def down_mark_problems(
+    marks: Iterable[str], marked: bool, durable_down: Iterable[str], declared: Iterable[str]
+) -> list[str]:
+    """The down marks equal what the durable store implies: each mark durable; while the
+    marks are in place (not after a wipe until they are republished), each incarnation
+    another one declared down marked."""
+    marks, down = set(marks), set(durable_down)
+    problems = [f"the down mark of {w} is not durable" for w in sorted(marks - down)]
+    if marked:
+        problems += [
+            f"{w} was declared down but is not marked" for w in sorted(set(declared) - marks)
+        ]
+    return problems
+
+
+def coordination_marks(coordination: Any) -> frozenset[str]:
+    """The down marks a coordination store holds (Redis's snapshot omits them: read raw)."""
+    client = getattr(coordination, "client", None)
+    if client is not None:
+        return frozenset(m.decode() for m in client.smembers(f"{coordination.ns}:down"))
+    return frozenset(coordination.snapshot().down)
+
+
+def drained_coordination_problems(run: JobRun) -> list[str]:
+    """The coordination store after the drain equals what the durable store implies
+    (beyond :meth:`JobRun.quiescence`'s queue, reservations, live leases, notices and
+    progress): the down marks."""
+    st = run.sim.stores
+    d = st.durable.snapshot()
+    marked = st.coordination.is_marked(run.sim.env)
+    return down_mark_problems(
+        coordination_marks(st.coordination),
+        marked,
+        (w.id for w in d.workers if not w.up),
+        declared_by_others(st.durable.log()),
+    )
+
+
+__all__ = [
+    "Before",
+    "JUDGED_REFUSALS",
+    "NARROWER_THAN_SPEC",
+    "REFUSAL_REASONS",
+    "Reason",
+    "content_problems",
+    "coordination_marks",
+    "credential_step",
+    "declared_by_others",
+    "down_mark_problems",
+    "drained_coordination_problems",
+    "excused",
+    "overreach",
+    "spec_step_of",
+    "state_problems",
+    "target_fences",
+]

@@ -63,6 +63,7 @@ from remora.jobs.model import Outcome as JobOutcome
 from remora.jobs.stores import Stores
 from remora.outputs import write_output
 from remora.sim.artifacts import failures_dir, job_replay_command
+from remora.sim.jobs.judgement import JUDGEMENTS
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import (
     FAULT_OUTCOMES,
@@ -217,6 +218,9 @@ class JobMachineBase(RuleBasedStateMachine):
     #: their snapshots do not show and the durable store does not imply (checked after
     #: the drain).
     twin_backends: ClassVar[StoresFactory | None] = None
+    #: The judgement's checks every step and the drain make
+    #: (:data:`~remora.sim.jobs.judgement.JUDGEMENTS`).
+    judging: ClassVar[frozenset[str]] = JUDGEMENTS
     reach: ClassVar[set[tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -279,10 +283,10 @@ class JobMachineBase(RuleBasedStateMachine):
         self.off = frozenset(
             f for f in self.swarm if data.draw(st.booleans(), label=f"swarm off {f}")
         )
-        self.run = JobRun(self.config(), handlers)
+        self.run = JobRun(self.config(), handlers, judging=self.judging)
         twin = type(self).twin_backends
         if twin is not None:
-            self.twin = JobRun(self.config(), handlers, backends=twin)
+            self.twin = JobRun(self.config(), handlers, backends=twin, judging=self.judging)
         self._do(JobStep("start", worker=self.workers[0]))
 
     # -- the trace ---------------------------------------------------------------------------
@@ -1296,7 +1300,9 @@ class JobRaceMachine(JobMachineBase):
         """A credential write loses a reply (this run's next in turn of ``options``:
         :meth:`_turn`), then its writer goes away: the intent is left half-done for the
         reconciler (the spec gives its cleanup no fairness; the drain's quiescence
-        requires it done)."""
+        requires it done).  The reconciler passes at once — while the writer's attempt is
+        still the job's current authority, so it must leave the intent alone (the
+        judgement's overreach check); it finishes it once the attempt is reaped."""
         free = self._with_intents()
         if not free:
             return
@@ -1316,6 +1322,7 @@ class JobRaceMachine(JobMachineBase):
         if len(self.run.hook.fired) > before:  # type: ignore[union-attr]
             self.turns[cycle] = self.turns.get(cycle, 0) + 1
         self._do(JobStep(end, worker=w))
+        self._do(JobStep("reconcile"))
 
 
 def reach_of(machine: type[JobRuntimeMachine], kind: str) -> set[tuple[str, ...]]:

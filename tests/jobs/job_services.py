@@ -27,6 +27,9 @@ from tests.common.services import require_redis
 # psycopg is imported where it is used: this module (and the job tests that import it)
 # collect without it (tests/test_layout.py).
 
+WAKEUPS_KEPT = 64
+"""The wake-ups ``Enqueue`` keeps (its ``LTRIM``)."""
+
 
 class ServiceBackends:
     """A stores factory over one scratch database and one Redis server (module docstring)."""
@@ -96,9 +99,12 @@ class ServiceBackends:
 
     def audit(self) -> list[str]:
         """What the current namespace holds that its snapshot does not show and the
-        durable store does not imply (after a drain): a key outside the store's own, an
-        index of live leases other than the leases marked live, down marks other than the
-        incarnations the durable store holds down."""
+        durable store and the coordination log do not imply (after a drain): a key
+        outside the store's own, an index of live leases other than the leases marked
+        live, wake-ups other than the ``Enqueue`` steps since the last wipe imply (the
+        machines never wait for work, so none is consumed; at most 64 are kept).  (The down
+        marks are judged for every configuration by the run itself: :func:`~remora.sim.
+        jobs.judgement.drained_coordination_problems`.)"""
         if self.current is None:
             return []
         coord = self.current.coordination
@@ -115,14 +121,21 @@ class ServiceBackends:
             problems.append(f"the live-lease index holds {a}, whose lease is not live")
         for a in sorted(live - index):
             problems.append(f"the live lease of {a} is not in the live-lease index")
-        down = {m.decode() for m in client.smembers(f"{ns}:down")}
-        durable = {w.id for w in self.current.durable.snapshot().workers if not w.up}
-        # (not every durably-down incarnation is marked: a clean shutdown records the
-        # declaration without a mark — the incarnation no longer acts — and after a wipe
-        # the next Enqueue republishes them all)
-        for w in sorted(down - durable):
-            problems.append(f"the down mark of {w} is only in the coordination store")
-        return problems
+        return problems + self.audit_wakeups()
+
+    def audit_wakeups(self) -> list[str]:
+        """The wake-ups equal what the coordination log implies: one per ``Enqueue`` since
+        the last wipe (the log starts at it), at most :data:`WAKEUPS_KEPT`."""
+        if self.current is None:
+            return []
+        coord = self.current.coordination
+        assert isinstance(coord, RedisCoordination)
+        enqueued = sum(1 for e in coord.log() if e.action == "Enqueue")
+        held = int(coord.client.llen(f"{coord.ns}:wake"))
+        want = min(WAKEUPS_KEPT, enqueued)
+        if held != want:
+            return [f"the namespace holds {held} wake-ups, {want} Enqueue steps since the wipe"]
+        return []
 
     def release(self) -> None:
         """Close the current example's stores and delete its namespace."""

@@ -1,12 +1,23 @@
-"""The judgement of every state in the job machines (``remora/sim/jobs/run.py``), each
-check with a planted bug of its class that it kills (monkeypatched inside the test):
+"""The judgement of every state in the job machines (``remora/sim/jobs/judgement.py``),
+each check with a planted bug of its class that the job machines alone kill
+(monkeypatched inside the test):
 
 * a refusal of a step the spec enables (``JUDGED_REFUSALS``) is a finding — planted: the
-  reaper's lease-expiry guard a tick late (a stutter the refinement check accepts, and the
-  drain still quiesces: nothing but this judgement sees it);
-* after the drain every down mark of the coordination store is durable — planted: the
+  reaper's lease-expiry guard a tick late, and a renewal a tick late (stutters the
+  refinement check accepts; the drain still quiesces);
+* overreach: a credential cleanup of a live writer's intent — planted: the reconciler's
+  writer-gone condition left out;
+* the state alpha leaves out — planted: an expired lease recording the reaper as its
+  holder, a worker forgetting a failure it sent is in flight; with the in-process stores,
+  a stage cleanup and a secret destruction that keep the bytes;
+* after the drain the down marks equal what the durable store implies — planted: the
   reconciler raising an incarnation's down mark before evaluating the declaration's guard
-  (a live incarnation keeps a mark the durable store never holds)."""
+  (a mark the durable store never holds), and a mark that writes nothing (a declared
+  incarnation unmarked).
+
+``tests/stateful/judgement_planted.py`` holds the planted bugs of the new checks; each is
+shown killed with its check and surviving the same budget without it.  The finding the
+judgement made (a reserve's lost reply) is at the end."""
 
 from __future__ import annotations
 
@@ -23,10 +34,13 @@ from remora.jobs.guards import Guards
 from remora.jobs.io import JobOperation
 from remora.jobs.model import Outcome
 from remora.jobs.reconciler import Reconciler
+from remora.sim.jobs.judgement import JUDGEMENTS
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import JobScheduleFailure
+from tests.jobs import job_machines
 from tests.jobs.job_machines import SpecSizedJobs
+from tests.jobs.judgement_planted import PLANTED
 
 CONFIG = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
 
@@ -167,3 +181,38 @@ def test_a_made_up_reservation_id_is_a_finding(monkeypatch: pytest.MonkeyPatch) 
     assert info.value.failure == (
         "ERROR state: w1 knows 'True' as its reservation of j1, never issued"
     ), info.value.failure
+
+
+# -- the new checks, each against its planted bug ------------------------------------------
+
+HUNT = settings(
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),  # the first failure is enough: no shrinking
+)
+
+
+def hunt(name: str, judging: frozenset[str]) -> str | None:
+    """What the planted bug's machine reports with the checks ``judging`` (None: nothing
+    within the budget)."""
+    base = getattr(job_machines, PLANTED[name].machine)
+    machine = type(f"Planted{base.__name__}", (base,), {"judging": judging})
+    try:
+        run_state_machine_as_test(machine, settings=HUNT)
+    except JobScheduleFailure as exc:
+        return exc.failure
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_a_planted_bug_is_killed_by_its_check_and_survives_without_it(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    planted = PLANTED[name]
+    planted.plant(monkeypatch)
+    failure = hunt(name, JUDGEMENTS)
+    assert failure is not None and failure.startswith(planted.failure), failure
+    assert hunt(name, JUDGEMENTS - {planted.check}) is None

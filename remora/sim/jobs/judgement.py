@@ -59,6 +59,12 @@ if TYPE_CHECKING:
     from remora.sim.jobs.run import JobRun
     from remora.sim.jobs.trace import JobStep
 
+JUDGEMENTS: frozenset[str] = frozenset(
+    {"refusals", "overreach", "state", "contents", "drained-coordination"}
+)
+"""The judgement's checks by name: a run (:class:`~remora.sim.jobs.run.JobRun`) takes any
+subset, so a planted bug can be shown to survive without the check that kills it."""
+
 #: The step kinds whose refusal is judged and the spec action each performs: ``job`` (the
 #: action takes the step's job), ``attempt`` (its attempt), ``job-worker`` (job and
 #: worker), ``advance`` (attempt and amount), ``outcome`` (attempt and outcome) or
@@ -402,9 +408,11 @@ def overreach(run: JobRun) -> list[str]:
 # -- state: what alpha leaves out --------------------------------------------------------------
 
 
-def state_problems(run: JobRun, contents: bool) -> list[str]:
+def state_problems(run: JobRun, coupling: bool = True, contents: bool = False) -> list[str]:
     """What the stores and the workers hold that the tracked spec state and the durable
     rows do not imply (module docstring); ``contents``: check staged bytes and secrets."""
+    if not coupling:
+        return content_problems(run) if contents else []
     view, s = run.chk.last_view, run.chk.state
     alpha = run.chk.alpha
     d, c = view.durable, view.coordination
@@ -527,13 +535,14 @@ def coordination_marks(coordination: Any) -> frozenset[str]:
     return frozenset(coordination.snapshot().down)
 
 
-def drained_coordination_problems(run: JobRun) -> list[str]:
+def drained_coordination_problems(run: JobRun, complete: bool = True) -> list[str]:
     """The coordination store after the drain equals what the durable store implies
     (beyond :meth:`JobRun.quiescence`'s queue, reservations, live leases, notices and
-    progress): the down marks."""
+    progress): the down marks (``complete``: also every incarnation declared down by
+    another one marked; else only every mark durable, the judgement before issue 21)."""
     st = run.sim.stores
     d = st.durable.snapshot()
-    marked = st.coordination.is_marked(run.sim.env)
+    marked = complete and st.coordination.is_marked(run.sim.env)
     return down_mark_problems(
         coordination_marks(st.coordination),
         marked,
@@ -544,6 +553,7 @@ def drained_coordination_problems(run: JobRun) -> list[str]:
 
 __all__ = [
     "Before",
+    "JUDGEMENTS",
     "JUDGED_REFUSALS",
     "NARROWER_THAN_SPEC",
     "REFUSAL_REASONS",

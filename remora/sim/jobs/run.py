@@ -53,6 +53,7 @@ from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.judgement import (
     JUDGED_REFUSALS,
+    JUDGEMENTS,
     REFUSAL_REASONS,
     Before,
     content_problems,
@@ -125,9 +126,13 @@ class JobRun:
         handlers: dict[str, tuple[Outcome, ...]],
         *,
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
+        judging: frozenset[str] = JUDGEMENTS,
     ) -> None:
         """``backends`` builds the stores (default: SQLite ``:memory:`` and memory
-        coordination, target and vault); the machines over PostgreSQL + Redis pass theirs."""
+        coordination, target and vault); the machines over PostgreSQL + Redis pass theirs.
+        ``judging``: the judgement's checks to make (:data:`~remora.sim.jobs.judgement.
+        JUDGEMENTS`; a test leaves one out to show a planted bug survives without it)."""
+        self.judging = judging
         self.config = config
         self.handlers = handlers
         self.hook = ScriptedFaults()
@@ -154,7 +159,7 @@ class JobRun:
         self.chk = RefinementChecker(self.sim)
         #: Check the staged bytes and the secrets after every step (the in-process stores:
         #: a read each is free; the services' are checked after the drain).
-        self.contents = isinstance(self.sim.stores.target, MemoryTarget)
+        self.contents = isinstance(self.sim.stores.target, MemoryTarget) and ("contents" in judging)
         #: Every reservation the coordination store held after some step: (job, worker,
         #: id) — a worker may know only an id it was issued.
         self.issued: set[tuple[str, str, str]] = set()
@@ -173,7 +178,7 @@ class JobRun:
         reason (:data:`~remora.sim.jobs.judgement.REFUSAL_REASONS`) holds."""
         self.steps.append(step)
         before = Before(self.chk.last_view, self.chk.state)
-        spec = spec_step_of(self, step)
+        spec = spec_step_of(self, step) if "refusals" in self.judging else None
         enabled = self._enabled(spec) if spec is not None and spec.name else None
         credential = spec is not None and not spec.name
         reason = excused(self, step, before) if enabled or credential else None
@@ -215,12 +220,13 @@ class JobRun:
             raise JobRunFailure(
                 f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
             )
-        over = overreach(self)
+        over = overreach(self) if "overreach" in self.judging else []
         if over:
             raise JobRunFailure(f"ERROR overreach: {over[0]}", f"at step {label}")
-        problems = state_problems(self, self.contents)
-        if problems:
-            raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "state" in self.judging or self.contents:
+            problems = state_problems(self, "state" in self.judging, self.contents)
+            if problems:
+                raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
         return kind
 
     def worker(self, w: str | None) -> Worker:
@@ -515,10 +521,10 @@ class JobRun:
             raise JobRunFailure(f"ERROR not-quiescent: {problems[0]}", "; ".join(problems))
         if not self.alpha_quiescent():
             raise JobRunFailure("ERROR not-quiescent: alpha is not SystemQuiescent")
-        problems = drained_coordination_problems(self)
+        problems = drained_coordination_problems(self, "drained-coordination" in self.judging)
         if problems:
             raise JobRunFailure(f"ERROR not-quiescent: {problems[0]}", "; ".join(problems))
-        if not self.contents:  # the services' stores: their contents once, after the drain
+        if not self.contents and "contents" in self.judging:  # the services' stores: once
             problems = content_problems(self)
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", "; ".join(problems))

@@ -1,0 +1,186 @@
+"""Planted bugs for the judgement of every state (``remora/sim/jobs/judgement.py``): one or
+more per check, each a realistic single-site bug in the job runtime that the refinement
+check, the drain and the quiescence judgement do not see.  Each is planted by
+monkeypatching (never through a production flag) and names the check that kills it;
+``tests/stateful/test_job_judgement.py`` shows the job machines alone kill it with the
+check and that it survives the same budget without it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+
+from remora.jobs import guards
+from remora.jobs.actions import Action
+from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.io import Actor, JobOperation
+from remora.jobs.model import AttemptId, IntentId, JobRow, Lease, NotEnabled, Outcome, SecretState
+from remora.jobs.reconciler import Reconciler
+from remora.jobs.target import MemoryTarget, MemoryVault, _write_call
+from remora.jobs.worker import Worker
+
+
+def lazy_renew(mp: pytest.MonkeyPatch) -> None:
+    """``RenewLease`` only once the lease is two ticks old (the spec: one): a renewal the
+    spec enables is refused — a stutter to the refinement check, and the drain still
+    quiesces (the lease expires, the attempt is reaped and retried)."""
+    real = guards.can_renew
+
+    def can_renew(c: Any, a: AttemptId, worker: str, tick_ms: int, limit: int) -> bool:
+        lease = c.leases.get(a)
+        old = lease is not None and guards.age(c.now_ms, lease.at_ms, tick_ms, limit + 1) > 1
+        return real(c, a, worker, tick_ms, limit) and old
+
+    mp.setattr(guards, "can_renew", can_renew)
+
+
+def eager_credential_cleanup(mp: pytest.MonkeyPatch) -> None:
+    """The reconciler cleans up every half-done credential intent, its writer gone or not:
+    the spec allows it (cleanup has no guard on the writer), but the live writer's next
+    step then fails and its credential is lost."""
+
+    def clean_credentials(self: Reconciler, job: JobRow) -> int:
+        steps = 0
+        for cred in self.stores.durable.read_locked(self.actor, job.id).credentials.values():
+            c = IntentId(job.id, cred.sequence)  # (the writer-gone condition is missing)
+            steps += self._cred_step(c, guards.claim_credential_cleanup, gone_arg=False)
+            steps += self._destroy(job.id, c)
+            steps += self._cred_step(c, guards.fence_failed_credential_write, gone_arg=True)
+            steps += self._cred_step(c, guards.abandon_fenced_credential_intent, gone_arg=True)
+        return steps
+
+    mp.setattr(Reconciler, "clean_credentials", clean_credentials)
+
+
+def reaper_holds_the_lease(mp: pytest.MonkeyPatch) -> None:
+    """``ExpireLease`` records the reaper as the expired lease's holder: alpha reads a
+    lease's state and age, never its holder."""
+
+    def expire_lease(self: MemoryCoordination, actor: Actor, a: AttemptId) -> bool:
+        cfg = self.config
+
+        def body(d: Any, c: Any, now: int) -> bool:
+            if not guards.can_expire_lease(c, a, cfg.tick_ms, cfg.lease_ticks):
+                return False
+            d.leases[a] = Lease(actor.name, d.leases[a].at_ms, False)
+            return True
+
+        return bool(self._op(actor, Action.EXPIRE_LEASE, {"a": str(a)}, a.job, body))
+
+    mp.setattr(MemoryCoordination, "expire_lease", expire_lease)
+
+
+def forgets_a_failure_in_flight(mp: pytest.MonkeyPatch) -> None:
+    """The worker remembers that its outcome is in flight only for a success: after
+    sending a failure it renews, reports and stages as if nothing were pending (alpha
+    reads the pending outcome from the durable store, never the worker's memory of it)."""
+    real = Worker.send_outcome
+
+    def send_outcome(self: Worker, a: AttemptId, outcome: Outcome) -> None:
+        real(self, a, outcome)
+        if outcome is not Outcome.SUCCESS:
+            self.attempts[a].outcome_sent = False
+
+    mp.setattr(Worker, "send_outcome", send_outcome)
+
+
+def soft_stage_cleanup(mp: pytest.MonkeyPatch) -> None:
+    """``CleanupStage`` marks the staging cleaned but keeps its bytes (a soft delete): a
+    zombie's output stays readable (alpha reads the cleaned mark, never the bytes)."""
+
+    def cleanup(self: MemoryTarget, actor: Actor, a: AttemptId) -> bool:
+        def body() -> bool:
+            with self._lock:
+                if a in self._cleaned:
+                    return False
+                self._cleaned[a] = max(self._stages.get(a) or {}, default=0)
+                return True
+
+        return bool(
+            _write_call(
+                actor, JobOperation.TARGET_WRITE, a.job, body, lambda: a in self._cleaned, True
+            )
+        )
+
+    mp.setattr(MemoryTarget, "cleanup", cleanup)
+
+
+class SoftDeleteVault(MemoryVault):
+    """A vault that tombstones a destroyed secret but keeps its bytes readable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._gone: set[IntentId] = set()
+
+    def state(self, actor: Actor | None, c: IntentId) -> SecretState:
+        return SecretState.DESTROYED if c in self._gone else super().state(actor, c)
+
+    def destroy(self, actor: Actor, c: IntentId) -> None:
+        def body() -> None:
+            with self._lock:
+                if c not in self._secrets or c in self._gone:
+                    raise NotEnabled(f"no live secret {c}")
+                self._gone.add(c)
+
+        _write_call(actor, JobOperation.VAULT_WRITE, c.job, body, lambda: c in self._gone, None)
+
+
+def soft_secret_destroy(mp: pytest.MonkeyPatch) -> None:
+    """``DestroyClaimedCredentialSecret`` tombstones the secret but keeps its bytes: an
+    abandoned credential stays readable (alpha reads the secret's state, never its
+    bytes)."""
+    import remora.sim.jobs.simulation as simulation
+
+    mp.setattr(simulation, "MemoryVault", SoftDeleteVault)
+
+
+def no_down_mark(mp: pytest.MonkeyPatch) -> None:
+    """The coordination store's down mark writes nothing (as if the memory store forgot
+    the field): a declared-down incarnation could still reserve — but a killed one never
+    acts, so no step shows it; only the drained store does."""
+    mp.setattr(MemoryCoordination, "mark_down", lambda self, actor, worker: None)
+
+
+Plant = Callable[[pytest.MonkeyPatch], None]
+
+
+@attrs.frozen
+class Planted:
+    """A planted bug, the check that kills it, the failure it is killed with (a prefix),
+    and the machine that kills it (by its name in ``tests/stateful/job_machines.py``)."""
+
+    plant: Plant
+    check: str
+    failure: str
+    machine: str
+
+
+PLANTED: dict[str, Planted] = {
+    "lazy-renew": Planted(lazy_renew, "refusals", "ERROR refused: renew", "SpecSizedJobs"),
+    "eager-credential-cleanup": Planted(
+        eager_credential_cleanup, "overreach", "ERROR overreach: ", "RaceJobs"
+    ),
+    "reaper-holds-the-lease": Planted(
+        reaper_holds_the_lease, "state", "ERROR state: the lease of ", "SpecSizedJobs"
+    ),
+    "forgets-a-failure-in-flight": Planted(
+        forgets_a_failure_in_flight, "state", "ERROR state: ", "SpecSizedJobs"
+    ),
+    "soft-stage-cleanup": Planted(
+        soft_stage_cleanup, "contents", "ERROR state: the cleaned staging of ", "SpecSizedJobs"
+    ),
+    "soft-secret-destroy": Planted(
+        soft_secret_destroy, "contents", "ERROR state: the VaultSecretDestroyed secret ", "RaceJobs"
+    ),
+    "no-down-mark": Planted(
+        no_down_mark,
+        "drained-coordination",
+        "ERROR not-quiescent: ",
+        "SpecSizedJobs",
+    ),
+}
+
+__all__ = ["PLANTED", "Planted", "SoftDeleteVault"]

@@ -237,15 +237,15 @@ class JobMachineBase(RuleBasedStateMachine):
         self._cache: dict[str, Any] = {}
 
     def _durable(self) -> Any:
-        """The durable snapshot, cached until the next step (preconditions ask often)."""
-        if "durable" not in self._cache:
-            self._cache["durable"] = self.sim.stores.durable.snapshot()
-        return self._cache["durable"]
+        """The durable snapshot after the last step: what the refinement check read
+        (preconditions ask often; it costs nothing)."""
+        assert self.run is not None
+        return self.run.chk.last_view.durable
 
     def _coord(self) -> Any:
-        if "coord" not in self._cache:
-            self._cache["coord"] = self.sim.stores.coordination.snapshot()
-        return self._cache["coord"]
+        """The coordination snapshot after the last step (as :meth:`_durable`)."""
+        assert self.run is not None
+        return self.run.chk.last_view.coordination
 
     def on(self, family: str) -> bool:
         return self.run is not None and family not in self.off
@@ -824,6 +824,7 @@ OUTCOME_RACES = ("stale-outcome", "cancel-then-outcome", "finish-then-reconcile"
 COORDINATION_RACES = (
     "reconcile-running",
     "wipe-with-reservation",
+    "wipe-with-lease",
     "reservation-expires",
     "over-capacity",
 )
@@ -866,6 +867,7 @@ class JobRaceMachine(JobMachineBase):
       attempt, then the reconciler's per-attempt duties on it;
     * coordination races: every reconciler duty on a running attempt; a wipe while a
       reservation is held, then re-enqueue, a second reservation and both authorizations;
+      a wipe while an attempt runs, its holder carrying on, then a reconcile pass;
       a reservation that ages out before its authorization; a worker reserving more jobs
       than it has slots;
     * a credential write losing a reply (vault or durable), then the writer crashes or
@@ -912,6 +914,10 @@ class JobRaceMachine(JobMachineBase):
         self.swept[step.op] = self.swept.get(step.op, 0) + 1
         if step.op == "start":
             return kind  # an incarnation id is never reused: no retry
+        if step.op == "tick":
+            # the lost reply was a heartbeat's: the next tick renews it — a "retry" would
+            # be a second tick, and a race's "less than a lease" would be a whole one
+            return kind
         return super()._do(step)
 
     # -- composing -------------------------------------------------------------------------
@@ -1125,11 +1131,30 @@ class JobRaceMachine(JobMachineBase):
         self._reconcile_attempt(data, a)  # then the reconciler passes over the attempt
 
     def _race_coordination(self, data: st.DataObject, kind: str) -> None:
-        """The reconciler on a running attempt; a wipe under a held reservation; a
-        reservation aging out before its authorization; more reservations than slots."""
+        """The reconciler on a running attempt; a wipe under a held reservation or under
+        a running attempt; a reservation aging out before its authorization; more
+        reservations than slots."""
         j = self._job(data)
         w = self._worker(data)
         if w is None:
+            return
+        if kind == "wipe-with-lease":
+            # the coordination store is lost while an attempt runs (its lease, the live-
+            # lease index and the progress hint with it); the holder, unaware, carries on
+            # (each step refused or a stutter), then the reconciler rebuilds what the
+            # durable store implies
+            if self.sim.wipes >= self.max_coord_losses:
+                return
+            picked = self._holding(data, w, j)
+            if picked is None:
+                return
+            w, a = picked
+            self._raced(kind)
+            self._do(JobStep("wipe"))
+            self._do(JobStep("tick"))
+            for then in ("renew", "report-progress", "checkpoint"):
+                self._late(data, w, a, then)
+            self._do(JobStep("reconcile"))
             return
         if kind == "reconcile-running":
             picked = self._holding(data, w, j)
@@ -1137,9 +1162,12 @@ class JobRaceMachine(JobMachineBase):
                 return
             w, a = picked
             self._raced(kind)
-            # mid-way: a partial stage checkpointed (so InvalidateCheckpoint has work)
+            # mid-way: a partial stage checkpointed (so InvalidateCheckpoint has work),
+            # and a tick later the lease renewed (a live holder: still not expirable)
             self._at("advance", w, a, amount=1)
             self._at("checkpoint", w, a)
+            self._do(JobStep("tick"))
+            self._at("renew", w, a)
             self._reconcile_attempt(data, a)
             return
         if kind == "over-capacity":
@@ -1229,6 +1257,11 @@ class JobRaceMachine(JobMachineBase):
 
     @precondition(has_worker)
     @rule(data=st.data())
+    def race_wipe_with_lease(self, data: st.DataObject) -> None:
+        self._race_coordination(data, "wipe-with-lease")
+
+    @precondition(has_worker)
+    @rule(data=st.data())
     def race_reservation_expires(self, data: st.DataObject) -> None:
         self._race_coordination(data, "reservation-expires")
 
@@ -1237,12 +1270,14 @@ class JobRaceMachine(JobMachineBase):
     def race_over_capacity(self, data: st.DataObject) -> None:
         self._race_coordination(data, "over-capacity")
 
-    def _turn(self, cycle: str, options: tuple[Any, ...]) -> Any:
+    def _turn(self, cycle: str, options: tuple[Any, ...], salt: int = 0) -> Any:
         """The next of ``options`` in this run's turn for ``cycle`` (a race's fault or
         link): by the run's own count from the run's offset, not by a draw — every
-        option (at most :data:`SWEEP_OFFSETS` of them) is the first of some run's."""
+        option (at most :data:`SWEEP_OFFSETS` of them) is the first of some run's.  A run
+        that does not sweep (a third of them) starts each cycle at ``salt`` (the index of
+        the race's job), so its first turn is not always the cycle's first option."""
         assert len(options) <= SWEEP_OFFSETS
-        n = self.turns.get(cycle, 0) + (self.sweep or 0)
+        n = self.turns.get(cycle, 0) + (self.sweep if self.sweep is not None else salt)
         return options[n % len(options)]
 
     @precondition(has_worker)
@@ -1255,7 +1290,7 @@ class JobRaceMachine(JobMachineBase):
         whose worker is down is skipped."""
         j = self._job(data)
         pairs = tuple((w, s) for w in self.workers[:3] for s in Service)
-        w, service = self._turn("partition", pairs)
+        w, service = self._turn("partition", pairs, self.jobs.index(j))
         if w in self._unstarted():
             self._do(JobStep("start", worker=w))
         if w not in self._up():
@@ -1298,11 +1333,12 @@ class JobRaceMachine(JobMachineBase):
         self, data: st.DataObject, cycle: str, options: tuple[JobFault, ...], end: str
     ) -> None:
         """A credential write loses a reply (this run's next in turn of ``options``:
-        :meth:`_turn`), then its writer goes away: the intent is left half-done for the
-        reconciler (the spec gives its cleanup no fairness; the drain's quiescence
-        requires it done).  The reconciler passes at once — while the writer's attempt is
-        still the job's current authority, so it must leave the intent alone (the
-        judgement's overreach check); it finishes it once the attempt is reaped."""
+        :meth:`_turn`) — and, when the job has an intent left, the handler's next write
+        loses the next one in turn — then its writer goes away: the intents are left
+        half-done for the reconciler (the spec gives its cleanup no fairness; the drain's
+        quiescence requires it done).  The reconciler passes at once — while the writer's
+        attempt is still the job's current authority, so it must leave the intents alone
+        (the judgement's overreach check); it finishes them once the attempt is reaped."""
         free = self._with_intents()
         if not free:
             return
@@ -1316,11 +1352,13 @@ class JobRaceMachine(JobMachineBase):
         w, a = picked
         j = a.job
         self._raced(f"credential-then-{end}")
-        lost: JobFault = self._turn(cycle, options)
-        before = len(self.run.hook.fired)  # type: ignore[union-attr]
-        self._at("put-secret", w, a, faults=(lost,))
-        if len(self.run.hook.fired) > before:  # type: ignore[union-attr]
-            self.turns[cycle] = self.turns.get(cycle, 0) + 1
+        used = sum(1 for c in self._durable().credentials if c.job == j)
+        for _ in range(max(1, min(2, self.max_credential_intents - used))):
+            lost: JobFault = self._turn(cycle, options, self.jobs.index(j))
+            before = len(self.run.hook.fired)  # type: ignore[union-attr]
+            self._at("put-secret", w, a, faults=(lost,))
+            if len(self.run.hook.fired) > before:  # type: ignore[union-attr]
+                self.turns[cycle] = self.turns.get(cycle, 0) + 1
         self._do(JobStep(end, worker=w))
         self._do(JobStep("reconcile"))
 

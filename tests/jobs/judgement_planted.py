@@ -76,7 +76,10 @@ def reaper_holds_the_lease(mp: pytest.MonkeyPatch) -> None:
 def forgets_a_failure_in_flight(mp: pytest.MonkeyPatch) -> None:
     """The worker remembers that its outcome is in flight only for a success: after
     sending a failure it renews, reports and stages as if nothing were pending (alpha
-    reads the pending outcome from the durable store, never the worker's memory of it)."""
+    reads the pending outcome from the durable store, never the worker's memory of it).
+    The state check kills it right after the ``SendOutcome``; without it, the refinement
+    check kills it later in some runs — when the worker, still believing its attempt
+    executes, stops it cooperatively after its failure was accepted."""
     real = Worker.send_outcome
 
     def send_outcome(self: Worker, a: AttemptId, outcome: Outcome) -> None:
@@ -150,27 +153,30 @@ Plant = Callable[[pytest.MonkeyPatch], None]
 @attrs.frozen
 class Planted:
     """A planted bug, the check that kills it, the failure it is killed with (a prefix),
-    and the machine that kills it (by its name in ``tests/stateful/job_machines.py``)."""
+    and the machine that kills it (by its name in ``tests/stateful/job_machines.py``);
+    ``survives``: whether it survives the same budget without the check (False: the check
+    kills it first, but other checks reach it later — stated where it is planted)."""
 
     plant: Plant
     check: str
     failure: str
     machine: str
+    survives: bool = True
 
 
 PLANTED: dict[str, Planted] = {
-    "lazy-renew": Planted(lazy_renew, "refusals", "ERROR refused: renew", "SpecSizedJobs"),
+    "lazy-renew": Planted(lazy_renew, "refusals", "ERROR refused: renew", "RaceJobs"),
     "eager-credential-cleanup": Planted(
         eager_credential_cleanup, "overreach", "ERROR overreach: ", "RaceJobs"
     ),
     "reaper-holds-the-lease": Planted(
-        reaper_holds_the_lease, "state", "ERROR state: the lease of ", "SpecSizedJobs"
+        reaper_holds_the_lease, "state", "ERROR state: the lease of ", "RaceJobs"
     ),
     "forgets-a-failure-in-flight": Planted(
-        forgets_a_failure_in_flight, "state", "ERROR state: ", "SpecSizedJobs"
+        forgets_a_failure_in_flight, "state", "ERROR state: ", "RaceJobs", survives=False
     ),
     "soft-stage-cleanup": Planted(
-        soft_stage_cleanup, "contents", "ERROR state: the cleaned staging of ", "SpecSizedJobs"
+        soft_stage_cleanup, "contents", "ERROR state: the cleaned staging of ", "RaceJobs"
     ),
     "soft-secret-destroy": Planted(
         soft_secret_destroy, "contents", "ERROR state: the VaultSecretDestroyed secret ", "RaceJobs"
@@ -179,7 +185,7 @@ PLANTED: dict[str, Planted] = {
         no_down_mark,
         "drained-coordination",
         "ERROR not-quiescent: ",
-        "SpecSizedJobs",
+        "RaceJobs",
     ),
 }
 

@@ -32,8 +32,10 @@ about 800 calls, two to seven minutes), so this test caps it — by the number o
 calls the shrinker makes, not by time: the run is derandomized, so the same candidates are
 tried in the same order and the exported trace is the same on a loaded machine as on a
 quiet one (a 30-second cap let it shrink to 10 steps on a quiet machine and only to 103
-under load).  Unshrunk, this example has 103 steps; the first ten calls shrink it to 10.
-``remora reduce`` finishes the job on the exported trace."""
+under load).  Today this example has 28 steps unshrunk and the budget takes it to 22 (in
+about three seconds); ``remora reduce`` finishes the job on the exported trace.  (When the
+budget is spent Hypothesis reports it as "very slow shrinking", as it did at the time cap:
+the same exit of its engine.)"""
 
 
 def shrink_call_budget(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
@@ -137,8 +139,8 @@ def test_the_shrink_budget_does_not_depend_on_the_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A machine so loaded that every clock read finds a minute gone: the call budget
-    shrinks as on a quiet one (to 10 steps); the old 30-second cap (planted back) does not
-    shrink at all — the 103 steps the failure-loop test failed with under load."""
+    shrinks as on a quiet one; the old 30-second cap (planted back) does not shrink at all
+    — as when the failure-loop test failed under load with 103 steps against its 50."""
     import types
 
     import hypothesis.internal.conjecture.engine as engine
@@ -148,12 +150,13 @@ def test_the_shrink_budget_does_not_depend_on_the_clock(
     slow = types.SimpleNamespace(perf_counter=lambda: float(next(ticks)), monotonic=time.monotonic)
     monkeypatch.setattr(engine, "time", slow)
     shrink_call_budget(monkeypatch, SHRINK_CALLS)
-    assert _shrunk_steps(tmp_path) <= 50
+    budgeted = _shrunk_steps(tmp_path)
     monkeypatch.undo()
     monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
     monkeypatch.setattr(engine, "time", slow)
     monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", 30)  # the wall-clock budget
-    assert _shrunk_steps(tmp_path) > 50
+    unshrunk = _shrunk_steps(tmp_path)
+    assert budgeted < unshrunk, (budgeted, unshrunk)
 
 
 # -- strictness ----------------------------------------------------------------------------

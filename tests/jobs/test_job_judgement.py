@@ -215,4 +215,5 @@ def test_a_planted_bug_is_killed_by_its_check_and_survives_without_it(
     planted.plant(monkeypatch)
     failure = hunt(name, JUDGEMENTS)
     assert failure is not None and failure.startswith(planted.failure), failure
-    assert hunt(name, JUDGEMENTS - {planted.check}) is None
+    if planted.survives:
+        assert hunt(name, JUDGEMENTS - {planted.check}) is None

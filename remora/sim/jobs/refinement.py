@@ -145,6 +145,8 @@ class Alpha:
         self.config = config
         self.job_index = {j: i for i, j in enumerate(constants.Jobs)}
         self.worker_index = {w: i for i, w in enumerate(constants.Workers)}
+        init = self.model.Init()[0]
+        self._init = {f: getattr(init, f) for f in S.VARIABLES}
 
     def attempt(self, a: AttemptId) -> int:
         j = self.job_index[a.job]
@@ -156,10 +158,9 @@ class Alpha:
         return S.NoAttempt if token == 0 else self.attempt(AttemptId(job, token))
 
     def __call__(self, v: RuntimeView) -> State:
-        m, k, cfg = self.model, self.k, self.config
-        init = m.Init()[0]
+        k, cfg = self.k, self.config
         n: dict[str, Any] = {
-            f: list(x) if isinstance(x := getattr(init, f), tuple) else x for f in S.VARIABLES
+            f: list(x) if isinstance(x, tuple) else x for f, x in self._init.items()
         }
         tick, now = cfg.tick_ms, v.coordination.now_ms
         jobs = {r.id: r for r in v.durable.jobs}
@@ -301,9 +302,20 @@ def _params_table() -> dict[str, tuple[tuple[str, str], ...]]:
 _ACTION_PARAMS = _params_table()
 
 
+_CHECKED: dict[tuple[Constants, State], tuple[str, ...]] = {}
+_CHECKED_MAX = 200_000
+
+
 def check_state(model: Remora, s: State) -> list[str]:
-    """The invariants violated in ``s``."""
-    return [name for name in S.INVARIANTS if not getattr(model, name)(s)]
+    """The invariants violated in ``s`` (remembered per state: the machines' examples
+    visit the same spec states again and again, and a state's invariants do not change)."""
+    key = (model.constants, s)
+    bad = _CHECKED.get(key)
+    if bad is None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        bad = _CHECKED[key] = tuple(name for name in S.INVARIANTS if not getattr(model, name)(s))
+    return list(bad)
 
 
 def check_transition(model: Remora, s: State, t: State) -> list[str]:
@@ -329,6 +341,10 @@ class RefinementChecker:
             max_partitions=cfg.max_partitions,
         )
         self.alpha = Alpha(self.constants, cfg.jobs_config)
+        self._seen = 0
+        self._active: frozenset[AttemptId] = frozenset()
+        self._snap: DurableSnapshot | None = None
+        self._changes: int | None = None
         self.model = self.alpha.model
         self.renderer = Renderer(self.model)
         #: What alpha last read (after the last step): the judgement's view of the runtime.
@@ -344,14 +360,34 @@ class RefinementChecker:
                 self._diff(self.model.Init()[0], self.state),
             )
 
+    def _activated(self) -> frozenset[AttemptId]:
+        """Every attempt an ``ActivateAttempt`` record names (read incrementally)."""
+        steps = self.sim.recorder.steps
+        fresh = [
+            AttemptId.parse(r.params["a"])
+            for r in steps[self._seen :]
+            if r.action == "ActivateAttempt"
+        ]
+        self._seen = len(steps)
+        if fresh:
+            self._active = self._active | frozenset(fresh)
+        return self._active
+
+    def _durable(self) -> DurableSnapshot:
+        """The durable snapshot — the last one again while an SQLite store reports no row
+        changed since (its connection's ``total_changes``: the simulation's store, which
+        no other process writes); any other store is read every time."""
+        durable = self.sim.stores.durable
+        conn = getattr(getattr(durable, "backend", None), "_conn", None)
+        changes = getattr(conn, "total_changes", None)
+        if changes is None or changes != self._changes or self._snap is None:
+            self._snap, self._changes = durable.snapshot(), changes
+        return self._snap
+
     def view(self) -> RuntimeView:
         sim = self.sim
-        activated = frozenset(
-            AttemptId.parse(r.params["a"])
-            for r in sim.recorder.steps
-            if r.action == "ActivateAttempt"
-        )
-        durable = sim.stores.durable.snapshot()
+        activated = self._activated()
+        durable = self._durable()
         durable_up = {row.id: row.up for row in durable.workers}
         workers = {
             w: WorkerView(
@@ -395,7 +431,8 @@ class RefinementChecker:
                 raise
             result = exc
         view = self.view()
-        after = self.alpha(view)
+        # a step that changed nothing alpha reads (a refusal, a read) leaves its state
+        after = self.state if view == self.last_view else self.alpha(view)
         records = [r for r in recorder.steps[start:] if r.action]
         s = before
         self.last_steps = []
@@ -422,7 +459,7 @@ class RefinementChecker:
                 f"alpha(after) is not the spec's successor of {labels or 'a stutter'}",
                 self._diff(s, after),
             )
-        bad_inv = check_state(self.model, after)
+        bad_inv = check_state(self.model, after) if after != before else []
         if bad_inv:
             raise RefinementViolation(f"invariants violated on alpha: {', '.join(bad_inv)}")
         self.state = after

@@ -71,6 +71,9 @@ from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
 DRAIN_ROUNDS = 40
 
 
+_CONTENT_WRITES = (JobOperation.TARGET_WRITE, JobOperation.VAULT_WRITE)
+
+
 class JobRunFailure(AssertionError):
     """A run broke refinement, crashed, or did not drain to quiescence."""
 
@@ -160,6 +163,7 @@ class JobRun:
         #: Check the staged bytes and the secrets after every step (the in-process stores:
         #: a read each is free; the services' are checked after the drain).
         self.contents = isinstance(self.sim.stores.target, MemoryTarget) and ("contents" in judging)
+        self._contents_seen: tuple[Any, Any] | None = None
         #: Every reservation the coordination store held after some step: (job, worker,
         #: id) — a worker may know only an id it was issued.
         self.issued: set[tuple[str, str, str]] = set()
@@ -197,6 +201,20 @@ class JobRun:
             )
         return kind
 
+    def _contents_changed(self) -> bool:
+        """Whether the staged bytes and secrets are to be checked after this step: the
+        in-process stores, and the step wrote the target or the vault (through the seam)
+        or their state changed (every write that changes bytes goes through the seam)."""
+        if not self.contents:
+            return False
+        view = self.chk.last_view
+        seen = (view.target, view.vault)
+        wrote = any(op in self.hook.last for op in _CONTENT_WRITES)
+        if not wrote and seen == self._contents_seen:
+            return False
+        self._contents_seen = seen
+        return True
+
     def _enabled(self, spec: Step | None) -> str | None:
         """The label of ``spec`` when the tracked spec state enables it (else None)."""
         if spec is None or self.chk.model.apply(self.chk.state, spec) is None:
@@ -224,7 +242,7 @@ class JobRun:
         if over:
             raise JobRunFailure(f"ERROR overreach: {over[0]}", f"at step {label}")
         if "state" in self.judging or self.contents:
-            problems = state_problems(self, "state" in self.judging, self.contents)
+            problems = state_problems(self, "state" in self.judging, self._contents_changed())
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
         return kind

@@ -2,7 +2,7 @@
 more per check, each a realistic single-site bug in the job runtime that the refinement
 check, the drain and the quiescence judgement do not see.  Each is planted by
 monkeypatching (never through a production flag) and names the check that kills it;
-``tests/stateful/test_job_judgement.py`` shows the job machines alone kill it with the
+``tests/jobs/test_job_judgement.py`` shows the job machines alone kill it with the
 check and that it survives the same budget without it."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ Plant = Callable[[pytest.MonkeyPatch], None]
 @attrs.frozen
 class Planted:
     """A planted bug, the check that kills it, the failure it is killed with (a prefix),
-    and the machine that kills it (by its name in ``tests/stateful/job_machines.py``);
+    and the machine that kills it (by its name in ``tests/jobs/job_machines.py``);
     ``survives``: whether it survives the same budget without the check (False: the check
     kills it first, but other checks reach it later — stated where it is planted)."""
 

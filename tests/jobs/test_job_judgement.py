@@ -15,7 +15,7 @@ each check with a planted bug of its class that the job machines alone kill
   (a mark the durable store never holds), and a mark that writes nothing (a declared
   incarnation unmarked).
 
-``tests/stateful/judgement_planted.py`` holds the planted bugs of the new checks; each is
+``tests/jobs/judgement_planted.py`` holds the planted bugs of the new checks; each is
 shown killed with its check and surviving the same budget without it.  The finding the
 judgement made (a reserve's lost reply) is at the end."""
 

@@ -21,6 +21,11 @@ from __future__ import annotations
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.faults import Outcome as IOOutcome
+from remora.jobs.io import JobOperation
+from remora.jobs.model import Outcome
+from remora.sim.jobs.run import JobRun
+from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import JobMachineBase
 from tests.jobs.job_machines import RaceJobs, SpecSizedJobs
 from tests.jobs.job_services import service_backends, services_budget, twin_machine
@@ -33,3 +38,26 @@ def test_job_machine_on_postgres_and_redis(
     with service_backends(remora_scratch_database) as backends:
         run_state_machine_as_test(twin_machine(base, backends), settings=services_budget())
         assert backends.built > 0
+
+
+def test_a_reserve_whose_reply_was_lost_authorizes_on_redis() -> None:
+    """The finding of the judgement of refusals, on Redis: a ``Reserve`` whose reply was
+    lost but which took effect (the stream says so) answered ``"1"`` as its reservation
+    id, so the worker's ``AuthorizeAttempt`` was refused although the spec enables it.
+    The id is now read back (``remora/jobs/coordination.py``: ``read_back``)."""
+    lost = (JobFault(JobOperation.COORD_WRITE, 1, IOOutcome.UNKNOWN_COMMITTED),)
+    config = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
+    with service_backends() as backends:
+        run = JobRun(config, {"j1": (Outcome.SUCCESS,)}, backends=backends)
+        for step in (
+            JobStep("start", worker="w1"),
+            JobStep("submit", job="j1"),
+            JobStep("enqueue", job="j1"),
+            JobStep("reserve", worker="w1", job="j1", faults=lost),
+        ):
+            run.execute(step)
+        rid = run.sim.stores.coordination.snapshot().reservations["j1"].rid
+        assert run.sim.workers["w1"].reservations["j1"] == rid
+        assert run.execute(JobStep("authorize", worker="w1", job="j1")) == "ok"
+        run.drain()
+        run.judge()

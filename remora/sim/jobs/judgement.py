@@ -36,9 +36,9 @@ refinement check, whatever the spec says.  This module closes both gaps:
   judgement (no reservation, live lease, queue entry, notice or progress), every down mark
   is durable and, while the marks are in place, every incarnation another one declared
   down is marked (on Redis the raw namespace is audited too: the live-lease index and the
-  wake-ups, ``tests/postgres/job_services.py``).
+  wake-ups, ``tests/jobs/job_services.py``).
 
-Every check has a planted bug of its class in ``tests/stateful/test_job_judgement.py`` that
+Every check has a planted bug of its class in ``tests/jobs/test_job_judgement.py`` that
 the job machines alone kill."""
 
 from __future__ import annotations

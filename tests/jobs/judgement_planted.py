@@ -16,6 +16,7 @@ import pytest
 from remora.jobs import guards
 from remora.jobs.actions import Action
 from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.guards import Guards
 from remora.jobs.io import Actor, JobOperation
 from remora.jobs.model import AttemptId, IntentId, JobRow, Lease, NotEnabled, Outcome, SecretState
 from remora.jobs.reconciler import Reconciler
@@ -27,14 +28,16 @@ def lazy_renew(mp: pytest.MonkeyPatch) -> None:
     """``RenewLease`` only once the lease is two ticks old (the spec: one): a renewal the
     spec enables is refused — a stutter to the refinement check, and the drain still
     quiesces (the lease expires, the attempt is reaped and retried)."""
-    real = guards.can_renew
+    real = Guards.can_renew
 
-    def can_renew(c: Any, a: AttemptId, worker: str, tick_ms: int, limit: int) -> bool:
+    def can_renew(
+        self: Guards, c: Any, a: AttemptId, worker: str, tick_ms: int, limit: int
+    ) -> bool:
         lease = c.leases.get(a)
         old = lease is not None and guards.age(c.now_ms, lease.at_ms, tick_ms, limit + 1) > 1
-        return real(c, a, worker, tick_ms, limit) and old
+        return real(self, c, a, worker, tick_ms, limit) and old
 
-    mp.setattr(guards, "can_renew", can_renew)
+    mp.setattr(Guards, "can_renew", can_renew)
 
 
 def eager_credential_cleanup(mp: pytest.MonkeyPatch) -> None:
@@ -43,13 +46,14 @@ def eager_credential_cleanup(mp: pytest.MonkeyPatch) -> None:
     step then fails and its credential is lost."""
 
     def clean_credentials(self: Reconciler, job: JobRow) -> int:
+        g = self.stores.guards
         steps = 0
         for cred in self.stores.durable.read_locked(self.actor, job.id).credentials.values():
             c = IntentId(job.id, cred.sequence)  # (the writer-gone condition is missing)
-            steps += self._cred_step(c, guards.claim_credential_cleanup, gone_arg=False)
+            steps += self._cred_step(c, g.claim_credential_cleanup, gone_arg=False)
             steps += self._destroy(job.id, c)
-            steps += self._cred_step(c, guards.fence_failed_credential_write, gone_arg=True)
-            steps += self._cred_step(c, guards.abandon_fenced_credential_intent, gone_arg=True)
+            steps += self._cred_step(c, g.fence_failed_credential_write, gone_arg=True)
+            steps += self._cred_step(c, g.abandon_fenced_credential_intent, gone_arg=True)
         return steps
 
     mp.setattr(Reconciler, "clean_credentials", clean_credentials)
@@ -63,7 +67,7 @@ def reaper_holds_the_lease(mp: pytest.MonkeyPatch) -> None:
         cfg = self.config
 
         def body(d: Any, c: Any, now: int) -> bool:
-            if not guards.can_expire_lease(c, a, cfg.tick_ms, cfg.lease_ticks):
+            if not self.guards.can_expire_lease(c, a, cfg.tick_ms, cfg.lease_ticks):
                 return False
             d.leases[a] = Lease(actor.name, d.leases[a].at_ms, False)
             return True

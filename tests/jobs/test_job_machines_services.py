@@ -40,14 +40,14 @@ def test_job_machine_on_postgres_and_redis(
         assert backends.built > 0
 
 
-def test_a_reserve_whose_reply_was_lost_authorizes_on_redis() -> None:
+def test_a_reserve_whose_reply_was_lost_authorizes_on_redis(remora_scratch_database: str) -> None:
     """The finding of the judgement of refusals, on Redis: a ``Reserve`` whose reply was
     lost but which took effect (the stream says so) answered ``"1"`` as its reservation
     id, so the worker's ``AuthorizeAttempt`` was refused although the spec enables it.
     The id is now read back (``remora/jobs/coordination.py``: ``read_back``)."""
     lost = (JobFault(JobOperation.COORD_WRITE, 1, IOOutcome.UNKNOWN_COMMITTED),)
     config = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
-    with service_backends() as backends:
+    with service_backends(remora_scratch_database) as backends:
         run = JobRun(config, {"j1": (Outcome.SUCCESS,)}, backends=backends)
         for step in (
             JobStep("start", worker="w1"),

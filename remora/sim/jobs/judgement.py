@@ -316,7 +316,7 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
         a = AttemptId(str(step.job), int(step.token or 0))
         return Step(name, (alpha.attempt(a),)) if run._exists(a) else None
     wk = run.sim.workers.get(str(step.worker))
-    if wk is None or not wk.up or wk.killed or wk.id not in run.sim.started:
+    if wk is None or not wk.up or wk.id in run.sim.killed or wk.id not in run.sim.started:
         return None
     if kind == "job-worker":
         return Step(name, (j, alpha.worker_index[wk.id]))
@@ -453,7 +453,7 @@ def state_problems(run: JobRun, coupling: bool = True, contents: bool = False) -
         problems.append(f"a down mark of {w}, not an incarnation")
     durable_up = {r.id: r.up for r in d.workers}
     for w, wk in run.sim.workers.items():
-        if wk.killed or w not in run.sim.started:
+        if w in run.sim.killed or w not in run.sim.started:
             continue
         if not wk.up:
             if durable_up.get(w, False):

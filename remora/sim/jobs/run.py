@@ -50,7 +50,6 @@ from remora.jobs.target import MemoryTarget
 from remora.jobs.worker import Worker, WorkerDown, write_credential
 from remora.protocol.spec import Step
 from remora.sim.faults import Script, ScriptedFaults
-from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.judgement import (
     JUDGED_REFUSALS,
     JUDGEMENTS,
@@ -64,6 +63,7 @@ from remora.sim.jobs.judgement import (
     spec_step_of,
     state_problems,
 )
+from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import SimConfig, Simulation
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace

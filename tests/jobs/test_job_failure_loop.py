@@ -32,7 +32,7 @@ about 800 calls, two to seven minutes), so this test caps it — by the number o
 calls the shrinker makes, not by time: the run is derandomized, so the same candidates are
 tried in the same order and the exported trace is the same on a loaded machine as on a
 quiet one (a 30-second cap let it shrink to 10 steps on a quiet machine and only to 103
-under load).  Today this example has 28 steps unshrunk and the budget takes it to 22 (in
+under load).  Today this example has 30 steps unshrunk and the budget takes it to 24 (in
 about three seconds); ``remora reduce`` finishes the job on the exported trace.  (When the
 budget is spent Hypothesis reports it as "very slow shrinking", as it did at the time cap:
 the same exit of its engine.)"""

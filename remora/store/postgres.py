@@ -230,6 +230,7 @@ class PostgresBackend(Backend):
         self._sessions: weakref.WeakKeyDictionary[psycopg.Connection[Any], tuple[Any, ...]]
         self._sessions = weakref.WeakKeyDictionary()
         self._closed = False
+        self._statement_hook: Callable[[str], None] | None = None
         try:
             if migrate:
                 self._migrate()
@@ -255,7 +256,19 @@ class PostgresBackend(Backend):
         if session is not None and session[1] is not None:
             with self._lock:
                 self._sessions[conn] = (session[0], session[1])
+        if self._statement_hook is not None:
+            conn.cursor_factory = _hooked_cursor(self)
         return conn
+
+    def statement_hook(self, callback: Callable[[str], None] | None) -> None:
+        """Call ``callback(sql)`` in the calling thread before every statement a connection
+        of this backend sends, or no longer with None — how a test harness puts a
+        scheduling point at each statement (:mod:`remora.sim.schedule`)."""
+        with self._lock:
+            self._statement_hook = callback
+            idle = list(self._idle)
+        for conn in idle:
+            conn.cursor_factory = _hooked_cursor(self) if callback is not None else psycopg.Cursor
 
     def _take(self) -> psycopg.Connection[Any]:
         with self._lock:
@@ -632,6 +645,20 @@ class PostgresBackend(Backend):
             idle, self._idle = self._idle, []
         for conn in idle:
             _close_quietly(conn)
+
+
+def _hooked_cursor(backend: PostgresBackend) -> type[psycopg.Cursor[Any]]:
+    """A cursor class that calls ``backend``'s statement hook (if it still has one) with
+    each statement before sending it."""
+
+    class HookedCursor(psycopg.Cursor[Any]):
+        def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            hook = backend._statement_hook
+            if hook is not None:
+                hook(query if isinstance(query, str) else repr(query))
+            return super().execute(query, *args, **kwargs)
+
+    return HookedCursor
 
 
 def _partition_row(r: tuple[Any, ...]) -> PartitionRow:

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -488,6 +488,13 @@ class SqliteBackend(Backend):
                         raise failure from None
                     raise Unavailable(f"sqlite: {exc}") from None
                 raise
+
+    def statement_hook(self, callback: Callable[[str], None] | None) -> None:
+        """Call ``callback(sql)`` in the calling thread before every statement this
+        backend's connection runs (SQLite's trace callback), or no longer with None — how a
+        test harness puts a scheduling point at each statement (:mod:`remora.sim.schedule`).
+        The callback must not use this connection; its exceptions are ignored."""
+        self._conn.set_trace_callback(callback)
 
     def close(self) -> None:
         with self._lock:

@@ -1020,6 +1020,7 @@ class Site:
         self._idle: dict[str | None, list[Backend]] = {}  # PostgreSQL: kept for the next run
         self._keys: dict[int, str | None] = {}
         self._made: list[Backend] = []
+        self._cleaner: Any = None  # PostgreSQL: the connection that empties the tables
 
     def lease(
         self, key: str | None, make: Callable[[str | None], Backend], location: str | None
@@ -1047,6 +1048,9 @@ class Site:
         for backend in self._made:
             with contextlib.suppress(Exception):
                 backend.close()
+        if self._cleaner is not None:
+            with contextlib.suppress(Exception):
+                self._cleaner.close()
 
     def fresh(self) -> str | None:
         if self.store == "memory":
@@ -1056,7 +1060,11 @@ class Site:
             self._files += 1
             return str(self.directory / f"run-{self._files}.sqlite3")
         assert self.dsn is not None
-        _empty_postgres(self.dsn)
+        if self._cleaner is None:
+            import psycopg
+
+            self._cleaner = psycopg.connect(self.dsn, autocommit=True)
+        _empty_postgres(self._cleaner)
         return self.dsn
 
 
@@ -1105,16 +1113,13 @@ def _fast_commits(dsn: str) -> None:
         )
 
 
-def _empty_postgres(dsn: str) -> None:
+def _empty_postgres(conn: Any) -> None:
     """Delete every row (cheaper than TRUNCATE for a run's few rows)."""
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT to_regclass('remora_partition') IS NOT NULL").fetchone()
-        if row is not None and row[0]:
-            with conn.transaction():
-                for table in (*_TABLES, "remora_intent"):
-                    conn.execute(f"DELETE FROM {table}")
+    row = conn.execute("SELECT to_regclass('remora_partition') IS NOT NULL").fetchone()
+    if row is not None and row[0]:
+        with conn.transaction():
+            for table in (*_TABLES, "remora_intent"):
+                conn.execute(f"DELETE FROM {table}")
 
 
 def run_once(example: ParallelExample, policy: Policy, where: Site) -> RunResult:

@@ -15,6 +15,8 @@ Budgets (examples per test under ``ci``) are in :data:`BUDGET`; every example ru
 from __future__ import annotations
 
 from remora.testing.parallel import ParallelMachine
+from tests.parallel import planted
+from tests.parallel.hunt import Planted
 
 
 class MemoryStoreInParallel(ParallelMachine):
@@ -46,13 +48,22 @@ MACHINES: tuple[type[ParallelMachine], ...] = (
 )
 
 BUDGET = {
-    "MemoryStoreInParallel": 100,
-    "LifecyclesInParallel": 100,
-    "SqliteStoreInParallel": 60,
-    "LifecyclesOnSqlite": 40,
+    "MemoryStoreInParallel": 500,
+    "LifecyclesInParallel": 300,
+    "SqliteStoreInParallel": 300,
+    "LifecyclesOnSqlite": 150,
 }
 """Examples per machine under a full-budget profile (the parallel machines' share of the
 ``ci`` time, measured in docs/stateful.md)."""
+
+PLANTED_CASES = (
+    Planted("MemoryLockGap", MemoryStoreInParallel, backend=planted.MemoryLockGap),
+    Planted("SqliteReadOutside", SqliteStoreInParallel, backend=planted.SqliteReadOutside),
+    Planted("SqliteSplitClaim", SqliteStoreInParallel, backend=planted.SqliteSplitClaim),
+    Planted("SqliteDirtyCache", SqliteStoreInParallel, backend=planted.SqliteDirtyCache),
+    Planted("StaleSavedToken", LifecyclesInParallel, lifecycle=planted.StaleSavedToken),
+)
+"""Each planted bug of tests/parallel/planted.py and the parallel machine that hunts it."""
 
 __all__ = [
     "MemoryStoreInParallel",
@@ -61,4 +72,5 @@ __all__ = [
     "LifecyclesOnSqlite",
     "MACHINES",
     "BUDGET",
+    "PLANTED_CASES",
 ]

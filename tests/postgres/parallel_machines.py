@@ -8,6 +8,8 @@ times, and a failure says how often its recorded schedule failed again."""
 from __future__ import annotations
 
 from remora.testing.parallel import ParallelMachine
+from tests.parallel.hunt import Planted
+from tests.postgres import parallel_planted
 
 
 class PgStoreInParallel(ParallelMachine):
@@ -25,7 +27,19 @@ class LifecyclesOnPostgres(ParallelMachine):
 
 PG_MACHINES: tuple[type[ParallelMachine], ...] = (PgStoreInParallel, LifecyclesOnPostgres)
 
-PG_BUDGET = {"PgStoreInParallel": 60, "LifecyclesOnPostgres": 30}
+PG_BUDGET = {"PgStoreInParallel": 150, "LifecyclesOnPostgres": 40}
 """Examples per machine under a full-budget profile."""
 
-__all__ = ["PgStoreInParallel", "LifecyclesOnPostgres", "PG_MACHINES", "PG_BUDGET"]
+PG_PLANTED_CASES = (
+    Planted("PgUnlockedRead", PgStoreInParallel, backend=parallel_planted.PgUnlockedRead),
+    Planted("PgSplitProcess", PgStoreInParallel, backend=parallel_planted.PgSplitProcess),
+)
+"""Each planted bug of tests/postgres/parallel_planted.py and the machine that hunts it."""
+
+__all__ = [
+    "PgStoreInParallel",
+    "LifecyclesOnPostgres",
+    "PG_MACHINES",
+    "PG_BUDGET",
+    "PG_PLANTED_CASES",
+]

@@ -97,8 +97,8 @@ from remora.sim.linearize import History, Op, Verdict, linearize
 from remora.sim.runs import import_reference, lifecycle_of
 from remora.sim.schedule import (
     DEFAULT_STALL,
-    Deadlock,
     PCT,
+    Deadlock,
     Policy,
     Replay,
     ScheduledClock,

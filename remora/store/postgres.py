@@ -61,6 +61,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from remora.context import Context
 from remora.domain import (
     AMENDMENTS,
+    Decision,
     Intent,
     OutboxEntry,
     Processing,
@@ -438,29 +439,44 @@ class PostgresBackend(Backend):
     def process(
         self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
     ) -> Token:
-        subject = self.processing.key(record)
-
         def body(cur: psycopg.Cursor[Any]) -> Token:
-            cur.execute(self.lock_sql, (subject, partition))
-            row = cur.fetchone()
-            if row is None:
-                epoch, frontier, next_seq, current = 0, 0, 1, None
-            else:
-                epoch, frontier, next_seq = int(row[0]), int(row[1]), int(row[2])
-                current = None
-                if row[3] is not None and subject is not None:
-                    current = SubjectState(subject, row[3], row[4], row[5], row[6])
+            epoch, frontier, next_seq, current = self._locked_read(cur, partition, record)
             self._fence(partition, Token(epoch, frontier), token, record)
             decision = self.processing.apply(record, current, next_seq)
-            result = Token(epoch, record.offset + 1)
-            with cur.connection.pipeline():
-                for statement, params in decision_writes(
-                    partition, record, decision, next_seq, placeholder="%s", intent_offset=True
-                ):
-                    cur.execute(statement, params)
-            return result
+            self._write_decision(cur, partition, record, decision, next_seq)
+            return Token(epoch, record.offset + 1)
 
         return self._write(ctx, commit, "process", body)
+
+    def _locked_read(
+        self, cur: psycopg.Cursor[Any], partition: int, record: SourceRecord
+    ) -> tuple[int, int, int, SubjectState | None]:
+        """The partition row, locked (:attr:`lock_sql`), and the record's subject:
+        (epoch, frontier, next seq, subject state)."""
+        subject = self.processing.key(record)
+        cur.execute(self.lock_sql, (subject, partition))
+        row = cur.fetchone()
+        if row is None:
+            return 0, 0, 1, None
+        current = None
+        if row[3] is not None and subject is not None:
+            current = SubjectState(subject, row[3], row[4], row[5], row[6])
+        return int(row[0]), int(row[1]), int(row[2]), current
+
+    def _write_decision(
+        self,
+        cur: psycopg.Cursor[Any],
+        partition: int,
+        record: SourceRecord,
+        decision: Decision,
+        next_seq: int,
+    ) -> None:
+        """Send the statements that write ``decision`` and the frontier, pipelined."""
+        with cur.connection.pipeline():
+            for statement, params in decision_writes(
+                partition, record, decision, next_seq, placeholder="%s", intent_offset=True
+            ):
+                cur.execute(statement, params)
 
     # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:

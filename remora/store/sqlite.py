@@ -53,6 +53,7 @@ from remora.store.sql import (
     SELECT_PARTITIONS,
     SELECT_QUARANTINE,
     SELECT_SUMMARIES,
+    Statement,
     decision_writes,
 )
 
@@ -382,23 +383,28 @@ class SqliteBackend(Backend):
         with self._transaction(ctx, commit) as conn:
             epoch, frontier, next_seq = self._installed(conn, partition)
             check_fence(partition, Token(epoch, frontier), token, record)
-            subject = self.processing.key(record)
-            current = None
-            if subject is not None:
-                row = conn.execute(
-                    "SELECT revision, status, blocked, body FROM remora_subject "
-                    "WHERE partition = ? AND subject = ?",
-                    (partition, subject),
-                ).fetchone()
-                if row is not None:
-                    current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
-            decision = self.processing.apply(record, current, next_seq)
-            for statement, params in decision_writes(
-                partition, record, decision, next_seq, placeholder="?"
-            ):
+            for statement, params in self._decision(conn, partition, record, next_seq):
                 conn.execute(statement, params)
             result = Token(epoch, record.offset + 1)
         return result
+
+    def _decision(
+        self, conn: sqlite3.Connection, partition: int, record: SourceRecord, next_seq: int
+    ) -> list[Statement]:
+        """Read the record's subject, fold, and return the statements that write the
+        decision and the frontier (inside the caller's transaction)."""
+        subject = self.processing.key(record)
+        current = None
+        if subject is not None:
+            row = conn.execute(
+                "SELECT revision, status, blocked, body FROM remora_subject "
+                "WHERE partition = ? AND subject = ?",
+                (partition, subject),
+            ).fetchone()
+            if row is not None:
+                current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
+        decision = self.processing.apply(record, current, next_seq)
+        return decision_writes(partition, record, decision, next_seq, placeholder="?")
 
     # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
     def partition_row(self, partition: int) -> PartitionRow:

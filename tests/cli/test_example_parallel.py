@@ -7,25 +7,15 @@ project to the same failure, and is refused (one line, exit 2) away from it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.testing.user_project import run_pytest
+from tests.testing.user_project import run_remora as remora
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kvstore"
-REMORA = str(Path(sys.executable).with_name("remora"))
-
-
-def remora(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run(
-        [REMORA, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")

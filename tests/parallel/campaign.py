@@ -94,12 +94,12 @@ def sequential_setup(planted: Planted) -> Iterator[list[type[WorkerScheduleMachi
         ]
         return
     if store == "sqlite":
-        folder = tempfile.mkdtemp(prefix="remora-campaign-")
-        count = [0]
+        base = tempfile.TemporaryDirectory(prefix="remora-campaign-")
 
         def sqlite(config: SimConfig) -> StateStore:
-            count[0] += 1
-            return StateStore(backend(Path(folder) / f"run-{count[0]}.sqlite3"))
+            # a folder per run, as sqlite_file_store makes (the file machine removes it)
+            folder = tempfile.mkdtemp(dir=base.name)
+            return StateStore(backend(Path(folder) / "state.sqlite3"))
 
         saved = sqlite_checks.BACKEND
         sqlite_checks.BACKEND = backend  # the file rules' second connections too
@@ -110,6 +110,7 @@ def sequential_setup(planted: Planted) -> Iterator[list[type[WorkerScheduleMachi
             ]
         finally:
             sqlite_checks.BACKEND = saved
+            base.cleanup()
         return
     from remora.sim.parallel import site
 

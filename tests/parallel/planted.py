@@ -30,15 +30,13 @@ the top level of its module, so an exported example records it by ``module:qualn
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from remora.context import Context
-from remora.domain import Applied, SourceRecord, SubjectState
+from remora.domain import SourceRecord
 from remora.errors import Fenced, InvalidInput
 from remora.store import Token
 from remora.store.base import check_fence
-from remora.store.memory import MemoryBackend, Write
-from remora.store.sql import decision_writes
+from remora.store.memory import MemoryBackend
 from remora.store.sqlite import SqliteBackend
 from remora.worker import Lifecycle
 
@@ -52,24 +50,6 @@ __all__ = [
 ]
 
 
-def _decide(
-    backend: SqliteBackend, conn: Any, partition: int, record: SourceRecord, next_seq: int
-) -> list[tuple[str, tuple[Any, ...]]]:
-    """The real process body's subject read and fold (shared by the SQLite variants)."""
-    subject = backend.processing.key(record)
-    current = None
-    if subject is not None:
-        row = conn.execute(
-            "SELECT revision, status, blocked, body FROM remora_subject "
-            "WHERE partition = ? AND subject = ?",
-            (partition, subject),
-        ).fetchone()
-        if row is not None:
-            current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
-    decision = backend.processing.apply(record, current, next_seq)
-    return decision_writes(partition, record, decision, next_seq, placeholder="?")
-
-
 class SqliteReadOutside(SqliteBackend):
     """Process checks the fence against a row read before its transaction began."""
 
@@ -80,7 +60,7 @@ class SqliteReadOutside(SqliteBackend):
             epoch, frontier, next_seq = self._installed(self._conn, partition)
         check_fence(partition, Token(epoch, frontier), token, record)
         with self._transaction(ctx, commit) as conn:
-            for statement, params in _decide(self, conn, partition, record, next_seq):
+            for statement, params in self._decision(conn, partition, record, next_seq):
                 conn.execute(statement, params)
         return Token(epoch, record.offset + 1)
 
@@ -143,7 +123,7 @@ class SqliteDirtyCache(SqliteBackend):
             with self._transaction(ctx, commit) as conn:
                 epoch, frontier, next_seq = self._installed(conn, partition)
                 check_fence(partition, Token(epoch, frontier), token, record)
-                for statement, params in _decide(self, conn, partition, record, next_seq):
+                for statement, params in self._decision(conn, partition, record, next_seq):
                     conn.execute(statement, params)
                 result = Token(epoch, record.offset + 1)
                 with _CACHE_LOCK:
@@ -168,29 +148,11 @@ class MemoryLockGap(MemoryBackend):
         with self._lock:
             part = self._get(partition)
             check_fence(partition, Token(part.epoch, part.frontier), token, record)
-            epoch = part.epoch
-            subject = self.processing.key(record)
-            current = part.subjects.get(subject) if subject is not None else None
-            decision = self.processing.apply(record, current, part.next_seq)
-        result = Token(epoch, record.offset + 1)
-        if not commit:
-            return result
-        with self._lock:  # taken again: whatever happened meanwhile is not looked at
-            if isinstance(decision, Applied):
-                part.outbox.append(decision.entry)
-                part.next_seq += 1
-                part.subjects[decision.subject.subject] = decision.subject
-                if decision.intent is not None:
-                    part.intents.append(decision.intent)
-            else:
-                part.quarantine.append(decision.entry)
-                if decision.subject is not None:
-                    part.subjects[decision.subject.subject] = decision.subject
-            part.frontier = result.frontier
-            part.writes += 1
-            self.write_log.append(
-                Write(partition, "process", result.epoch, result.frontier, record.offset)
-            )
+            decision = self._decide(part, record)
+            result = Token(part.epoch, record.offset + 1)
+        if commit:
+            with self._lock:  # taken again: whatever happened meanwhile is not looked at
+                self._commit(partition, part, decision, result, record)
         return result
 
 

@@ -21,7 +21,6 @@ from remora.context import Context
 from remora.domain import SourceRecord, SubjectState
 from remora.store import Token
 from remora.store.postgres import LOCK_PARTITION_SQL, PostgresBackend
-from remora.store.sql import decision_writes
 
 __all__ = ["PG_PLANTED", "PgSplitProcess", "PgUnlockedRead"]
 
@@ -38,29 +37,16 @@ class PgSplitProcess(PostgresBackend):
     def process(
         self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
     ) -> Token:
-        subject = self.processing.key(record)
-
         def check(cur: psycopg.Cursor[Any]) -> tuple[int, int, int, SubjectState | None]:
-            cur.execute(self.lock_sql, (subject, partition))
-            row = cur.fetchone()
-            if row is None:
-                epoch, frontier, next_seq, current = 0, 0, 1, None
-            else:
-                epoch, frontier, next_seq = int(row[0]), int(row[1]), int(row[2])
-                current = None
-                if row[3] is not None and subject is not None:
-                    current = SubjectState(subject, row[3], row[4], row[5], row[6])
-            self._fence(partition, Token(epoch, frontier), token, record)
-            return epoch, frontier, next_seq, current
+            found = self._locked_read(cur, partition, record)
+            self._fence(partition, Token(found[0], found[1]), token, record)
+            return found
 
-        epoch, _, next_seq, current = self._write(ctx, True, "process", check)
+        epoch, _, next_seq, current = self._write(ctx, True, "process", check)  # lock ends
         decision = self.processing.apply(record, current, next_seq)
 
         def write(cur: psycopg.Cursor[Any]) -> None:
-            for statement, params in decision_writes(
-                partition, record, decision, next_seq, placeholder="%s", intent_offset=True
-            ):
-                cur.execute(statement, params)
+            self._write_decision(cur, partition, record, decision, next_seq)
 
         self._write(ctx, commit, "process", write)
         return Token(epoch, record.offset + 1)

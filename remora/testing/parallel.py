@@ -52,6 +52,7 @@ from remora.sim.parallel import (
     Command,
     Found,
     ParallelExample,
+    RunResult,
     Site,
     StoreCommand,
     TargetConfig,
@@ -223,9 +224,12 @@ class ParallelMachine:
     dsn: ClassVar[str | None] = None  # PostgreSQL server (default $REMORA_PG_DSN)
     stats: ClassVar[dict[str, int]]
 
+    _failed: ClassVar[dict[str, tuple[ParallelExample, RunResult]]]
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.stats = {}
+        cls._failed = {}
 
     # -- what is drawn ----------------------------------------------------------------
     @classmethod
@@ -318,12 +322,22 @@ class ParallelMachine:
             for name, count in result.results:
                 stats[f"result {name}"] = stats.get(f"result {name}", 0) + count
         result = results[-1]
+        final = _final_run()
+        key = example.dumps()
         if result.failure is None:
-            return
+            # An engine that blocks inside a statement (PostgreSQL) may fail an example once
+            # and not again: the final replay then reports the run that failed, with how
+            # often its recorded schedule came back (never a Hypothesis "flaky" error).
+            seen = cls._failed.get(key)
+            if seen is None or not final:
+                return
+            ran, result = seen
+        else:
+            cls._failed[key] = (ran, result)
+        assert result.failure is not None
         stats["failures"] = stats.get("failures", 0) + 1
         recorded = ran
         reproduced, runs = 1, 1
-        final = _final_run()
         if final:
             runs = cls.reproduce
             reproduced = sum(
@@ -342,6 +356,7 @@ class ParallelMachine:
     @classmethod
     def run(cls, settings: Settings | None = None) -> None:
         """Run the machine under ``settings`` (default: the loaded profile's)."""
+        cls._failed = {}
         with cls.site() as where:
 
             @given(cls.examples())

@@ -6,10 +6,11 @@ a race that needs one particular interleaving shows up once in a thousand runs a
 never again.  This module serializes the threads at **scheduling points**: a thread that
 reaches one parks until the scheduler grants it the turn, so exactly one managed thread
 runs between two points and the scheduler's choices *are* the interleaving.  The points
-are the fault seam's boundaries (:func:`remora.faults.controlled_call`'s decide, before and
-after), every SQL statement a store sends (its ``statement_hook``), every acquire of a lock
-the harness instrumented (:meth:`Scheduler.lock`, :func:`instrument`), every wait on the
-harness's clock (:class:`ScheduledClock`), and the start of each command.
+are the fault seam's boundaries before and after each effect
+(:func:`remora.faults.controlled_call`), every SQL statement a store sends (its
+``statement_hook``), every acquire of a lock the harness instrumented
+(:meth:`Scheduler.lock`, :func:`instrument`), every wait on the harness's clock
+(:class:`ScheduledClock`), and the start of each command.
 
 Policies choose who runs next:
 

@@ -8,9 +8,10 @@ the fault seam's outcomes) for a ``store`` target, the schedule actors (``assign
 ``seek``, ``process``, ``revoke``, ``stop`` with fault selectors from
 :func:`~remora.testing.strategies.decode_selector`) for a ``lifecycle`` target — and the
 parameters of a PCT schedule (the branches' priorities and up to ``depth - 1`` change
-points).  Each example runs ``runs`` times on fresh stores (:func:`remora.sim.parallel.run_once`):
-the branches on threads of their own, interleaved at the scheduling points by the PCT
-scheduler.  It passes when the history is linearizable under
+points).  Each example runs ``runs`` (k) schedules, each on fresh stores — its own and
+k - 1 seeded PCT variants over the horizon its first run measured
+(:func:`remora.sim.parallel.explore`): the branches on threads of their own, interleaved at
+the scheduling points by the PCT scheduler.  It passes when the history is linearizable under
 :class:`~remora.sim.parallel.StoreModel` and the store's final state, the outputs are the
 oracle's, and (lifecycle) each command's result and what every lifetime holds are right.
 Hypothesis shrinks the prefix, the branches, the commands and the schedule.
@@ -309,7 +310,7 @@ class ParallelMachine:
 
     @classmethod
     def check(cls, example: ParallelExample, where: Site) -> None:
-        """Run ``example`` up to ``runs`` times; on a failure export it and raise
+        """Run ``example`` under up to ``runs`` schedules; on a failure export it and raise
         :class:`ParallelFailure`."""
         note(_describe(example))
         stats = cls.stats

@@ -114,4 +114,19 @@ def hunt(planted: Planted, budget: int, artifacts: Path, shrink: bool = False) -
     return Hunt(False, int(counted["examples"]), round(time.perf_counter() - start, 2))
 
 
-__all__ = ["Planted", "Hunt", "hunt_settings", "artifacts_in", "hunt"]
+def run_share(machine: type[ParallelMachine], ci_examples: int) -> dict[str, int]:
+    """Run ``machine`` for its share of the loaded profile — ``ci_examples`` under ``ci``,
+    twenty times that under ``nightly``, in proportion under ``default`` — and return its
+    counters (runs, operations, decisions, stalls, results by kind)."""
+    from remora.testing.profiles import CI_EXAMPLES
+
+    budget = settings.default
+    assert budget is not None
+    examples = max(1, ci_examples * budget.max_examples // CI_EXAMPLES)
+    machine.stats.clear()
+    machine.run(settings(budget, max_examples=examples))
+    assert machine.stats["runs"] >= examples
+    return machine.stats
+
+
+__all__ = ["Planted", "Hunt", "hunt_settings", "artifacts_in", "hunt", "run_share"]

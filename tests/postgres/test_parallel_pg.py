@@ -11,12 +11,11 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import settings
 
 from remora.sim.parallel import replay
 from remora.testing.parallel import ParallelMachine
-from remora.testing.profiles import CI_EXAMPLES, full_budget
-from tests.parallel.hunt import Planted, hunt
+from remora.testing.profiles import full_budget
+from tests.parallel.hunt import Planted, hunt, run_share
 from tests.postgres import parallel_planted
 from tests.postgres.parallel_machines import PG_BUDGET, PG_MACHINES, PG_PLANTED_CASES
 from tests.postgres.services import require_postgres
@@ -35,12 +34,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.parametrize("machine", PG_MACHINES, ids=lambda m: m.__name__)
 def test_parallel_machine_on_postgres(machine: type[ParallelMachine]) -> None:
-    machine.stats.clear()
-    budget = settings.default
-    assert budget is not None
-    examples = max(1, PG_BUDGET[machine.__name__] * budget.max_examples // CI_EXAMPLES)
-    machine.run(settings(budget, max_examples=examples))
-    stats = machine.stats
+    stats = run_share(machine, PG_BUDGET[machine.__name__])
     assert stats["operations"] > stats["runs"]
     if full_budget():
         assert {"result ok", "result fenced", "result unknown"} <= set(stats), sorted(stats)

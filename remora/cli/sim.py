@@ -19,6 +19,7 @@ from remora.cli.common import (
     int_in,
     read_input,
 )
+from remora.cli.sim_parallel import is_parallel_file, replay_parallel
 from remora.errors import InvalidInput
 from remora.limits import MAX_ID, MAX_STEPS, MAX_TRACE_PARTITIONS
 from remora.outputs import check_output, write_new, write_output
@@ -27,6 +28,7 @@ from remora.sim.corpus import manifest_text, run_corpus, write_evidence
 from remora.sim.generate import DEFAULT_STEPS, GENERATED_CLASSES, generate
 from remora.sim.mutations import NAMES as MUTATION_NAMES
 from remora.sim.mutations import mutation
+from remora.sim.parallel import DEFAULT_RUNS
 from remora.sim.reduce import Reducer
 from remora.sim.report import Report, run_trace
 from remora.sim.runs import lifecycle_of, prepared
@@ -97,11 +99,18 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--store",
         choices=STORES,
-        default="memory",
+        default=None,
         help="run on a fresh store of this kind (default memory; postgres needs --dsn, whose "
         "user may create a scratch database)",
     )
     p.add_argument("--dsn", help="PostgreSQL server for --store postgres (libpq DSN or URI)")
+    p.add_argument(
+        "--runs",
+        type=int_in(1, 1000),
+        default=None,
+        help="a parallel example (worker-parallel-v1): how often to re-run its recorded "
+        f"schedule (default {DEFAULT_RUNS})",
+    )
     p.add_argument(
         "--lifecycle",
         metavar="MODULE:CLASS",
@@ -221,6 +230,11 @@ def sim_worker(args: argparse.Namespace) -> int:
     for output in (args.save, args.report):
         if output is not None:
             check_output(output)  # a directory or a missing folder: refused before the run
+    if args.replay is not None and is_parallel_file(args.replay):
+        return replay_parallel(args)
+    if args.runs is not None:
+        raise InvalidInput("--runs only applies to a parallel example's replay")
+    args.store = args.store or "memory"
     if args.replay is not None:
         for flag in ("save", "mutation"):
             if getattr(args, flag):

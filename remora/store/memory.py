@@ -15,6 +15,7 @@ from remora.context import Context
 from remora.domain import (
     AMENDMENTS,
     Applied,
+    Decision,
     Intent,
     OutboxEntry,
     Processing,
@@ -101,28 +102,42 @@ class MemoryBackend(Backend):
         with self._lock:
             part = self._get(partition)
             check_fence(partition, Token(part.epoch, part.frontier), token, record)
-            subject = self.processing.key(record)
-            current = part.subjects.get(subject) if subject is not None else None
-            decision = self.processing.apply(record, current, part.next_seq)
+            decision = self._decide(part, record)
             result = Token(part.epoch, record.offset + 1)
-            if not commit:
-                return result
-            if isinstance(decision, Applied):
-                part.outbox.append(decision.entry)
-                part.next_seq += 1
-                part.subjects[decision.subject.subject] = decision.subject
-                if decision.intent is not None:
-                    part.intents.append(decision.intent)
-            else:
-                part.quarantine.append(decision.entry)
-                if decision.subject is not None:
-                    part.subjects[decision.subject.subject] = decision.subject
-            part.frontier = result.frontier
-            part.writes += 1
-            self.write_log.append(
-                Write(partition, "process", result.epoch, result.frontier, record.offset)
-            )
+            if commit:
+                self._commit(partition, part, decision, result, record)
             return result
+
+    def _decide(self, part: _Partition, record: SourceRecord) -> Decision:
+        """The fold's decision for ``record`` on ``part`` as it stands (the lock held)."""
+        subject = self.processing.key(record)
+        current = part.subjects.get(subject) if subject is not None else None
+        return self.processing.apply(record, current, part.next_seq)
+
+    def _commit(
+        self,
+        partition: int,
+        part: _Partition,
+        decision: Decision,
+        result: Token,
+        record: SourceRecord,
+    ) -> None:
+        """Apply ``decision`` and move the frontier to ``result`` (the lock held)."""
+        if isinstance(decision, Applied):
+            part.outbox.append(decision.entry)
+            part.next_seq += 1
+            part.subjects[decision.subject.subject] = decision.subject
+            if decision.intent is not None:
+                part.intents.append(decision.intent)
+        else:
+            part.quarantine.append(decision.entry)
+            if decision.subject is not None:
+                part.subjects[decision.subject.subject] = decision.subject
+        part.frontier = result.frontier
+        part.writes += 1
+        self.write_log.append(
+            Write(partition, "process", result.epoch, result.frontier, record.offset)
+        )
 
     # -- observer reads (not modeled I/O): cheap overrides of the Backend defaults ----------
     def partition_row(self, partition: int) -> PartitionRow:

@@ -61,6 +61,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from remora.context import Context
 from remora.domain import (
     AMENDMENTS,
+    Decision,
     Intent,
     OutboxEntry,
     Processing,
@@ -246,6 +247,7 @@ class PostgresBackend(Backend):
         self._sessions: weakref.WeakKeyDictionary[psycopg.Connection[Any], tuple[Any, ...]]
         self._sessions = weakref.WeakKeyDictionary()
         self._closed = False
+        self._statement_hook: Callable[[str], None] | None = None
         try:
             if migrate:
                 self._migrate()
@@ -271,7 +273,19 @@ class PostgresBackend(Backend):
         if session is not None and session[1] is not None:
             with self._lock:
                 self._sessions[conn] = (session[0], session[1])
+        if self._statement_hook is not None:
+            conn.cursor_factory = _hooked_cursor(self)
         return conn
+
+    def statement_hook(self, callback: Callable[[str], None] | None) -> None:
+        """Call ``callback(sql)`` in the calling thread before every statement a connection
+        of this backend sends, or no longer with None — how a test harness puts a
+        scheduling point at each statement (:mod:`remora.sim.schedule`)."""
+        with self._lock:
+            self._statement_hook = callback
+            idle = list(self._idle)
+        for conn in idle:
+            conn.cursor_factory = _hooked_cursor(self) if callback is not None else psycopg.Cursor
 
     def _take(self) -> psycopg.Connection[Any]:
         with self._lock:
@@ -441,29 +455,44 @@ class PostgresBackend(Backend):
     def process(
         self, partition: int, token: Token, record: SourceRecord, ctx: Context, commit: bool
     ) -> Token:
-        subject = self.processing.key(record)
-
         def body(cur: psycopg.Cursor[Any]) -> Token:
-            cur.execute(self.lock_sql, (subject, partition))
-            row = cur.fetchone()
-            if row is None:
-                epoch, frontier, next_seq, current = 0, 0, 1, None
-            else:
-                epoch, frontier, next_seq = int(row[0]), int(row[1]), int(row[2])
-                current = None
-                if row[3] is not None and subject is not None:
-                    current = SubjectState(subject, row[3], row[4], row[5], row[6])
+            epoch, frontier, next_seq, current = self._locked_read(cur, partition, record)
             self._fence(partition, Token(epoch, frontier), token, record)
             decision = self.processing.apply(record, current, next_seq)
-            result = Token(epoch, record.offset + 1)
-            with cur.connection.pipeline():
-                for statement, params in decision_writes(
-                    partition, record, decision, next_seq, placeholder="%s", intent_offset=True
-                ):
-                    cur.execute(statement, params)
-            return result
+            self._write_decision(cur, partition, record, decision, next_seq)
+            return Token(epoch, record.offset + 1)
 
         return self._write(ctx, commit, "process", body)
+
+    def _locked_read(
+        self, cur: psycopg.Cursor[Any], partition: int, record: SourceRecord
+    ) -> tuple[int, int, int, SubjectState | None]:
+        """The partition row, locked (:attr:`lock_sql`), and the record's subject:
+        (epoch, frontier, next seq, subject state)."""
+        subject = self.processing.key(record)
+        cur.execute(self.lock_sql, (subject, partition))
+        row = cur.fetchone()
+        if row is None:
+            return 0, 0, 1, None
+        current = None
+        if row[3] is not None and subject is not None:
+            current = SubjectState(subject, row[3], row[4], row[5], row[6])
+        return int(row[0]), int(row[1]), int(row[2]), current
+
+    def _write_decision(
+        self,
+        cur: psycopg.Cursor[Any],
+        partition: int,
+        record: SourceRecord,
+        decision: Decision,
+        next_seq: int,
+    ) -> None:
+        """Send the statements that write ``decision`` and the frontier, pipelined."""
+        with cur.connection.pipeline():
+            for statement, params in decision_writes(
+                partition, record, decision, next_seq, placeholder="%s", intent_offset=True
+            ):
+                cur.execute(statement, params)
 
     # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
     def outbox_after(self, partition: int, seq: int, limit: int) -> list[OutboxEntry]:
@@ -629,6 +658,20 @@ class PostgresBackend(Backend):
             idle, self._idle = self._idle, []
         for conn in idle:
             _close_quietly(conn)
+
+
+def _hooked_cursor(backend: PostgresBackend) -> type[psycopg.Cursor[Any]]:
+    """A cursor class that calls ``backend``'s statement hook (if it still has one) with
+    each statement before sending it."""
+
+    class HookedCursor(psycopg.Cursor[Any]):
+        def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            hook = backend._statement_hook
+            if hook is not None:
+                hook(query if isinstance(query, str) else repr(query))
+            return super().execute(query, *args, **kwargs)
+
+    return HookedCursor
 
 
 def _partition_row(r: tuple[Any, ...]) -> PartitionRow:

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,6 +54,7 @@ from remora.store.sql import (
     SELECT_PARTITIONS,
     SELECT_QUARANTINE,
     SELECT_SUMMARIES,
+    Statement,
     decision_writes,
 )
 
@@ -384,23 +385,28 @@ class SqliteBackend(Backend):
         with self._transaction(ctx, commit) as conn:
             epoch, frontier, next_seq = self._installed(conn, partition)
             check_fence(partition, Token(epoch, frontier), token, record)
-            subject = self.processing.key(record)
-            current = None
-            if subject is not None:
-                row = conn.execute(
-                    "SELECT revision, status, blocked, body FROM remora_subject "
-                    "WHERE partition = ? AND subject = ?",
-                    (partition, subject),
-                ).fetchone()
-                if row is not None:
-                    current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
-            decision = self.processing.apply(record, current, next_seq)
-            for statement, params in decision_writes(
-                partition, record, decision, next_seq, placeholder="?"
-            ):
+            for statement, params in self._decision(conn, partition, record, next_seq):
                 conn.execute(statement, params)
             result = Token(epoch, record.offset + 1)
         return result
+
+    def _decision(
+        self, conn: sqlite3.Connection, partition: int, record: SourceRecord, next_seq: int
+    ) -> list[Statement]:
+        """Read the record's subject, fold, and return the statements that write the
+        decision and the frontier (inside the caller's transaction)."""
+        subject = self.processing.key(record)
+        current = None
+        if subject is not None:
+            row = conn.execute(
+                "SELECT revision, status, blocked, body FROM remora_subject "
+                "WHERE partition = ? AND subject = ?",
+                (partition, subject),
+            ).fetchone()
+            if row is not None:
+                current = SubjectState(subject, row[0], row[1], bool(row[2]), row[3])
+        decision = self.processing.apply(record, current, next_seq)
+        return decision_writes(partition, record, decision, next_seq, placeholder="?")
 
     # -- observer reads (not modeled I/O): overrides of the Backend defaults -------------
     def partition_row(self, partition: int) -> PartitionRow:
@@ -490,6 +496,13 @@ class SqliteBackend(Backend):
                         raise failure from None
                     raise Unavailable(f"sqlite: {exc}") from None
                 raise
+
+    def statement_hook(self, callback: Callable[[str], None] | None) -> None:
+        """Call ``callback(sql)`` in the calling thread before every statement this
+        backend's connection runs (SQLite's trace callback), or no longer with None — how a
+        test harness puts a scheduling point at each statement (:mod:`remora.sim.schedule`).
+        The callback must not use this connection; its exceptions are ignored."""
+        self._conn.set_trace_callback(callback)
 
     def close(self) -> None:
         with self._lock:

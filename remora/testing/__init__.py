@@ -7,6 +7,7 @@ lifecycle, processing or store backend imports (``pip install 'remora[testing]'`
 * :mod:`remora.testing.machines` — the worker machines a user subclasses;
 * :mod:`remora.testing.group_machine` — the machine over the running worker group;
 * :mod:`remora.testing.job_machines` — the job-runtime machines;
+* :mod:`remora.testing.parallel` — the parallel machines (real threads, linearizability);
 * :mod:`remora.testing.read_checks` — the observer-read contract a custom backend keeps;
 * :mod:`remora.testing.faults` — :class:`ScriptedFaults`, a programmable fault hook;
 * :mod:`remora.testing.clients` — :class:`LogClient`, an in-process source client.

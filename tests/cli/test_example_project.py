@@ -7,27 +7,17 @@ silently with Remora's own lifecycle or fold."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.cli.docs_lines import assert_documented
 from tests.testing.user_project import run_pytest
+from tests.testing.user_project import run_remora as remora
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ledger"
-REMORA = str(Path(sys.executable).with_name("remora"))
 HASTY = "ledger.worker:HastyLedgerLifecycle"
-
-
-def remora(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run(
-        [REMORA, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")

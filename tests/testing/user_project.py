@@ -26,3 +26,13 @@ def run_pytest(
         text=True,
         timeout=timeout,
     )
+
+
+def run_remora(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The installed ``remora ARGS`` in ``cwd`` (a user's project), without this repository
+    on ``PYTHONPATH``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = str(Path(sys.executable).with_name("remora"))
+    return subprocess.run(
+        [command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )

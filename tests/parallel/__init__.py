@@ -1,0 +1,1 @@
+"""The parallel machines: planted concurrency bugs, the machines, their tests and the campaign."""

@@ -82,6 +82,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,8 @@ sys.path.insert(0, str(REPO))
 
 from remora.sim.scratch import scratch_database  # noqa: E402
 
-PEERS_VENV = BENCH / ".venv-peers"
+# REMORA_BENCH_PEERS_VENV: another place for it (the smoke test points it at a missing one).
+PEERS_VENV = Path(os.environ.get("REMORA_BENCH_PEERS_VENV") or BENCH / ".venv-peers")
 PEER_PY = PEERS_VENV / "bin" / "python"
 PEER_PACKAGES = ["procrastinate", "psycopg[binary]", "rq", "pgqueuer[asyncpg]"]
 REMORA_CONFIG = {"tick_ms": 100, "lease_ticks": 30, "reservation_ticks": 30, "max_attempts": 3}
@@ -116,6 +118,13 @@ GUARANTEES = {
     "died is failed once its timeout has passed: at most once",
     "pgqueuer": "durable, at least once, no fencing: a job whose heartbeat stops is "
     "re-picked while its old worker may still finish it",
+}
+
+SHORT = {
+    "remora": "exactly-once effect, fenced, durable",
+    "procrastinate": "durable, not fenced; a dead worker's job stays 'doing'",
+    "rq": "not durable here, not fenced; a dead worker's job fails after its timeout",
+    "pgqueuer": "durable, at least once, not fenced",
 }
 
 TRIGGER_ROWS = """
@@ -181,8 +190,10 @@ class PrivateRedis:
     def __init__(self) -> None:
         port = free_port()
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-            + ["--save", "", "--appendonly", "no"],
+            [
+                *("redis-server", "--port", str(port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no"),
+            ],
             stdout=subprocess.DEVNULL,
         )
         self.url = f"redis://127.0.0.1:{port}/0"
@@ -260,7 +271,9 @@ class System:
         if self.uses_pg:
             self.conn = psycopg.connect(self.dsn, autocommit=True)
             if not self.dboid:
-                self.dboid = int(self.one("SELECT oid FROM pg_database WHERE datname = current_database()"))
+                self.dboid = int(
+                    self.one("SELECT oid FROM pg_database WHERE datname = current_database()")
+                )
 
     def close(self) -> None:
         if self.conn is not None:
@@ -377,9 +390,7 @@ class Remora(System):
 
     def setup(self) -> None:
         self.run(self.cli("status", "--config", json.dumps(REMORA_CONFIG)))
-        self.install_triggers(
-            "remora_jobs_job", "phase", "'Succeeded', 'Failed', 'Cancelled'"
-        )
+        self.install_triggers("remora_jobs_job", "phase", "'Succeeded', 'Failed', 'Cancelled'")
 
     def worker_argv(self, i: int) -> list[str]:
         return self.cli(
@@ -400,10 +411,12 @@ class Remora(System):
             self.run(self.cli("submit", task, "--count", str(count), "--record", str(self.record)))
             return
         self.run(
-            [sys.executable, str(BENCH / "jobs_peers_remora_app.py"), "submit"]
-            + ["--dsn", self.dsn, "--redis", self.rds.url, "--namespace", "bench"]
-            + ["--record", str(self.record), "--count", str(count), "--rate", str(rate)]
-            + ["--task", task, "--prefix", f"p{time.monotonic_ns()}"]
+            [
+                *(sys.executable, str(BENCH / "jobs_peers_remora_app.py"), "submit"),
+                *("--dsn", self.dsn, "--redis", self.rds.url, "--namespace", "bench"),
+                *("--record", str(self.record), "--count", str(count), "--rate", str(rate)),
+                *("--task", task, "--prefix", f"p{time.monotonic_ns()}"),
+            ]
         )
 
     def ready_workers(self) -> int:
@@ -417,8 +430,7 @@ class Remora(System):
         # job leaves Running (or already runs again under the next token).
         return bool(
             self.one(
-                "SELECT count(*) FROM remora_jobs_job WHERE phase <> 'Running' "
-                "OR current_token > 1"
+                "SELECT count(*) FROM remora_jobs_job WHERE phase <> 'Running' OR current_token > 1"
             )
         )
 
@@ -441,7 +453,10 @@ class Remora(System):
             config = durable.config()
             assert config is not None
             constants = constants_of_run(
-                merged, [j.id for j in snap.jobs], [w.id for w in snap.workers], config,
+                merged,
+                [j.id for j in snap.jobs],
+                [w.id for w in snap.workers],
+                config,
                 local_limit=1,
             )
             try:
@@ -475,9 +490,11 @@ class Procrastinate(System):
 
     def submit(self, count: int, rate: float = 0.0, task: str | None = None) -> None:
         self.run(
-            [str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "submit", self.name]
-            + ["--count", str(count), "--rate", str(rate), "--task", task or self.body]
-            + ["--redis", self.rds.url]
+            [
+                *(str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "submit", self.name),
+                *("--count", str(count), "--rate", str(rate), "--task", task or self.body),
+                *("--redis", self.rds.url),
+            ]
         )
 
     def ready_workers(self) -> int:
@@ -511,11 +528,9 @@ class PgQueuer(Procrastinate):
             c.execute(b"CREATE EXTENSION IF NOT EXISTS pg_walinspect")
 
     def worker_argv(self, i: int) -> list[str]:
-        return [str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "pgq-worker"] + [
-            "--heartbeat-timeout",
-            str(LEASE_S),
-            "--dequeue-timeout",
-            str(RECONCILE_EVERY),
+        return [
+            *(str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "pgq-worker"),
+            *("--heartbeat-timeout", str(LEASE_S), "--dequeue-timeout", str(RECONCILE_EVERY)),
         ]
 
     def ready_workers(self) -> int:
@@ -546,9 +561,11 @@ class RQ(System):
 
     def submit(self, count: int, rate: float = 0.0, task: str | None = None) -> None:
         self.run(
-            [str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "submit", self.name]
-            + ["--count", str(count), "--rate", str(rate), "--task", task or self.body]
-            + ["--redis", self.rds.url]
+            [
+                *(str(PEER_PY), str(BENCH / "jobs_peers_peer_app.py"), "submit", self.name),
+                *("--count", str(count), "--rate", str(rate), "--task", task or self.body),
+                *("--redis", self.rds.url),
+            ]
         )
 
     def ready_workers(self) -> int:
@@ -708,8 +725,9 @@ def drive(s: System, n: int, timeout: float, stop_when_done: bool = True) -> Sam
     return smp
 
 
-def throughput(kind: str, body: str, k: int, n: int, pg: str, rds: PrivateRedis,
-               timeout: float) -> dict[str, Any]:
+def throughput(
+    kind: str, body: str, k: int, n: int, pg: str, rds: PrivateRedis, timeout: float
+) -> dict[str, Any]:
     with system(kind, body, pg, rds) as s:
         s.submit(n)
         own = 0  # the benchmark's own transactions between the two pg_stats reads
@@ -758,8 +776,9 @@ def throughput(kind: str, body: str, k: int, n: int, pg: str, rds: PrivateRedis,
         return out
 
 
-def latency(kind: str, body: str, k: int, n: int, rate: float, pg: str, rds: PrivateRedis,
-            timeout: float) -> dict[str, Any]:
+def latency(
+    kind: str, body: str, k: int, n: int, rate: float, pg: str, rds: PrivateRedis, timeout: float
+) -> dict[str, Any]:
     with system(kind, body, pg, rds) as s:
         for i in range(k):
             s.start_worker(i)
@@ -828,9 +847,9 @@ def fmt(x: float | None, spec: str = ".0f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def summarize(runs: list[dict[str, Any]], units: list[str], counts: list[int]) -> tuple[
-    dict[str, Any], dict[str, Any]
-]:
+def summarize(
+    runs: list[dict[str, Any]], units: list[str], counts: list[int]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     systems: dict[str, Any] = {}
     detail: dict[str, Any] = {}
     for u in units:
@@ -859,7 +878,7 @@ def summarize(runs: list[dict[str, Any]], units: list[str], counts: list[int]) -
 def print_table(systems: dict[str, Any], detail: dict[str, Any], counts: list[int]) -> None:
     ks = "/".join(str(k) for k in counts)
     print(
-        f"| system | jobs/s, {ks} workers | CPU ms/job | sync commits/job | "
+        f"| system | jobs/s, {ks} workers | CPU ms/job, {ks} | sync commits/job, {ks} | "
         f"transactions / rollbacks per job | latency p50 / p99 ms, {ks} workers | guarantee |"
     )
     print("|---" * 7 + "|")
@@ -869,16 +888,15 @@ def print_table(systems: dict[str, Any], detail: dict[str, Any], counts: list[in
         cpu = " / ".join(fmt(per[str(k)]["cpu_ms_per_job"], ".1f") for k in counts)
         com = " / ".join(fmt(per[str(k)]["commits_per_job"], ".2f") for k in counts)
         xr = " / ".join(
-            f"{fmt(d[str(k)]['xacts_per_job'], '.1f')}, {fmt(d[str(k)]['rollbacks_per_job'], '.1f')}"
+            fmt(d[str(k)]["xacts_per_job"], ".1f")
+            + ", "
+            + fmt(d[str(k)]["rollbacks_per_job"], ".1f")
             for k in counts
         )
         lat = " / ".join(
             f"{fmt(per[str(k)]['p50_ms'])}, {fmt(per[str(k)]['p99_ms'])}" for k in counts
         )
-        print(
-            f"| {u} | {rate} | {cpu} | {com} | {xr} | {lat} | "
-            f"{GUARANTEES[u.split('/')[0]]} |"
-        )
+        print(f"| {u} | {rate} | {cpu} | {com} | {xr} | {lat} | {SHORT[u.split('/')[0]]} |")
 
 
 def main() -> None:
@@ -901,7 +919,15 @@ def main() -> None:
         help="rq.worker.SimpleWorker (default: no fork per job) or rq.Worker (forks per job)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--table-from", metavar="FILE", help="only print the tables of a JSON report")
     args = p.parse_args()
+    if args.table_from:
+        try:
+            report(json.loads(Path(args.table_from).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"jobs_peers: {args.table_from}: not a report ({exc})", file=sys.stderr)
+            sys.exit(2)
+        return
     kinds = [x for x in args.systems.split(",") if x]
     bodies = [x for x in args.bodies.split(",") if x]
     try:
@@ -940,22 +966,35 @@ def main() -> None:
                         u = kind + BODIES[b]
                         la = os.getloadavg()[0]
                         tp = guarded(
-                            lambda: throughput(kind, b, k, args.jobs, args.pg, rds, timeout)
+                            partial(throughput, kind, b, k, args.jobs, args.pg, rds, timeout)
                         )
                         lat = guarded(
-                            lambda: latency(
-                                kind, b, k, args.latency_jobs, args.rate, args.pg, rds, timeout
+                            partial(
+                                latency,
+                                kind,
+                                b,
+                                k,
+                                args.latency_jobs,
+                                args.rate,
+                                args.pg,
+                                rds,
+                                timeout,
                             )
                         )
-                        run = {"repeat": rep + 1, "workers": k, "unit": u, "load": la,
-                               "throughput": tp, "latency": lat}
+                        run = {
+                            "repeat": rep + 1,
+                            "workers": k,
+                            "unit": u,
+                            "load": la,
+                            "throughput": tp,
+                            "latency": lat,
+                        }
                         runs.append(run)
                         print(json.dumps(run), file=sys.stderr)
         if not args.no_recovery:
             for kind in kinds:
-                recov[kind] = guarded(
-                    lambda: recovery(kind, args.pg, rds, wait=3 * (LEASE_S + RECONCILE_EVERY) + 5)
-                )
+                wait = 3 * (LEASE_S + RECONCILE_EVERY) + 5
+                recov[kind] = guarded(partial(recovery, kind, args.pg, rds, wait))
                 print(f"{kind} recovery: {recov[kind]}", file=sys.stderr)
     except BenchError as exc:
         print(f"jobs_peers: {exc}", file=sys.stderr)
@@ -970,9 +1009,45 @@ def main() -> None:
         for what in ("throughput", "latency")
         if (v := r[what].get("validation")) is not None
     ]
-    print_table(systems, detail, counts)
+    doc = {
+        "load": [load_before[0], load_after[0]],
+        "systems": systems,
+        "detail": detail,
+        "guarantees": {k: GUARANTEES[k] for k in kinds},
+        "loadavg": {"before": list(load_before), "after": list(load_after)},
+        "minutes": round((time.monotonic() - started) / 60, 1),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "config": {
+            "jobs": args.jobs,
+            "repeat": args.repeat,
+            "workers": counts,
+            "bodies": bodies,
+            "latency_jobs": args.latency_jobs,
+            "rate": args.rate,
+            "remora": REMORA_CONFIG,
+            "reconcile_every_s": RECONCILE_EVERY,
+            "rq_worker_class": RQ.worker_class,
+            "peers": peer_versions(),
+        },
+        "validation": {
+            "valid": sum(1 for v in validations if v["valid"]),
+            "runs": len(validations),
+            "each": validations,
+        },
+        "recovery": recov,
+        "repeats": runs,
+    }
+    report(doc)
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def report(doc: dict[str, Any]) -> None:
+    """The Markdown table, recovery, validation and load lines of a run's JSON."""
+    counts = doc["config"]["workers"]
+    print_table(doc["systems"], doc["detail"], counts)
     rec_cells = []
-    for kind, rec in recov.items():
+    for kind, rec in doc["recovery"].items():
         if "error" in rec:
             cell = "failed (see the JSON)"
         elif rec.get("recovered"):
@@ -984,43 +1059,18 @@ def main() -> None:
         rec_cells.append(f"{kind} {cell}")
     if rec_cells:
         print("\nrecovery after SIGKILL: " + "; ".join(rec_cells))
-    ok = sum(1 for v in validations if v["valid"])
-    if validations:
+    val = doc["validation"]
+    if val["runs"]:
         print(
-            f"Remora recordings validated against the spec: {ok} of {len(validations)} "
-            f"({sum(v['steps'] for v in validations)} spec steps)"
+            f"Remora recordings validated against the spec: {val['valid']} of {val['runs']} "
+            f"({sum(v['steps'] for v in val['each'])} spec steps)"
         )
+    lb, la = doc["loadavg"]["before"], doc["loadavg"]["after"]
     print(
-        f"load average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/"
-        f"{load_before[2]:.2f}, after {load_after[0]:.2f}/{load_after[1]:.2f}/"
-        f"{load_after[2]:.2f}; {args.repeat} repeat(s), medians; "
-        f"{(time.monotonic() - started) / 60:.1f} min"
+        f"load average (1/5/15 min) before {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f}, "
+        f"after {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}; {doc['config']['repeat']} repeat(s), "
+        f"medians; {doc.get('minutes', 0):.0f} min"
     )
-    if args.json:
-        doc = {
-            "load": [load_before[0], load_after[0]],
-            "systems": systems,
-            "detail": detail,
-            "guarantees": {k: GUARANTEES[k] for k in kinds},
-            "loadavg": {"before": list(load_before), "after": list(load_after)},
-            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-            "config": {
-                "jobs": args.jobs,
-                "repeat": args.repeat,
-                "workers": counts,
-                "bodies": bodies,
-                "latency_jobs": args.latency_jobs,
-                "rate": args.rate,
-                "remora": REMORA_CONFIG,
-                "reconcile_every_s": RECONCILE_EVERY,
-                "rq_worker_class": RQ.worker_class,
-                "peers": peer_versions(),
-            },
-            "validation": {"valid": ok, "runs": len(validations), "each": validations},
-            "recovery": recov,
-            "repeats": runs,
-        }
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

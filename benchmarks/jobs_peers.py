@@ -751,6 +751,10 @@ def throughput(
         out: dict[str, Any] = {"done": smp.samples[-1][1] if smp.samples else 0}
         ends = sorted(e for _, e in s.times() if e is not None)
         lo_s, hi_s = smp.at(0.1, n), smp.at(0.9, n)
+        if lo_s is not None and lo_s is hi_s:
+            # A tiny run may go from under 10 % to 90 % between two samples: the window
+            # starts at the sample before (it may hold some of the workers' start-up).
+            lo_s = smp.samples[max(0, smp.samples.index(lo_s) - 1)]
         if len(ends) < max(10, n // 2) or lo_s is None or hi_s is None or hi_s[1] <= lo_s[1]:
             out["jobs_per_s"] = None
             return out

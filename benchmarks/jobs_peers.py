@@ -437,40 +437,18 @@ class Remora(System):
     def validate(self) -> dict[str, Any]:
         """Validate the measurement's recording against the spec (as
         ``benchmarks/jobs_validation.py``)."""
-        from remora.jobs.durable import open_postgres
-        from remora.jobs.io import StepRecord
-        from remora.sim.jobs.refinement import constants_of_run, merge_records, validate_run
+        from jobs_validation import validate_recording
 
-        durable = open_postgres(self.dsn)
         try:
-            records = [
-                StepRecord(**json.loads(line))
-                for path in sorted(self.record.glob("*.jsonl"))
-                for line in path.read_text().splitlines()
-            ]
-            merged = merge_records(records, durable.log())
-            snap = durable.snapshot()
-            config = durable.config()
-            assert config is not None
-            constants = constants_of_run(
-                merged,
-                [j.id for j in snap.jobs],
-                [w.id for w in snap.workers],
-                config,
-                local_limit=1,
-            )
-            try:
-                report = validate_run(merged, constants, config)
-            except AssertionError as exc:  # RefinementViolation
-                return {"valid": False, "steps": len(merged), "error": str(exc)[:300]}
-            return {
-                "valid": True,
-                "steps": report.steps,
-                "explored": report.explored,
-                "seconds": round(report.seconds, 2),
-            }
-        finally:
-            durable.close()
+            report = validate_recording(self.dsn, self.record, local_limit=1)
+        except AssertionError as exc:  # RefinementViolation
+            return {"valid": False, "error": " ".join(str(exc).split())[:300]}
+        return {
+            "valid": True,
+            "steps": report.steps,
+            "explored": report.explored,
+            "seconds": round(report.seconds, 2),
+        }
 
 
 class Procrastinate(System):

@@ -1,13 +1,14 @@
 """PostgreSQL statements and Redis calls per job of the job runtime (docs/jobs.md,
 "Performance beside peers").
 
-One worker, in this process (its loop, its handler thread and its reconciler), drains N
-no-op jobs on a scratch PostgreSQL database and a private ``redis-server``; every
+One worker (``--workers K``: K, each with its own connections), in this process (its loop,
+its handler thread and its reconciler), drains N no-op jobs on a scratch PostgreSQL
+database and a private ``redis-server``; every
 ``psycopg`` cursor ``execute`` and every Redis command it issues is counted (the submits
 before it starts are not, nor the watcher that stops it when every job is terminal).  A
 benchmark, not a test: it asserts nothing.
 
-    python benchmarks/jobs_statements.py --jobs 300 [--by-statement] [--by-step]
+    python benchmarks/jobs_statements.py --jobs 300 [--workers K] [--by-statement] [--by-step]
 
 ``--by-step`` attributes every statement, round trip, ``COMMIT``/``ROLLBACK`` and Redis call
 to the step that sent it: the innermost method of ``remora/jobs/worker.py`` or
@@ -116,6 +117,12 @@ def step_of_caller() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=300, help="no-op jobs (300)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="workers in this process, each with its own connections and reconciler (1)",
+    )
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--by-statement", action="store_true", help="also list statements per job")
     p.add_argument(
@@ -124,8 +131,8 @@ def main() -> None:
         help="also attribute statements, round trips, commits and Redis calls to steps",
     )
     args = p.parse_args()
-    if args.jobs < 1:
-        sys.exit("jobs_statements: --jobs must be at least 1")
+    if args.jobs < 1 or args.workers < 1:
+        sys.exit("jobs_statements: --jobs and --workers must be at least 1")
     counting = threading.Event()
     counts: collections.Counter[str] = collections.Counter()
     kinds: collections.Counter[str] = collections.Counter()
@@ -191,16 +198,21 @@ def main() -> None:
     redis.Redis.execute_command = counted_command  # type: ignore[method-assign]
     with scratch_database(args.pg, "bench_statements") as dsn, private_redis() as url:
         clock = MonotonicClock()
-        durable = open_postgres(dsn)
-        config = durable.ensure_config(Context(clock), JobsConfig(**REMORA_CONFIG))
-        stores = Stores(
-            durable,
-            RedisCoordination(url, config, namespace="statements"),
-            PostgresTarget(dsn),
-            PostgresVault(dsn),
-            clock,
-            config,
-        )
+        config = open_postgres(dsn).ensure_config(Context(clock), JobsConfig(**REMORA_CONFIG))
+
+        def open_stores() -> Stores:
+            # One set of connections per worker, as each worker process has its own.
+            return Stores(
+                open_postgres(dsn),
+                RedisCoordination(url, config, namespace="statements"),
+                PostgresTarget(dsn),
+                PostgresVault(dsn),
+                clock,
+                config,
+            )
+
+        stores = open_stores()
+        others = [open_stores() for _ in range(args.workers - 1)]
         try:
             client = Actor("client", Context(clock))
             extra = (
@@ -212,8 +224,12 @@ def main() -> None:
                 stores.submit(client, f"job-{i:06d}", "noop", None, **extra)
             registry = Registry()
             registry.handler("noop")(lambda ctx: None)
-            worker = Worker(stores, "worker-1", registry=registry)
-            worker.start()
+            workers = [
+                Worker(st, f"worker-{i + 1}", registry=registry)
+                for i, st in enumerate([stores, *others])
+            ]
+            for w in workers:
+                w.start()
             stop = threading.Event()
 
             def watch() -> None:
@@ -232,12 +248,23 @@ def main() -> None:
             started = time.monotonic()
             cpu = time.process_time()
             threading.Thread(target=watch, name=WATCHER, daemon=True).start()
-            worker.run(stop=stop, reconcile_every=RECONCILE_EVERY)
+            more = [
+                threading.Thread(
+                    target=w.run, kwargs={"stop": stop, "reconcile_every": RECONCILE_EVERY}
+                )
+                for w in workers[1:]
+            ]
+            for t in more:
+                t.start()
+            workers[0].run(stop=stop, reconcile_every=RECONCILE_EVERY)
+            for t in more:
+                t.join()
             seconds = time.monotonic() - started
             cpu = time.process_time() - cpu
             counting.clear()
         finally:
-            stores.close()
+            for st in [stores, *others]:
+                st.close()
     n = args.jobs
     print(
         json.dumps(

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from remora.sim.jobs.refinement import RefinementViolation
 from tests.common.processes import BOUND, REPO
 from tests.common.services import unavailable
-from tests.postgres.services import require_postgres
+from tests.jobs.faultrun import private_redis
+from tests.postgres.services import fresh_database, require_postgres
 
 pytestmark = pytest.mark.services
 
@@ -156,3 +158,45 @@ def test_jobs_peers_refuses_to_install_with_no_install(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "--no-install" in result.stderr
     assert not missing.exists()
+
+
+def test_the_benchmarks_validation_refuses_a_forged_step(tmp_path: Path) -> None:
+    """What jobs_peers.py reports as valid can be invalid: a recorded run of the benchmark's
+    app validates, and the same recording with one ``AcceptSuccess`` turned into an
+    ``AcceptPermanentFailure`` (an outcome never sent) does not."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from jobs_validation import validate_recording  # benchmarks/ is no package
+
+    record = tmp_path / "record"
+    config = '{"tick_ms": 100, "lease_ticks": 30, "reservation_ticks": 30, "max_attempts": 3}'
+    with fresh_database() as dsn, private_redis(tmp_path) as url:
+        stores = ["--dsn", dsn, "--redis", url, "--record", str(record)]
+        env = {**os.environ, "PYTHONPATH": f"{REPO / 'benchmarks'}{os.pathsep}{REPO}"}
+        for argv in (
+            ["submit", "noop", "--count", "2", "--config", config],
+            ["worker", "--app", "jobs_peers_remora_app", "--until-idle", "--log-format", "none"],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "remora", "jobs", *argv, *stores],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=BOUND,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+        report = validate_recording(dsn, record, local_limit=1)
+        assert report.actions.get("AcceptSuccess") == 2
+        forged = False
+        for path in record.glob("*.jsonl"):
+            lines = path.read_text().splitlines()
+            for i, line in enumerate(lines):
+                step = json.loads(line)
+                if not forged and step["action"] == "AcceptSuccess":
+                    lines[i] = json.dumps({**step, "action": "AcceptPermanentFailure"})
+                    forged = True
+            path.write_text("\n".join(lines) + "\n")
+        assert forged
+        with pytest.raises(RefinementViolation):
+            validate_recording(dsn, record, local_limit=1)

@@ -64,6 +64,12 @@ of the repeats; NAME is the system for the no-op body and ``SYSTEM/sleep10`` for
 body; ``load`` is the 1-minute load average before and after — plus ``detail`` (the same
 with transactions and rollbacks per job), ``guarantees``, ``repeats`` (every
 measurement), ``validation`` (Remora's recordings) and ``recovery``.
+``--table-from FILE`` prints the tables of such a file again.
+
+Exit codes: 0 done (a measurement that failed is reported in one line and recorded in the
+JSON as ``{"error": …}``; the run goes on); 1 the run could not go on (e.g. the private
+``redis-server`` did not start); 2 bad usage, a missing ``redis-server``, ``--no-install``
+without the peers' environment, or a ``--table-from`` file that is not a report.
 """
 
 from __future__ import annotations
@@ -693,7 +699,8 @@ def wal_commits(s: System, lo: str, hi: str) -> tuple[int, int]:
     return commits, aborts
 
 
-def drive(s: System, n: int, timeout: float, stop_when_done: bool = True) -> Sampler:
+def drive(s: System, n: int, timeout: float) -> Sampler:
+    """Sample until ``n`` jobs are terminal (or the timeout, or every worker exited)."""
     smp = Sampler(s)
     deadline = time.monotonic() + timeout
     while smp.sample() < n and time.monotonic() < deadline:
@@ -708,13 +715,14 @@ def throughput(
 ) -> dict[str, Any]:
     with system(kind, body, pg, rds) as s:
         s.submit(n)
-        own = 0  # the benchmark's own transactions between the two pg_stats reads
+        own = reads0 = 0  # the benchmark's own transactions between the two pg_stats reads
         stats0 = (0, 0)
         if s.uses_pg:
             s.close()
             wait_backends_gone(s.dsn)
             stats0 = pg_stats(s.dsn)
             s.connect()
+            reads0 = s.reads
             own = 1  # the first pg_stats read (its commit is counted after its snapshot)
             # Other sessions' checkpoints must not recycle the WAL read afterwards: a
             # temporary slot of the polling session keeps it (dropped when that ends).
@@ -722,7 +730,6 @@ def throughput(
                 "SELECT pg_create_physical_replication_slot(%s, true, true)",
                 f"bench_{os.getpid()}_{time.monotonic_ns()}",
             )
-        reads0 = s.reads
         for i in range(k):
             s.start_worker(i)
         smp = drive(s, n, timeout)

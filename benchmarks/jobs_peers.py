@@ -573,7 +573,7 @@ class RQ(System):
 
         p = self.r.pipeline(transaction=False)
         for i in ids:
-            p.hmget(b"rq:job:" + i, "enqueued_at", "ended_at")
+            p.hmget(b"rq:job:" + bytes(i), "enqueued_at", "ended_at")  # type: ignore[arg-type]
         out: list[tuple[float, float | None]] = []
         for enq, end in p.execute():
             s = ts(enq)

@@ -38,7 +38,13 @@ PACKAGES = (
 )
 # Leaf frames that are waits, not work (py-spy counts a timed lock wait as active).
 WAITS = {"Condition.wait", "Event.wait", "Lock.acquire", "select", "poll", "sleep"}
-STEP_FILES = ("remora/jobs/worker.py", "remora/jobs/reconciler.py", "remora/jobs/stores.py")
+STEP_FILES = tuple(
+    f"remora/jobs/{f}"
+    for f in (
+        *("worker.py", "reconciler.py", "stores.py", "loop.py", "attempt.py"),
+        *("settlement.py", "incarnations.py", "credentials.py"),
+    )
+)
 
 
 def parse(line: str) -> tuple[list[tuple[str, str]], int]:

@@ -95,8 +95,14 @@ def private_redis() -> Iterator[str]:
         proc.wait()
 
 
+# The modules whose methods are steps (the later split of the worker loop included: loop,
+# attempt, settlement, incarnations, credentials); the store layers below them are not.
 STEP_FILES = tuple(
-    os.path.join("remora", "jobs", f) for f in ("worker.py", "reconciler.py", "stores.py")
+    os.path.join("remora", "jobs", f)
+    for f in (
+        *("worker.py", "reconciler.py", "stores.py", "loop.py", "attempt.py"),
+        *("settlement.py", "incarnations.py", "credentials.py"),
+    )
 )
 HELPERS = {"serial", "DaemonPool"}
 

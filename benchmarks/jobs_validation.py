@@ -22,8 +22,40 @@ sys.path.insert(0, str(REPO))
 
 from remora.jobs.durable import open_postgres  # noqa: E402
 from remora.jobs.io import StepRecord  # noqa: E402
-from remora.sim.jobs.refinement import constants_of_run, merge_records, validate_run  # noqa: E402
+from remora.sim.jobs.refinement import (  # noqa: E402
+    ValidationReport,
+    constants_of_run,
+    merge_records,
+    validate_run,
+)
 from remora.sim.scratch import scratch_database  # noqa: E402
+
+
+def validate_recording(dsn: str, record: Path, local_limit: int) -> ValidationReport:
+    """Validate the run recorded in ``record`` (``--record``'s ``*.jsonl``) on the durable
+    store at ``dsn`` against the spec; raises ``RefinementViolation`` when it does not
+    refine it (``benchmarks/jobs_peers.py`` validates every Remora measurement this way)."""
+    durable = open_postgres(dsn)
+    try:
+        records = [
+            StepRecord(**json.loads(line))
+            for path in sorted(record.glob("*.jsonl"))
+            for line in path.read_text().splitlines()
+        ]
+        merged = merge_records(records, durable.log())
+        snap = durable.snapshot()
+        config = durable.config()
+        assert config is not None
+        constants = constants_of_run(
+            merged,
+            [j.id for j in snap.jobs],
+            [w.id for w in snap.workers],
+            config,
+            local_limit=local_limit,
+        )
+        return validate_run(merged, constants, config)
+    finally:
+        durable.close()
 
 
 def main() -> None:
@@ -82,25 +114,7 @@ def main() -> None:
         for proc in procs:
             proc.wait()
         ran = time.perf_counter() - started
-        durable = open_postgres(dsn)
-        records = [
-            StepRecord(**json.loads(line))
-            for path in sorted(record.glob("*.jsonl"))
-            for line in path.read_text().splitlines()
-        ]
-        merged = merge_records(records, durable.log())
-        snap = durable.snapshot()
-        config = durable.config()
-        assert config is not None
-        constants = constants_of_run(
-            merged,
-            [j.id for j in snap.jobs],
-            [w.id for w in snap.workers],
-            config,
-            local_limit=args.concurrency,
-        )
-        report = validate_run(merged, constants, config)
-        durable.close()
+        report = validate_recording(dsn, record, args.concurrency)
         import redis
 
         client = redis.Redis.from_url(args.redis)

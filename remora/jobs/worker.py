@@ -47,8 +47,14 @@ from remora.jobs.model import (
 )
 from remora.jobs.sql import Locked
 from remora.jobs.stores import Stores
+from remora.worker.retry import RetryPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: How the production loop's steps retry a store that is unavailable, unless the worker is
+#: given its own policy (``remora jobs worker``: the outage budget's,
+#: :func:`remora.worker.outage.outage_policy`): 50 calls, 50 ms apart.
+STEP_RETRY = RetryPolicy(max_calls=50, waits=(0.05,) * 49)
 
 
 def serial(method: F) -> F:
@@ -101,10 +107,13 @@ class Worker:
         registry: Registry | None = None,
         durable_guard: bool = False,
         ctx: Context | None = None,
+        retry: RetryPolicy = STEP_RETRY,
     ) -> None:
         """``ctx``: the incarnation's context (default: a fresh one on the stores' clock);
-        canceling it ends the incarnation (module docstring)."""
+        canceling it ends the incarnation (module docstring).  ``retry``: how the production
+        loop retries a step whose store is unavailable (:mod:`remora.jobs.settlement`)."""
         self.stores = stores
+        self.retry = retry
         #: Run ``ActivateAttempt``/``RenewLease``/``ReportProgress`` under the job's durable
         #: lock, refreshing the coordination mirror from the durable row first: needed when
         #: the coordination store is private to this process (the embedded default), where
@@ -502,6 +511,7 @@ __all__ = [
     "AUTHORIZED",
     "COMMITTED",
     "EXECUTING",
+    "STEP_RETRY",
     "STOPPED",
     "LocalAttempt",
     "Worker",

@@ -43,6 +43,8 @@ class AttemptContext:
         self.complete = complete
         row = worker.rows.pop(a, None) or worker.stores.durable.job(a.job)
         self.handler = row.handler
+        #: The payload as stored (JSON text): what a child process is sent.
+        self.payload_text = row.payload
         self.payload: Any = json.loads(row.payload)
         self.max_progress = row.max_progress
         self.stop_requested = False

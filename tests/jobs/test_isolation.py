@@ -24,6 +24,7 @@ from remora.clock import MonotonicClock
 from remora.context import Context
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_sqlite
+from remora.jobs.handlers import REGISTRY
 from remora.jobs.io import Actor, MemoryRecorder
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.processes import ProcessExecutor
@@ -78,10 +79,10 @@ class Run:
         )
         self.rec = MemoryRecorder()
         self.client = Actor("client", Context(clock), recorder=self.rec)
-        from tests.jobs.test_operating import _ops_registry
+        import tests.jobs.ops_app  # noqa: F401  (registers into the default registry)
 
         self.worker = Worker(
-            self.stores, "w1", concurrency=concurrency, recorder=self.rec, registry=_ops_registry()
+            self.stores, "w1", concurrency=concurrency, recorder=self.rec, registry=REGISTRY
         )
         self.executor = ProcessExecutor(APP, concurrency)
         self.executor.prestart()

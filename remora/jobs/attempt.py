@@ -221,7 +221,7 @@ class AttemptContext:
             self.stop_requested = True
             if not local.cancel_seen and not local.outcome_sent and self.expired:
                 try:
-                    w.send_outcome(a, Outcome.RETRYABLE)
+                    w.send_outcome(a, Outcome.RETRYABLE, self.timed_out_error)
                 except RemoraError:
                     self.stop_requested = False
                     return False

@@ -105,7 +105,7 @@ def settle(
     if sending:
         sent = outcome
         assert sent is not None
-        if retry_step(w, lambda: w.send_outcome(a, sent)):
+        if retry_step(w, lambda: w.send_outcome(a, sent, error)):
             retry_step(w, lambda: w.process_outcome(a, error))
     while local.state == EXECUTING and not local.finished and w.up and not shutting_down():
         if retry_step(w, lambda: w.cooperative_stop(a)):

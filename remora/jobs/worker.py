@@ -378,8 +378,9 @@ class Worker:
         )
 
     @serial
-    def send_outcome(self, a: AttemptId, outcome: Outcome) -> None:
-        """``SendOutcome(a, o)``: the request becomes durably pending."""
+    def send_outcome(self, a: AttemptId, outcome: Outcome, error: str = "") -> None:
+        """``SendOutcome(a, o)``: the request becomes durably pending (a failure's
+        ``error`` with it, :meth:`~remora.jobs.guards.Guards.send_outcome`)."""
         local = self._executing(a)
         if outcome is Outcome.SUCCESS and local.progress != local.max_progress:
             raise NotEnabled(f"{a}: success needs a complete stage")
@@ -387,7 +388,12 @@ class Worker:
             self.actor,
             a.job,
             lambda lk: self.stores.guards.send_outcome(
-                lk.job, lk.attempts, a.token, outcome, worker_up=self.id not in lk.workers_down
+                lk.job,
+                lk.attempts,
+                a.token,
+                outcome,
+                worker_up=self.id not in lk.workers_down,
+                error=error,
             ),
         )
         local.outcome_sent = True

@@ -79,6 +79,9 @@ class Dispatcher:
         self.refused: dict[AttemptId, float] = {}
         #: Each job's handler, once read (:meth:`registers`).
         self._handler_of: dict[str, str] = {}
+        #: Reserved jobs whose authorization failed on an unavailable store, and when
+        #: (:meth:`awaiting_authorization`).
+        self.unauthorized: dict[str, float] = {}
 
     def dispatch(self, slots: int) -> list[AttemptId]:
         """Activate at most ``slots`` attempts (here: one); their handlers are the
@@ -89,27 +92,53 @@ class Dispatcher:
         for a in self.awaiting_activation():
             if self.activate_again(a):
                 return [a]
+        # A reservation whose AuthorizeAttempt met an unavailable store: authorized now
+        # that it may be back, rather than held idle until the reservation expires.
+        pending = self.awaiting_authorization()
+        if pending:
+            return self.start(pending[0])
         # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
         # contend for the same job), not the whole coordination state.
         accept = None if w.registry is None else self.registers
         for job in w.stores.coordination.candidates(w.actor, 8, accept):
             if w.reserve(job) is None:
                 continue
-            try:
-                a = w.authorize(job)
-            except (NotEnabled, RemoraError):
-                quietly(functools.partial(w.release_reservation, job))
-                return []
-            try:
-                w.activate(a)
-            except NotEnabled:
-                # Usually the job's previous attempt still holds a live lease (its worker
-                # has accepted its failure but not yet released the lease): activation is
-                # only delayed, a later pass tries again (awaiting_activation).
-                self.refused[a] = w.stores.clock.now()
-                return []
-            return [a]
+            return self.start(job)
         return []
+
+    def start(self, job: str) -> list[AttemptId]:
+        """Authorize and activate an attempt of ``job``, which this worker reserved."""
+        w = self.worker
+        try:
+            a = w.authorize(job)
+        except NotEnabled:
+            self.unauthorized.pop(job, None)
+            quietly(functools.partial(w.release_reservation, job))
+            return []
+        except RemoraError:
+            # The store is unavailable (or the result unknown): try again while the
+            # reservation lasts (the guard refuses a reservation that is gone).
+            self.unauthorized[job] = w.stores.clock.now()
+            return []
+        self.unauthorized.pop(job, None)
+        try:
+            w.activate(a)
+        except NotEnabled:
+            # Usually the job's previous attempt still holds a live lease (its worker
+            # has accepted its failure but not yet released the lease): activation is
+            # only delayed, a later pass tries again (awaiting_activation).
+            self.refused[a] = w.stores.clock.now()
+            return []
+        return [a]
+
+    def awaiting_authorization(self) -> list[str]:
+        """The jobs this worker still holds a reservation of whose ``AuthorizeAttempt``
+        failed on an unavailable store, each tried at most once a tick."""
+        w = self.worker
+        due = w.stores.clock.now() - w.stores.config.tick_ms / 1000
+        for job in [j for j in self.unauthorized if j not in w.reservations]:
+            del self.unauthorized[job]
+        return sorted(j for j, at in self.unauthorized.items() if at <= due)
 
     def registers(self, job: str) -> bool:
         """Whether this worker registers the handler of ``job`` (a job's handler never

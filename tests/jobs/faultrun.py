@@ -115,11 +115,15 @@ class _Pipe:
         for src, dst in ((self.client, self.server), (self.server, self.client)):
             threading.Thread(target=self._copy, args=(src, dst), daemon=True).start()
 
+    def passes(self, src: socket.socket, data: bytes) -> bool:
+        """Whether ``data`` read from ``src`` is forwarded (False: the connection ends)."""
+        return True
+
     def _copy(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while True:
                 data = src.recv(65536)
-                if not data:
+                if not data or not self.passes(src, data):
                     break
                 dst.sendall(data)
         except OSError:
@@ -201,19 +205,9 @@ class _Spied(_Pipe):
 
     proxy: SiteCutter
 
-    def _copy(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if src is self.client and self.proxy.spotted(data):
-                    break  # the link is cut: these bytes never arrive
-                dst.sendall(data)
-        except OSError:
-            pass
-        self.close()
-        self.proxy._forget(self)
+    def passes(self, src: socket.socket, data: bytes) -> bool:
+        # spotted: the link is cut, these bytes never arrive
+        return src is not self.client or not self.proxy.spotted(data)
 
 
 class SiteCutter(TcpProxy):

@@ -20,30 +20,19 @@ from typing import Any
 
 import pytest
 
-from remora.clock import MonotonicClock
 from remora.context import Context
-from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_sqlite
 from remora.jobs.handlers import REGISTRY
 from remora.jobs.io import Actor, MemoryRecorder
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.processes import ProcessExecutor
 from remora.jobs.reconciler import Reconciler
-from remora.jobs.stores import Stores
-from remora.jobs.target import MemoryTarget, MemoryVault
 from remora.jobs.worker import Worker
 from remora.sim.jobs.refinement import constants_of_run, merge_records, validate_run
+from tests.jobs.operate import SAFETY, end, memory_stores, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.jobs.ops_app"
-SAFETY = 120.0  # seconds: a safety net only, never a speed assertion
-
-
-def wait_for(cond: Any, what: str, timeout: float = SAFETY) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def alive(pid: int) -> bool:
@@ -67,16 +56,9 @@ class Run:
     coordination, recorded."""
 
     def __init__(self, concurrency: int = 1, **config: int) -> None:
-        clock = MonotonicClock()
         cfg = JobsConfig(**{"tick_ms": 50, "lease_ticks": 200, "reservation_ticks": 200, **config})
-        self.stores = Stores(
-            open_sqlite(":memory:"),
-            MemoryCoordination(clock, cfg),
-            MemoryTarget(),
-            MemoryVault(),
-            clock,
-            cfg,
-        )
+        self.stores = memory_stores(cfg)
+        clock = self.stores.clock
         self.rec = MemoryRecorder()
         self.client = Actor("client", Context(clock), recorder=self.rec)
         import tests.jobs.ops_app  # noqa: F401  (registers into the default registry)
@@ -302,20 +284,10 @@ def _hung_cli_worker(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str]
     return proc, db, pids
 
 
-def _end(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    try:
-        _, err = proc.communicate(timeout=SAFETY)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail("the worker did not exit")
-    return proc.returncode, err
-
-
 def test_sigterm_kills_the_hung_children_after_grace_and_exits_0(tmp_path: Path) -> None:
     proc, db, pids = _hung_cli_worker(tmp_path, "--grace", "0.3")
     proc.send_signal(signal.SIGTERM)
-    code, err = _end(proc)
+    code, err = end(proc)
     assert code == 0, err
     assert "SIGTERM: stopping" in err and err.count("\n") == 1, err
     assert not [p for p in pids if alive(p)], "a handler's process outlived its worker"
@@ -333,7 +305,7 @@ def test_a_second_signal_exits_1_at_once_and_kills_the_children(
     assert proc.stderr is not None
     assert "SIGINT: stopping" in proc.stderr.readline()
     proc.send_signal(second)
-    code, err = _end(proc)
+    code, err = end(proc)
     assert code == 1
     assert err.count("\n") == 1 and f"{second.name} again: exiting at once" in err, err
     assert not [p for p in pids if alive(p)], "a handler's process outlived its worker"
@@ -372,7 +344,7 @@ def test_thread_isolation_still_runs_jobs(tmp_path: Path) -> None:
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert pid_in(Path(f"{marker}.1")) == worker.pid  # the handler runs in the worker
-    code, err = _end(worker)
+    code, err = end(worker)
     assert code == 0, err
     rows = {
         r["id"]: r

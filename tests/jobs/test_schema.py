@@ -35,8 +35,7 @@ def old_tables() -> list[str]:
     release's)."""
     assert any(TIMEOUT_COLUMN in t for t in TABLES)
     return [
-        OLD_WORKER if "remora_jobs_worker (" in t else t.replace(TIMEOUT_COLUMN, "")
-        for t in TABLES
+        OLD_WORKER if "remora_jobs_worker (" in t else t.replace(TIMEOUT_COLUMN, "") for t in TABLES
     ]
 
 

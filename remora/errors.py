@@ -108,6 +108,11 @@ class WorkerDown(JobError):
     no more steps."""
 
 
+class OutageExceeded(JobError):
+    """A store stayed unavailable for longer than the worker's outage budget
+    (``--outage-budget``): the worker gives up (one line, exit 1)."""
+
+
 class UnknownHandler(InvalidInput):
     """A job names a handler nobody registered (or a worker was started without any)."""
 
@@ -131,5 +136,6 @@ __all__ = [
     "NotEnabled",
     "UnknownJob",
     "WorkerDown",
+    "OutageExceeded",
     "UnknownHandler",
 ]

@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -30,17 +30,19 @@ from remora import strictjson
 from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, int_at_least
 from remora.clock import MonotonicClock
 from remora.context import Context
-from remora.errors import InvalidInput, Unavailable
+from remora.errors import InvalidInput, OutageExceeded, Unavailable
 from remora.jobs.coordination import Coordination, MemoryCoordination
 from remora.jobs.handlers import load_app, load_worker_app
 from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, LogRecorder, Recorder, TeeRecorder
 from remora.jobs.loop import WorkerLoop
 from remora.jobs.model import JobsConfig, Phase
+from remora.jobs.processes import ProcessExecutor
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import quietly
 from remora.jobs.stores import Stores
 from remora.jobs.target import DirectoryTarget, DirectoryVault, check_id
 from remora.jobs.worker import Worker
+from remora.worker.outage import DEFAULT_OUTAGE_BUDGET, OutageWatch, outage_policy
 
 # psycopg logs "error ignored terminating <psycopg.Pipeline …>" when a broken connection
 # ends a pipelined transaction; the store has already turned that failure into a typed
@@ -68,6 +70,20 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _budget(text: str) -> float:
+    value = _seconds(text)
+    if value > 86400:
+        raise argparse.ArgumentTypeError(f"must be in 0..86400 seconds, got {text}")
     return value
 
 
@@ -118,12 +134,24 @@ def register(sub: Any) -> None:
     s.add_argument("--id", dest="job_id", metavar="ID", help="job id (default: generated)")
     s.add_argument("--count", type=_positive, default=1, metavar="N", help="submit N jobs")
     s.add_argument("--app", metavar="MODULE", help="check HANDLER is registered by MODULE")
+    s.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="an attempt of the job still running after SECONDS ends as a retryable failure "
+        "(kept with the job; the handler's own timeout applies instead when smaller)",
+    )
     s.set_defaults(func=submit)
 
     w = cmds.add_parser(
         "worker",
         help="run a worker incarnation",
-        epilog=exit_codes("stopped cleanly (or idle with --until-idle)", fail, bad),
+        epilog=exit_codes(
+            "stopped cleanly (a first SIGTERM/SIGINT, or idle with --until-idle)",
+            "a failure: a store unavailable at start or for longer than --outage-budget, "
+            "the incarnation declared down, a second signal",
+            bad,
+        ),
     )
     common(w)
     w.add_argument("--app", required=True, metavar="MODULE", help="module registering handlers")
@@ -159,11 +187,29 @@ def register(sub: Any) -> None:
         "(default 30); a second signal ends the worker at once (exit 1)",
     )
     w.add_argument(
+        "--isolation",
+        choices=("process", "thread"),
+        default="process",
+        help="where handlers run: process (default; a pool of --concurrency child processes, "
+        "reused, killed to end an attempt that overran its timeout or was cancelled) or "
+        "thread (cannot end a handler that hangs: its thread is left behind)",
+    )
+    w.add_argument(
+        "--outage-budget",
+        type=_budget,
+        default=DEFAULT_OUTAGE_BUDGET,
+        metavar="SECONDS",
+        help="while PostgreSQL or Redis is unavailable, retry with backoff for up to SECONDS, "
+        "saying once that it waits, then resume; past it, exit 1 with one line "
+        f"(default {DEFAULT_OUTAGE_BUDGET:g})",
+    )
+    w.add_argument(
         "--log-format",
         choices=("text", "json", "none"),
         default="text",
         help="one stderr line per attempt transition (reserve, start, checkpoint, outcome, "
-        "accept, reap, declare-down): text (default), json, or none",
+        "accept, reap, declare-down) and per outage (waiting, resumed): text (default), json, "
+        "or none",
     )
     w.set_defaults(func=worker)
 
@@ -321,7 +367,14 @@ def submit(args: argparse.Namespace) -> int:
                 job_id = f"{args.job_id}-{i + 1}"
             # With Redis the submitter enqueues at once (workers see the job without
             # waiting for a reconcile pass); embedded coordination is the worker's own.
-            stores.submit(actor, job_id, args.handler, payload, enqueue=bool(args.redis))
+            stores.submit(
+                actor,
+                job_id,
+                args.handler,
+                payload,
+                enqueue=bool(args.redis),
+                timeout=args.timeout or 0.0,
+            )
             print(job_id)
     finally:
         stores.close()
@@ -399,7 +452,12 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
         recorder=recorder,
         registry=registry,
         durable_guard=not args.redis,
+        retry=outage_policy(args.outage_budget),
     )
+    outage = OutageWatch(args.outage_budget, clock, _outage_line(args.log_format))
+    executor: ProcessExecutor | None = None
+    if args.isolation == "process":
+        executor = ProcessExecutor(args.app, args.concurrency, name=worker_id)
     stop = threading.Event()
 
     signals: list[int] = []
@@ -409,8 +467,11 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
         signals.append(signum)
         name = signal.Signals(signum).name
         if len(signals) > 1:
-            # The second signal: end now (nothing is marked down: like a crash, the
-            # next incarnation or the reaper takes the attempts back).
+            # The second signal: end now, the handlers' processes with it (nothing is
+            # marked down: like a crash, the next incarnation or the reaper takes the
+            # attempts back).
+            if executor is not None:
+                executor.kill_now()
             _say(f"remora jobs worker: {name} again: exiting at once")
             os._exit(EXIT_FAILED)
         stop.set()
@@ -430,6 +491,8 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
             stop.set()
 
     try:
+        if executor is not None:
+            executor.prestart()  # before the incarnation starts: a child that fails is exit 2
         w.start()
         if not args.redis:
             declare_earlier_incarnations_down(stores, w, recorder)
@@ -439,6 +502,8 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
             reconcile_every=args.reconcile_every,
             on_idle=idle,
             grace=args.grace,
+            executor=executor,
+            outage=outage,
         ).run(stop)
         # A last pass: clean staging and coordination of what just finished.  Best
         # effort: a store out of reach now (a link cut) leaves it to the next pass of
@@ -446,11 +511,28 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
         # a PostgreSQL cut that landed here: tests/jobs/test_real_faults.py).
         final = Reconciler(stores, f"{worker_id}.final", recorder=recorder)
         quietly(final.reconcile_once)
+    except OutageExceeded as exc:
+        _say(f"remora jobs worker: {exc}")
+        return EXIT_FAILED
     finally:
+        if executor is not None:
+            executor.close()
         for sig, handler in old.items():
             signal.signal(sig, handler)
         stores.close()
     return EXIT_OK
+
+
+def _outage_line(log_format: str) -> Callable[[str], None]:
+    """How the worker says it waits for a store (and that it resumed): a log line in the
+    worker's ``--log-format`` (none: nothing)."""
+    if log_format == "none":
+        return lambda line: None
+    if log_format == "json":
+        return lambda line: _say(
+            json.dumps({"ts": round(time.time(), 3), "event": "outage", "message": line})
+        )
+    return lambda line: _say(f"remora jobs worker: {line}")
 
 
 def declare_earlier_incarnations_down(stores: Any, w: Worker, recorder: Any) -> int:
@@ -531,6 +613,7 @@ def status(args: argparse.Namespace) -> int:
                     "attempt": job.current_token or None,
                     "worker": workers.get((job.id, job.current_token)),
                     "cancel_requested": job.cancel_requested,
+                    "timeout": job.timeout or None,
                     "result": None if result is None else result.decode(errors="replace"),
                     "error": _current_error(job),
                 }
@@ -550,7 +633,11 @@ def status(args: argparse.Namespace) -> int:
 
     shown = [{**r, "result": _short(r["result"]), "error": _short(r["error"])} for r in rows]
     shown = [{**r, "attempt": r["attempt"] or "", "worker": r["worker"] or ""} for r in shown]
-    print_table(shown, ["id", "handler", "phase", "attempt", "worker", "result", "error"])
+    columns = ["id", "handler", "phase", "attempt", "worker", "result", "error"]
+    if any(r["timeout"] for r in rows):  # the jobs' own timeouts (submit --timeout)
+        shown = [{**r, "timeout": f"{r['timeout']:g}s" if r["timeout"] else ""} for r in shown]
+        columns.insert(3, "timeout")
+    print_table(shown, columns)
     return EXIT_OK
 
 

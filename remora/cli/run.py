@@ -24,6 +24,7 @@ from remora.cli.common import (
     print_table,
 )
 from remora.cli.store_args import DEFAULT_DB, add_store_arguments, describe, open_store
+from remora.clock import MonotonicClock
 from remora.context import Context
 from remora.domain import SourceRecord
 from remora.errors import (
@@ -40,15 +41,12 @@ from remora.source import SourceLog, open_source_dir
 from remora.store import PartitionSummary, StateStore, Token
 from remora.worker.group import GroupProgress, PartitionFailure, WorkerGroup
 from remora.worker.lifecycle import PRODUCTION_BUDGET, Lifecycle
-from remora.worker.retry import RetryPolicy
+from remora.worker.outage import DEFAULT_OUTAGE_BUDGET, OutageWatch, outage_policy
 from remora.worker.source_identity import ACCEPT_FLAG, check_source, record_source
 
 __all__ = ["DEFAULT_DB", "register", "run", "summarize"]
 
 DEFAULT_REBALANCE_EVERY = 500
-DEFAULT_OUTAGE_BUDGET = 60.0
-FIRST_WAIT = 0.1
-LONGEST_WAIT = 2.0
 
 
 def _seconds(text: str) -> float:
@@ -61,54 +59,34 @@ def _seconds(text: str) -> float:
     return value
 
 
-def outage_retry(budget: float) -> RetryPolicy:
-    """Waits doubling from 0.1 s up to 2 s between calls, until they add up to ``budget``
-    seconds (at least the production policy's three calls)."""
-    waits: list[float] = []
-    wait = FIRST_WAIT
-    while sum(waits) < budget or len(waits) < 2:
-        waits.append(wait)
-        wait = min(wait * 2, LONGEST_WAIT)
-    return RetryPolicy(max_calls=len(waits) + 1, waits=tuple(waits))
+#: The per-call retry within the outage budget (the rule the job worker follows too).
+outage_retry = outage_policy
 
 
 class _Watched:
     """The store as the workers see it (an :class:`OwnershipStore`): says once on stderr
-    that it waits for an unavailable store (and once that it resumed), and remembers each
-    partition's last token read or written, for the table when the store is gone."""
+    that it waits for an unavailable store (and once that it resumed: the rule of
+    :class:`~remora.worker.outage.OutageWatch`), and remembers each partition's last token
+    read or written, for the table when the store is gone."""
 
     def __init__(self, store: StateStore, where: str, budget: float, say: Callable[[str], None]):
         self.store = store
         self.where = where
         self.budget = budget
-        self.say = say
+        self.watch = OutageWatch(budget, MonotonicClock(), say)
         self.tokens: dict[int, Token] = {}
         self._lock = threading.Lock()
-        self._since: float | None = None  # when the store became unavailable
 
     def _call(self, partition: int, call: Callable[[], Token]) -> Token:
-        started = time.monotonic()
+        started = self.watch.now()
         try:
             token = call()
         except Unavailable as exc:
-            with self._lock:
-                if self._since is None:
-                    self._since = time.monotonic()
-                    self.say(
-                        f"waiting for the store ({self.where}): {exc}; retrying for up to "
-                        f"{self.budget:g} s (--outage-budget)"
-                    )
+            self.watch.failed("the store", exc, self.where)
             raise
         with self._lock:
             self.tokens[partition] = token
-            # Only a call begun after the outage began shows the store is back: another
-            # worker's call that was already answered when the first failure was seen
-            # proves nothing (it made the run say "back", then "waiting" again).
-            if self._since is not None and started >= self._since:
-                self.say(
-                    f"the store is back after {time.monotonic() - self._since:.1f} s; resuming"
-                )
-                self._since = None
+        self.watch.answered("the store", started)
         return token
 
     def claim(self, partition: int, ctx: Context) -> Token:

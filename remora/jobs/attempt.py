@@ -7,32 +7,28 @@ taken one at a time by any scheduler; an attempt context is what the *production
 builds around one attempt whose handler runs somewhere else (:mod:`remora.jobs.executor`).
 A handler reaches the worker only through the :class:`JobContext` API (``advance``,
 ``stage``, ``checkpoint``, ``put_secret``, ``cancelled`` …), so an executor may run it in
-another process that forwards those calls here.
+another process that forwards those calls here (:mod:`remora.jobs.processes`).  Each of
+those calls rides out a store outage by the settlement's rule
+(:func:`~remora.jobs.settlement.ride_out`).
+
+An attempt may run for at most its timeout: the smaller of its handler's
+(``@handler(..., timeout=)``) and its job's (``jobs submit --timeout``).  Overrun, it is
+asked to stop first (``ctx.cancelled`` becomes true), and ``cancel_grace`` later the loop
+ends it as a retryable failure — as it does an attempt whose cancel (or lost lease) it
+noticed, with ``CooperativeStop`` — and its executor ends the handler where it can.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import traceback
 from typing import Any
 
-import attrs
-
 from remora.errors import RemoraError, UnknownHandler
-from remora.jobs.handlers import Cancelled, Permanent, Retryable, encode_output
+from remora.jobs.handlers import HandlerResult, call_handler, describe, encode_output
 from remora.jobs.model import AttemptId, Outcome
-from remora.jobs.settlement import Settle, quietly, retry_step, settle
+from remora.jobs.settlement import Settle, quietly, retry_step, ride_out, settle
 from remora.jobs.worker import EXECUTING, STOPPED, LocalAttempt, Worker
-
-
-@attrs.frozen
-class HandlerResult:
-    """What a handler's run came to: the outcome to request (``None``: it stopped
-    cooperatively, :class:`~remora.jobs.handlers.Cancelled`) and the error it reported."""
-
-    outcome: Outcome | None
-    error: str = ""
 
 
 class AttemptContext:
@@ -47,6 +43,8 @@ class AttemptContext:
         self.complete = complete
         row = worker.rows.pop(a, None) or worker.stores.durable.job(a.job)
         self.handler = row.handler
+        #: The payload as stored (JSON text): what a child process is sent.
+        self.payload_text = row.payload
         self.payload: Any = json.loads(row.payload)
         self.max_progress = row.max_progress
         self.stop_requested = False
@@ -56,8 +54,13 @@ class AttemptContext:
         self.tended = worker.stores.clock.now()
         self.started = self.tended
         registry = worker.registry
-        #: Seconds the handler may run before the attempt ends as a retryable failure.
-        self.timeout = None if registry is None else registry.timeout(self.handler)
+        #: Seconds the handler may run before the attempt ends as a retryable failure: the
+        #: smaller of the handler's and the job's own (module docstring).
+        limits = [registry.timeout(self.handler) if registry is not None else None]
+        limits.append(row.timeout or None)
+        self.timeout = min((t for t in limits if t is not None), default=None)
+        #: The attempt overran its timeout: asked to stop, it ends as a retryable failure.
+        self.expired = False
         #: The loop stopped waiting on this handler (its thread is left behind): the
         #: thread settles nothing when it returns.
         self.abandoned = False
@@ -87,53 +90,74 @@ class AttemptContext:
 
     @property
     def cancelled(self) -> bool:
-        return self.stop_requested or self.local.cancel_seen or self.local.state != EXECUTING
+        return (
+            self.stop_requested
+            or self.expired
+            or self.local.cancel_seen
+            or self.local.state != EXECUTING
+        )
 
     def advance(self, amount: int, data: bytes | str | None = None) -> None:
+        raw = encode_output(data or b"")
+        w, a = self.worker, self.attempt
         with self._lock:
-            self.worker.advance(self.attempt, amount, encode_output(data or b""))
-            quietly(lambda: self.worker.report_progress(self.attempt))
+            ride_out(w, lambda: w.advance(a, amount, raw))
+            quietly(lambda: w.report_progress(a))
 
     def stage(self, output: Any) -> None:
+        raw = encode_output(output)
+        w, a = self.worker, self.attempt
         with self._lock:
-            self.worker.advance(self.attempt, self.max_progress, encode_output(output))
+            ride_out(w, lambda: w.advance(a, self.max_progress, raw))
 
     def checkpoint(self) -> None:
+        w, a = self.worker, self.attempt
         with self._lock:
-            self.worker.checkpoint(self.attempt)
+            ride_out(w, lambda: w.checkpoint(a))
 
     def put_secret(self, secret: bytes | str) -> int:
         raw = secret.encode() if isinstance(secret, str) else secret
-        return self.worker.put_secret(self.attempt, raw).sequence
+        w, a = self.worker, self.attempt
+        return ride_out(w, lambda: w.put_secret(a, raw)).sequence
 
     # -- running the handler ---------------------------------------------------------------------
     def run_handler(self) -> HandlerResult:
-        """Run the attempt's handler here and classify how it ended; a returned output is
-        staged (unless the handler staged it already or the attempt stopped executing)."""
+        """Run the attempt's handler here and classify how it ended
+        (:func:`~remora.jobs.handlers.call_handler`), then :meth:`conclude`."""
         try:
             assert self.worker.registry is not None
             fn = self.worker.registry.get(self.handler)
-            value = fn(self)
-            if self.local.state == EXECUTING and self.local.progress < self.max_progress:
-                self.stage(value)
-            return HandlerResult(Outcome.SUCCESS)
-        except Cancelled:
-            return HandlerResult(None)
-        except Permanent as exc:
-            return HandlerResult(Outcome.PERMANENT, f"permanent: {exc}")
         except UnknownHandler as exc:
             return HandlerResult(Outcome.PERMANENT, str(exc))
-        except Retryable as exc:
-            return HandlerResult(Outcome.RETRYABLE, f"retryable: {exc}")
-        except Exception as exc:  # any other failure of user code is retryable
-            if exc.__traceback__:
-                traceback.clear_frames(exc.__traceback__)
-            return HandlerResult(Outcome.RETRYABLE, f"{type(exc).__name__}: {exc}"[:500])
+        local = self.local
+        result, output = call_handler(fn, self, lambda: local.progress >= self.max_progress)
+        return self.conclude(result, output)
+
+    def conclude(self, result: HandlerResult, output: bytes | None) -> HandlerResult:
+        """Stage a successful handler's ``output`` (already encoded; ``None``: it staged
+        it itself) — unless the attempt stopped executing or overran its timeout — and
+        return the result to settle: a retryable failure when staging failed."""
+        local = self.local
+        if (
+            result.outcome is Outcome.SUCCESS
+            and output is not None
+            and not self.expired
+            and local.state == EXECUTING
+            and local.progress < self.max_progress
+        ):
+            try:
+                self.stage(output)
+            except Exception as exc:  # as the handler's own failure would be
+                return HandlerResult(Outcome.RETRYABLE, describe(exc))
+        return result
 
     def finish(self, result: HandlerResult) -> None:
         """The handler is done: settle the attempt (:attr:`complete`) — unless the loop
-        ended it meanwhile (a timeout, a cancel) or the worker stopped."""
+        ended it meanwhile (a timeout, a cancel) or the worker stopped.  An attempt that
+        overran its timeout ends as a retryable failure whatever its handler returned."""
         self.local.handler_done = True
+        if self.expired and not self.local.cancel_seen:
+            result = HandlerResult(Outcome.RETRYABLE, self.timed_out_error)
         with self._settle_lock:
             if self.abandoned:
                 return
@@ -163,18 +187,24 @@ class AttemptContext:
     def timed_out(self, now: float) -> bool:
         return self.timeout is not None and now - self.started >= self.timeout
 
+    @property
+    def timed_out_error(self) -> str:
+        return f"timed out after {self.timeout:g}s"
+
     def overdue(self, now: float, cancel_grace: float) -> bool:
-        """Whether the loop should stop waiting on this handler: it overran its timeout,
-        or it is still running ``cancel_grace`` seconds after a stop condition (cancel,
-        lost lease) was noticed."""
+        """Whether the loop should stop waiting on this handler: it is still running
+        ``cancel_grace`` seconds after a stop condition was noticed — a cancel, a lost
+        lease, or its timeout overrun (which asks it to stop: ``ctx.cancelled``)."""
         local = self.local
         if self._settling or self.abandoned or local.state != EXECUTING or now < self._next_try:
             return False
-        if local.cancel_seen:
-            if self._stop_seen_at is None:
-                self._stop_seen_at = now
-            return now - self._stop_seen_at >= cancel_grace
-        return self.timed_out(now)
+        if not local.cancel_seen and not self.expired and self.timed_out(now):
+            self.expired = True
+        if not (local.cancel_seen or self.expired):
+            return False
+        if self._stop_seen_at is None:
+            self._stop_seen_at = now
+        return now - self._stop_seen_at >= cancel_grace
 
     def end_from_loop(self) -> bool:
         """End the attempt without its handler (which keeps running where its executor
@@ -189,14 +219,14 @@ class AttemptContext:
             now = w.stores.clock.now()
             self._next_try = now + w.stores.config.tick_ms / 1000
             self.stop_requested = True
-            if not local.cancel_seen and not local.outcome_sent and self.timed_out(now):
+            if not local.cancel_seen and not local.outcome_sent and self.expired:
                 try:
-                    w.send_outcome(a, Outcome.RETRYABLE)
+                    w.send_outcome(a, Outcome.RETRYABLE, self.timed_out_error)
                 except RemoraError:
                     self.stop_requested = False
                     return False
                 self.abandoned = True  # the outcome is durably pending: ours to process
-                retry_step(w, lambda: w.process_outcome(a, f"timed out after {self.timeout:g}s"))
+                retry_step(w, lambda: w.process_outcome(a, self.timed_out_error))
                 if local.state == STOPPED or local.finished:
                     retry_step(w, lambda: w.release_lease(a))
                 return True

@@ -50,9 +50,12 @@ class DurableStore(Incarnations, DurableReads):
         handler: str,
         payload: str,
         config: JobsConfig,
+        *,
+        timeout: float = 0.0,
     ) -> JobRow:
         """Durably accept a job (``Queued``, dispatch needed).  Not a spec step: the spec's
-        jobs are accepted in ``Init``."""
+        jobs are accepted in ``Init``.  ``timeout``: the job's own attempt timeout in seconds
+        (0: none)."""
         seq = actor.next_seq()
 
         def body(cur: Any) -> JobRow:
@@ -70,6 +73,7 @@ class DurableStore(Incarnations, DurableReads):
                 config.max_attempts,
                 config.max_progress,
                 version=1,
+                timeout=timeout,
             )
             cur.execute(self._q(JOB_INSERT), job_values(job))
             insert_log(

@@ -234,10 +234,13 @@ class Guards:
         outcome: Outcome,
         *,
         worker_up: bool = True,
+        error: str = "",
     ) -> Change:
         """``SendOutcome(a, o)``: the request is durably in flight (the worker checked
         ``AttemptExecuting`` and, for success, a complete stage; ``worker_up``: its incarnation
-        is not declared down, read under the job's lock)."""
+        is not declared down, read under the job's lock).  A failure's ``error`` is kept on
+        the job's row with the request (not a spec variable), so the job shows it whoever
+        processes the outcome — the reconciler's ``ProcessOutcome`` knows no error."""
         row = _attempt(attempts, token)
         self.need(worker_up, f"worker {row.worker} is not up")
         self.need(row.pending is None, "an outcome is already in flight")
@@ -245,6 +248,7 @@ class Guards:
         return Change(
             Action.SEND_OUTCOME,
             {"a": str(row.id), "outcome": outcome.value},
+            job=attrs.evolve(job, error=error) if error else None,
             attempts=(attrs.evolve(row, pending=outcome),),
         )
 

@@ -26,10 +26,14 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import attrs
+
 from remora.errors import InvalidInput, UnknownHandler
+from remora.jobs.model import Outcome
 
 
 class Retryable(Exception):
@@ -75,6 +79,54 @@ class JobContext(Protocol):
 
 
 Handler = Callable[[JobContext], Any]
+
+
+@attrs.frozen
+class HandlerResult:
+    """What a handler's run came to: the outcome to request (``None``: it stopped
+    cooperatively, :class:`Cancelled`) and the error it reported."""
+
+    outcome: Outcome | None
+    error: str = ""
+
+
+def call_handler(
+    fn: Handler, ctx: JobContext, staged: Callable[[], bool]
+) -> tuple[HandlerResult, bytes | None]:
+    """Run ``fn(ctx)`` and classify how it ended, wherever it runs (the worker's thread or
+    a child process): a return is a success whose value is encoded as the output
+    (:func:`encode_output`; ``None`` when ``staged()`` says the handler staged it
+    already); :class:`Cancelled` a cooperative stop; :class:`Permanent` a permanent
+    failure; :class:`Retryable`, any other exception, and a value that cannot be encoded,
+    a retryable one.  Only plain data leaves: an error is its one-line description."""
+    try:
+        value = fn(ctx)
+        return HandlerResult(Outcome.SUCCESS), None if staged() else encode_output(value)
+    except Cancelled:
+        return HandlerResult(None), None
+    except Permanent as exc:
+        return HandlerResult(Outcome.PERMANENT, f"permanent: {_text(exc)}"), None
+    except UnknownHandler as exc:
+        return HandlerResult(Outcome.PERMANENT, _text(exc)), None
+    except Retryable as exc:
+        return HandlerResult(Outcome.RETRYABLE, f"retryable: {_text(exc)}"), None
+    except Exception as exc:  # any other failure of user code is retryable
+        return HandlerResult(Outcome.RETRYABLE, describe(exc)), None
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of a handler's exception, at most 500 characters (its traceback's
+    frames released)."""
+    if exc.__traceback__:
+        traceback.clear_frames(exc.__traceback__)
+    return f"{type(exc).__name__}: {_text(exc)}"[:500]
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # str() itself may fail (user code)
+        return f"<unprintable {type(exc).__name__}>"
 
 
 class Registry:
@@ -192,11 +244,14 @@ __all__ = [
     "REGISTRY",
     "Cancelled",
     "Handler",
+    "HandlerResult",
     "JobContext",
     "Permanent",
     "Registry",
     "Retryable",
     "UnknownHandler",
+    "call_handler",
+    "describe",
     "encode_output",
     "handler",
     "load_app",

@@ -3,7 +3,9 @@
 Every store call of the runtime goes through :func:`remora.faults.controlled_call` (the same
 seam as the worker lifecycle: commit, abort, unknown-committed, unknown-aborted, delay) via
 :func:`io_call`, after the actor's :class:`Links` gate: a dropped link to a service makes
-that actor's calls to it fail with :class:`~remora.errors.Unavailable`.
+that actor's calls to it fail with :class:`~remora.errors.Unavailable`.  An actor given an
+:class:`~remora.worker.outage.OutageWatch` (a production worker and its reconciler) reports
+every call's end to it: an outage is seen from every call site, whichever thread made it.
 
 Every runtime step records the spec action it performed (:class:`StepRecord`) with the
 actor and the actor's own sequence number, so a run can be checked step by step (in
@@ -28,6 +30,7 @@ from remora.errors import Unavailable, UnknownResult
 from remora.faults import NO_FAULTS, IOCall, IOHook, controlled_call
 from remora.jobs.actions import Action
 from remora.jobs.model import Service
+from remora.worker.outage import OutageWatch
 
 T = TypeVar("T")
 
@@ -56,6 +59,13 @@ SERVICE_OF: dict[JobOperation, Service] = {
     # directory beside it); the spec gives credential actions no link guard.
     JobOperation.VAULT_WRITE: Service.DURABLE,
     JobOperation.VAULT_READ: Service.DURABLE,
+}
+
+#: How an operator's line names each service (:class:`~remora.worker.outage.OutageWatch`).
+SERVICE_NAMES: dict[Service, str] = {
+    Service.DURABLE: "the durable store",
+    Service.COORDINATION: "the coordination store",
+    Service.TARGET: "the target staging",
 }
 
 
@@ -162,12 +172,15 @@ class Actor:
         hook: IOHook = NO_FAULTS,
         recorder: Recorder = NULL_RECORDER,
         links: Links | None = None,
+        watch: OutageWatch | None = None,
     ) -> None:
         self.name = name
         self.ctx = ctx
         self.hook = hook
         self.recorder = recorder
         self.links = links or Links()
+        #: Told how each call ended (None: nobody watches for outages).
+        self.watch = watch
         self._seq = 0
         self._lock = threading.Lock()
         #: ``(job, version)`` while this actor holds a job's durable lock (its steps on other
@@ -198,11 +211,23 @@ class Actor:
 
 
 def io_call(actor: Actor, operation: JobOperation, key: str, effect: Callable[[bool], T]) -> T:
-    """One modeled call of ``actor``: the link gate, then the controlled seam."""
-    actor.links.check(SERVICE_OF[operation])
-    # The seam accepts any operation enum (operations it does not list accept every outcome).
-    call = IOCall(operation, 0)
-    return controlled_call(actor.hook, call, actor.ctx, effect)
+    """One modeled call of ``actor``: the link gate, then the controlled seam; its end is
+    told to the actor's outage watch, if it has one (a lost reply counts as a failure)."""
+    service = SERVICE_OF[operation]
+    watch = actor.watch
+    if watch is None:
+        actor.links.check(service)
+        # The seam accepts any operation enum (those it does not list accept every outcome).
+        return controlled_call(actor.hook, IOCall(operation, 0), actor.ctx, effect)
+    started = watch.now()
+    try:
+        actor.links.check(service)
+        result = controlled_call(actor.hook, IOCall(operation, 0), actor.ctx, effect)
+    except (Unavailable, UnknownResult) as exc:
+        watch.failed(SERVICE_NAMES[service], exc)
+        raise
+    watch.answered(SERVICE_NAMES[service], started)
+    return result
 
 
 def resolved_call(
@@ -231,6 +256,7 @@ __all__ = [
     "NULL_RECORDER",
     "Actor",
     "LOGGED_EVENTS",
+    "SERVICE_NAMES",
     "FileRecorder",
     "LogRecorder",
     "TeeRecorder",

@@ -31,13 +31,21 @@ from collections.abc import Callable
 
 import attrs
 
-from remora.errors import NotEnabled, RemoraError, UnknownHandler, UnknownJob, WorkerDown
+from remora.errors import (
+    NotEnabled,
+    OutageExceeded,
+    RemoraError,
+    UnknownHandler,
+    UnknownJob,
+    WorkerDown,
+)
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.executor import Execution, Executor, ThreadExecutor
 from remora.jobs.model import AttemptId
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import Settle, quietly, settle
 from remora.jobs.worker import AUTHORIZED, Worker
+from remora.worker.outage import LONGEST_WAIT, OutageWatch, backoff
 
 
 class Wait(enum.Enum):
@@ -71,6 +79,9 @@ class Dispatcher:
         self.refused: dict[AttemptId, float] = {}
         #: Each job's handler, once read (:meth:`registers`).
         self._handler_of: dict[str, str] = {}
+        #: Reserved jobs whose authorization failed on an unavailable store, and when
+        #: (:meth:`awaiting_authorization`).
+        self.unauthorized: dict[str, float] = {}
 
     def dispatch(self, slots: int) -> list[AttemptId]:
         """Activate at most ``slots`` attempts (here: one); their handlers are the
@@ -81,27 +92,53 @@ class Dispatcher:
         for a in self.awaiting_activation():
             if self.activate_again(a):
                 return [a]
+        # A reservation whose AuthorizeAttempt met an unavailable store: authorized now
+        # that it may be back, rather than held idle until the reservation expires.
+        pending = self.awaiting_authorization()
+        if pending:
+            return self.start(pending[0])
         # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
         # contend for the same job), not the whole coordination state.
         accept = None if w.registry is None else self.registers
         for job in w.stores.coordination.candidates(w.actor, 8, accept):
             if w.reserve(job) is None:
                 continue
-            try:
-                a = w.authorize(job)
-            except (NotEnabled, RemoraError):
-                quietly(functools.partial(w.release_reservation, job))
-                return []
-            try:
-                w.activate(a)
-            except NotEnabled:
-                # Usually the job's previous attempt still holds a live lease (its worker
-                # has accepted its failure but not yet released the lease): activation is
-                # only delayed, a later pass tries again (awaiting_activation).
-                self.refused[a] = w.stores.clock.now()
-                return []
-            return [a]
+            return self.start(job)
         return []
+
+    def start(self, job: str) -> list[AttemptId]:
+        """Authorize and activate an attempt of ``job``, which this worker reserved."""
+        w = self.worker
+        try:
+            a = w.authorize(job)
+        except NotEnabled:
+            self.unauthorized.pop(job, None)
+            quietly(functools.partial(w.release_reservation, job))
+            return []
+        except RemoraError:
+            # The store is unavailable (or the result unknown): try again while the
+            # reservation lasts (the guard refuses a reservation that is gone).
+            self.unauthorized[job] = w.stores.clock.now()
+            return []
+        self.unauthorized.pop(job, None)
+        try:
+            w.activate(a)
+        except NotEnabled:
+            # Usually the job's previous attempt still holds a live lease (its worker
+            # has accepted its failure but not yet released the lease): activation is
+            # only delayed, a later pass tries again (awaiting_activation).
+            self.refused[a] = w.stores.clock.now()
+            return []
+        return [a]
+
+    def awaiting_authorization(self) -> list[str]:
+        """The jobs this worker still holds a reservation of whose ``AuthorizeAttempt``
+        failed on an unavailable store, each tried at most once a tick."""
+        w = self.worker
+        due = w.stores.clock.now() - w.stores.config.tick_ms / 1000
+        for job in [j for j in self.unauthorized if j not in w.reservations]:
+            del self.unauthorized[job]
+        return sorted(j for j, at in self.unauthorized.items() if at <= due)
 
     def registers(self, job: str) -> bool:
         """Whether this worker registers the handler of ``job`` (a job's handler never
@@ -205,9 +242,17 @@ class WorkerLoop:
     still running ``cancel_grace`` seconds (default: two ticks) after its attempt's cancel
     or lost lease was noticed is abandoned the same way, through ``CooperativeStop``: its
     slot is free again.  One that overruns its handler's ``timeout`` ends as a retryable
-    failure (``SendOutcome`` + ``ProcessOutcome``); whatever the abandoned handler does
-    afterwards is refused (its attempt is no longer executing), so nothing it stages is
-    ever committed."""
+    failure (``SendOutcome`` + ``ProcessOutcome``) the same way, ``cancel_grace`` after it
+    was asked to stop (``ctx.cancelled``); whatever the abandoned handler does afterwards
+    is refused (its attempt is no longer executing), so nothing it stages is ever committed
+    — and an executor that can end it does (:mod:`remora.jobs.processes` kills its child).
+
+    Given an ``outage`` watch, the loop rides out a store outage: the watch hears of every
+    call of the incarnation and of its reconciler (whichever thread made it); while one is
+    under way the loop backs off (pauses doubling up to a tick), each step being tried
+    again on a later turn (the settlement's steps by the worker's retry policy); an outage
+    that lasts past the watch's budget ends the loop with
+    :class:`~remora.errors.OutageExceeded`."""
 
     def __init__(
         self,
@@ -223,6 +268,7 @@ class WorkerLoop:
         dispatcher: Dispatcher | None = None,
         complete: Settle = settle,
         reconciler: Reconciler | None = None,
+        outage: OutageWatch | None = None,
     ) -> None:
         if worker.registry is None:
             raise UnknownHandler("a worker needs a handler registry (--app)")
@@ -250,6 +296,12 @@ class WorkerLoop:
             reconcile_every,
             full_every,
         )
+        #: Watches every call of the incarnation and its reconciler for an outage (None:
+        #: the loop never gives up on an unavailable store).
+        self.outage = outage
+        if outage is not None:
+            worker.actor.watch = outage
+            self.schedule.reconciler.actor.watch = outage
         #: The attempts whose handlers run, with their executions.
         self.running: dict[AttemptId, tuple[AttemptContext, Execution]] = {}
         #: Set when a handler finishes: ends a :data:`Wait.HANDLER` pause early.
@@ -325,6 +377,12 @@ class WorkerLoop:
             self.deadline = now + self.grace
         if self.deadline is not None and (not self.running or now >= self.deadline):
             return None
+        gone = None if self.outage is None else self.outage.exceeded()
+        if gone is not None:
+            # A store stayed away past the budget: give up (the process exits 1).
+            assert self.outage is not None
+            self.failed.append(OutageExceeded(gone.describe(self.outage.now(), self.outage.budget)))
+            return None
         if not w.up or (now - w.beat_at >= self.beat_every and quietly(w.heartbeat) is False):
             # Declared down by another incarnation (learned from the heartbeat or from a
             # down mark): stop at once; the process ends (a new one is a new incarnation).
@@ -341,9 +399,10 @@ class WorkerLoop:
             if actx.overdue(now, self.cancel_grace) and quietly(actx.end_from_loop):
                 self.running.pop(a, None)
                 execution.abandon()
+        poll = self.pause()
         if self.deadline is not None:
             # Stopping: no new work; wake when a handler finishes.
-            return Pause(Wait.HANDLER, min(self.poll, max(self.deadline - now, 0.0)))
+            return Pause(Wait.HANDLER, min(poll, max(self.deadline - now, 0.0)))
         free = w.concurrency - len(self.running)
         if free > 0 and quietly(lambda: self._dispatch(free)):
             return AGAIN
@@ -352,12 +411,22 @@ class WorkerLoop:
             # worker's end (it exited on a PostgreSQL cut: tests/jobs/test_real_faults.py).
             quietly(self.on_idle)
         if len(self.running) < w.concurrency:
-            return Pause(Wait.WORK, self.poll)
+            return Pause(Wait.WORK, poll)
         # Every slot busy: wake as soon as a handler finishes (its execution's done
         # callback sets ``wake``) rather than after a whole ``poll``: with one slot, a
         # fixed pause per job capped a worker at 1/poll jobs per second
         # (benchmarks/jobs_peers.py).
-        return Pause(Wait.HANDLER, self.poll)
+        return Pause(Wait.HANDLER, poll)
+
+    def pause(self) -> float:
+        """The pause between turns: ``poll``, or while an outage is under way a backoff
+        (as long as the outage has lasted, at most a tick so leases are still renewed as
+        soon as the store is back, and at most :data:`LONGEST_WAIT`)."""
+        outage = None if self.outage is None else self.outage.ongoing()
+        if outage is None or self.outage is None:
+            return self.poll
+        longest = max(self.poll, min(LONGEST_WAIT, self.tend_every))
+        return backoff(self.outage.now() - outage.since, shortest=self.poll, longest=longest)
 
     def _dispatch(self, slots: int) -> bool:
         started = self.dispatcher.dispatch(slots)

@@ -160,6 +160,10 @@ class JobRow:
     checkpoint_valid: bool = False
     version: int = 0
     error: str = ""
+    #: Seconds an attempt of this job may run before it ends as a retryable failure
+    #: (``jobs submit --timeout``; the handler's own timeout too, the smaller wins); 0: none.
+    #: Fixed at submit.
+    timeout: float = 0.0
 
     def attempt(self, token: int) -> AttemptId:
         return AttemptId(self.id, token)

@@ -4,46 +4,64 @@ or stop cooperatively; then record the stop and release the lease.
 Why a module of its own: settlement is what the production loop's attempts do after their
 handler, whatever runs the handler (a thread, a child process: :mod:`remora.jobs.executor`),
 and a later completer may batch it; each of its steps is retried by one rule — the worker
-side's :class:`~remora.worker.retry.RetryPolicy` (:data:`SETTLE_RETRY`): a step whose store
-is unavailable is called again after a pause, a bounded number of times.  An unknown result
-was already resolved by re-reading, so a retry is never blind.
+side's :class:`~remora.worker.retry.RetryPolicy`, the worker's own (:attr:`Worker.retry
+<remora.jobs.worker.Worker.retry>`: the outage budget's in ``remora jobs worker``,
+:func:`remora.worker.outage.outage_policy`): a step whose store is unavailable is called
+again after a pause, a bounded number of times (:func:`ride_out`).  An unknown result was
+already resolved by re-reading, so a retry is never blind: a step that did happen is
+refused by its guard.  The handler's own calls (:class:`~remora.jobs.attempt.AttemptContext`)
+ride out an outage by the same rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from remora.errors import NotEnabled, RemoraError, Unavailable, UnknownResult
+from remora.errors import NotEnabled, RemoraError, Unavailable, UnknownResult, WorkerDown
 from remora.jobs.model import AttemptId, Outcome
-from remora.jobs.worker import EXECUTING, STOPPED, Worker
+from remora.jobs.worker import EXECUTING, STEP_RETRY, STOPPED, Worker
 from remora.worker.retry import RetryPolicy
 
-#: How the settlement retries a step whose store is unavailable: 50 calls, 50 ms apart.
-SETTLE_RETRY = RetryPolicy(max_calls=50, waits=(0.05,) * 49)
+T = TypeVar("T")
+
+#: The default retry of a settlement step (:data:`~remora.jobs.worker.STEP_RETRY`).
+SETTLE_RETRY = STEP_RETRY
 
 #: Seconds between two tries of ``CooperativeStop`` while a settled attempt waits for its
 #: stop condition.
 STOP_POLL = 0.05
 
 
-def retry_step(w: Worker, step: Callable[[], Any], policy: RetryPolicy = SETTLE_RETRY) -> Any:
-    """Call ``step`` under ``policy`` while ``w`` is up: its result (``True`` for
-    ``None``), or ``None`` when it was not enabled, the worker went down, or the store
-    stayed unavailable for the whole budget."""
-    for call in range(1, policy.max_calls + 1):
+def ride_out(w: Worker, step: Callable[[], T], policy: RetryPolicy | None = None) -> T:
+    """``step()``, called again after a pause while its store is unavailable (or its
+    result unknown), under ``policy`` (default: the worker's, :attr:`Worker.retry`); the
+    last failure is raised once the policy is spent, :class:`~remora.errors.WorkerDown`
+    when the worker went down meanwhile."""
+    chosen = w.retry if policy is None else policy
+    last: Unavailable | UnknownResult | None = None
+    for call in range(1, chosen.max_calls + 1):
         if call > 1:
-            w.ctx.sleep(policy.wait_before(call))
+            w.ctx.sleep(chosen.wait_before(call))
         if not w.up:
-            return None
+            raise WorkerDown(f"worker {w.id} is down")
         try:
-            result = step()
-            return True if result is None else result
-        except (Unavailable, UnknownResult):
-            continue
-        except NotEnabled:
-            return None
-    return None
+            return step()
+        except (Unavailable, UnknownResult) as exc:
+            last = exc
+    assert last is not None
+    raise last
+
+
+def retry_step(w: Worker, step: Callable[[], Any], policy: RetryPolicy | None = None) -> Any:
+    """:func:`ride_out` for a settlement step: its result (``True`` for ``None``), or
+    ``None`` when it was not enabled, the worker went down, or the store stayed
+    unavailable for the whole policy."""
+    try:
+        result = ride_out(w, step, policy)
+    except (Unavailable, UnknownResult, NotEnabled, WorkerDown):
+        return None
+    return True if result is None else result
 
 
 def quietly(fn: Callable[[], Any]) -> Any:
@@ -87,7 +105,7 @@ def settle(
     if sending:
         sent = outcome
         assert sent is not None
-        if retry_step(w, lambda: w.send_outcome(a, sent)):
+        if retry_step(w, lambda: w.send_outcome(a, sent, error)):
             retry_step(w, lambda: w.process_outcome(a, error))
     while local.state == EXECUTING and not local.finished and w.up and not shutting_down():
         if retry_step(w, lambda: w.cooperative_stop(a)):
@@ -113,5 +131,6 @@ __all__ = [
     "quietly",
     "release",
     "retry_step",
+    "ride_out",
     "settle",
 ]

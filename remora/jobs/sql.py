@@ -43,7 +43,8 @@ TABLES = (
         authority INTEGER NOT NULL, dispatch_needed INTEGER NOT NULL,
         committed INTEGER NOT NULL, checkpoint INTEGER NOT NULL,
         checkpoint_owner INTEGER NOT NULL, checkpoint_valid INTEGER NOT NULL,
-        version INTEGER NOT NULL, error TEXT NOT NULL)""",
+        version INTEGER NOT NULL, error TEXT NOT NULL,
+        timeout_s DOUBLE PRECISION NOT NULL DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS remora_jobs_attempt (
         job TEXT NOT NULL, token INTEGER NOT NULL, worker TEXT NOT NULL,
         reservation TEXT NOT NULL, initial_progress INTEGER NOT NULL,
@@ -87,7 +88,11 @@ EXTRA_TABLES = (
 #: Columns added after a table was first released, added on first start
 #: (:func:`remora.store.dialect.add_missing_columns`; ``seen``: the incarnation's last
 #: heartbeat, seconds on the durable store's clock).
-ADDED_COLUMNS = (AddedColumn("remora_jobs_worker", "seen", "DOUBLE PRECISION NOT NULL DEFAULT 0"),)
+ADDED_COLUMNS = (
+    AddedColumn("remora_jobs_worker", "seen", "DOUBLE PRECISION NOT NULL DEFAULT 0"),
+    # A job's own timeout in seconds (``jobs submit --timeout``; 0: none).
+    AddedColumn("remora_jobs_job", "timeout_s", "DOUBLE PRECISION NOT NULL DEFAULT 0"),
+)
 
 #: The durable store's schema (SQLite: the durable tables; PostgreSQL adds the target and
 #: vault tables, :data:`PG_SCHEMA`).
@@ -105,7 +110,7 @@ TERMINAL_SQL = "('Succeeded', 'Failed', 'Cancelled')"
 JOB_COLUMNS = (
     "id, seq, handler, payload, max_attempts, max_progress, phase, cancel_requested, "
     "current_token, authority, dispatch_needed, committed, checkpoint, checkpoint_owner, "
-    "checkpoint_valid, version, error"
+    "checkpoint_valid, version, error, timeout_s"
 )
 ATTEMPT_COLUMNS = (
     "job, token, worker, reservation, initial_progress, resumed, adopted_from, transferred, "
@@ -121,8 +126,11 @@ SELECT_LOG = "SELECT subject, version, action, params, actor, actor_seq FROM rem
 
 JOB_INSERT = (
     f"INSERT INTO remora_jobs_job ({JOB_COLUMNS}) VALUES "
-    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: The fields of :func:`job_values` a transition may change (:data:`JOB_UPDATE`'s, in its
+#: order); the others are fixed at submit.
+JOB_UPDATED = slice(6, 17)
 JOB_UPDATE = (
     "UPDATE remora_jobs_job SET phase = ?, cancel_requested = ?, current_token = ?, "
     "authority = ?, dispatch_needed = ?, committed = ?, checkpoint = ?, "
@@ -185,6 +193,7 @@ def job_row(r: tuple[Any, ...]) -> JobRow:
         checkpoint_valid=bool(r[14]),
         version=int(r[15]),
         error=r[16],
+        timeout=float(r[17]),
     )
 
 
@@ -207,6 +216,7 @@ def job_values(j: JobRow) -> tuple[Any, ...]:
         int(j.checkpoint_valid),
         j.version,
         j.error,
+        j.timeout,
     )
 
 
@@ -353,7 +363,7 @@ def apply_change(
     if dialect.folds:
         # One statement (a data-modifying WITH): the writes and the log row.
         parts = [f"u AS ({JOB_UPDATE})"]
-        params: list[Any] = [*job_values(job)[6:], job.id]
+        params: list[Any] = [*job_values(job)[JOB_UPDATED], job.id]
         for i, a in enumerate(change.attempts):
             parts.append(f"a{i} AS ({ATTEMPT_UPSERT})")
             params += attempt_values(a)
@@ -364,7 +374,7 @@ def apply_change(
         params.append(change.result)
         cur.execute(dialect.q(f"WITH {', '.join(parts)} {LOG_INSERT}"), params)
         return version
-    cur.execute(dialect.q(JOB_UPDATE), (*job_values(job)[6:], job.id))
+    cur.execute(dialect.q(JOB_UPDATE), (*job_values(job)[JOB_UPDATED], job.id))
     for a in change.attempts:
         cur.execute(dialect.q(ATTEMPT_UPSERT), attempt_values(a))
     for c in change.credentials:

@@ -13,7 +13,7 @@ import attrs
 
 from remora.clock import Clock
 from remora.context import Context
-from remora.errors import RemoraError
+from remora.errors import InvalidInput, RemoraError
 from remora.jobs.coordination import Coordination
 from remora.jobs.durable import DurableStore, Locked
 from remora.jobs.guards import SPEC_GUARDS, Change, Guards
@@ -50,16 +50,26 @@ class Stores:
         payload: Any = None,
         *,
         enqueue: bool = False,
+        timeout: float = 0.0,
     ) -> JobRow:
         """Durably accept a job.  With ``enqueue`` the submitter then takes the spec's
         ``Enqueue(j)`` step itself (:meth:`enqueue`), so a worker can reserve the job at
         once instead of after the next reconcile pass; best effort — if it fails (or the
         coordination store is wiped afterwards) the reconciler's ``Enqueue`` repairs it.
         Leave it off when the coordination store is private to another process (the
-        embedded default): the job would be queued where no worker looks."""
+        embedded default): the job would be queued where no worker looks.  ``timeout``:
+        seconds an attempt of the job may run (0: none; the handler's own timeout, if
+        smaller, applies instead)."""
         check_id("job", job_id)
+        if not (timeout == 0 or 0 < timeout < float("inf")):
+            raise InvalidInput(f"job {job_id!r}: timeout must be a positive number of seconds")
         row = self.durable.submit(
-            actor, job_id, handler, json.dumps(payload, sort_keys=True), self.config
+            actor,
+            job_id,
+            handler,
+            json.dumps(payload, sort_keys=True),
+            self.config,
+            timeout=float(timeout),
         )
         if enqueue:
             with contextlib.suppress(RemoraError):

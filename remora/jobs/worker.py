@@ -47,8 +47,14 @@ from remora.jobs.model import (
 )
 from remora.jobs.sql import Locked
 from remora.jobs.stores import Stores
+from remora.worker.retry import RetryPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: How the production loop's steps retry a store that is unavailable, unless the worker is
+#: given its own policy (``remora jobs worker``: the outage budget's,
+#: :func:`remora.worker.outage.outage_policy`): 50 calls, 50 ms apart.
+STEP_RETRY = RetryPolicy(max_calls=50, waits=(0.05,) * 49)
 
 
 def serial(method: F) -> F:
@@ -101,10 +107,13 @@ class Worker:
         registry: Registry | None = None,
         durable_guard: bool = False,
         ctx: Context | None = None,
+        retry: RetryPolicy = STEP_RETRY,
     ) -> None:
         """``ctx``: the incarnation's context (default: a fresh one on the stores' clock);
-        canceling it ends the incarnation (module docstring)."""
+        canceling it ends the incarnation (module docstring).  ``retry``: how the production
+        loop retries a step whose store is unavailable (:mod:`remora.jobs.settlement`)."""
         self.stores = stores
+        self.retry = retry
         #: Run ``ActivateAttempt``/``RenewLease``/``ReportProgress`` under the job's durable
         #: lock, refreshing the coordination mirror from the durable row first: needed when
         #: the coordination store is private to this process (the embedded default), where
@@ -369,8 +378,9 @@ class Worker:
         )
 
     @serial
-    def send_outcome(self, a: AttemptId, outcome: Outcome) -> None:
-        """``SendOutcome(a, o)``: the request becomes durably pending."""
+    def send_outcome(self, a: AttemptId, outcome: Outcome, error: str = "") -> None:
+        """``SendOutcome(a, o)``: the request becomes durably pending (a failure's
+        ``error`` with it, :meth:`~remora.jobs.guards.Guards.send_outcome`)."""
         local = self._executing(a)
         if outcome is Outcome.SUCCESS and local.progress != local.max_progress:
             raise NotEnabled(f"{a}: success needs a complete stage")
@@ -378,7 +388,12 @@ class Worker:
             self.actor,
             a.job,
             lambda lk: self.stores.guards.send_outcome(
-                lk.job, lk.attempts, a.token, outcome, worker_up=self.id not in lk.workers_down
+                lk.job,
+                lk.attempts,
+                a.token,
+                outcome,
+                worker_up=self.id not in lk.workers_down,
+                error=error,
             ),
         )
         local.outcome_sent = True
@@ -502,6 +517,7 @@ __all__ = [
     "AUTHORIZED",
     "COMMITTED",
     "EXECUTING",
+    "STEP_RETRY",
     "STOPPED",
     "LocalAttempt",
     "Worker",

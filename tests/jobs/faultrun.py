@@ -118,11 +118,15 @@ class _Pipe:
         for src, dst in ((self.client, self.server), (self.server, self.client)):
             threading.Thread(target=self._copy, args=(src, dst), daemon=True).start()
 
+    def passes(self, src: socket.socket, data: bytes) -> bool:
+        """Whether ``data`` read from ``src`` is forwarded (False: the connection ends)."""
+        return True
+
     def _copy(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while True:
                 data = src.recv(65536)
-                if not data:
+                if not data or not self.passes(src, data):
                     break
                 dst.sendall(data)
         except OSError:
@@ -161,13 +165,17 @@ class TcpProxy:
                     continue
                 self.accepted += 1
             try:
-                pipe = _Pipe(self, client)
+                pipe = self.pipe(client)
             except OSError:
                 client.close()
                 continue
             with self._lock:
                 self._pipes.add(pipe)
             pipe.start()
+
+    def pipe(self, client: socket.socket) -> _Pipe:
+        """The forwarding of one accepted connection."""
+        return _Pipe(self, client)
 
     def _forget(self, pipe: _Pipe) -> None:
         with self._lock:
@@ -193,6 +201,49 @@ class TcpProxy:
             pipes, self._pipes = self._pipes, set()
         for pipe in pipes:
             pipe.close()
+
+
+class _Spied(_Pipe):
+    """A connection whose client bytes the proxy looks at before forwarding them."""
+
+    proxy: SiteCutter
+
+    def passes(self, src: socket.socket, data: bytes) -> bool:
+        # spotted: the link is cut, these bytes never arrive
+        return src is not self.client or not self.proxy.spotted(data)
+
+
+class SiteCutter(TcpProxy):
+    """A :class:`TcpProxy` that cuts the link at one call site: the ``n``-th time a client
+    sends bytes holding ``marker`` (a spec action's name in a PostgreSQL transaction, a
+    coordination script's SHA in a Redis ``EVALSHA``), every connection is severed before
+    those bytes are forwarded and new ones are refused; ``window`` seconds later the link
+    is restored."""
+
+    def __init__(
+        self, upstream: tuple[str, int], marker: bytes, n: int = 1, window: float = 1.5
+    ) -> None:
+        self.marker = marker
+        self.n = n
+        self.window = window
+        self.seen = 0
+        self.fired_at: float | None = None
+        super().__init__(upstream)
+
+    def pipe(self, client: socket.socket) -> _Pipe:
+        return _Spied(self, client)
+
+    def spotted(self, data: bytes) -> bool:
+        with self._lock:
+            if self.fired_at is not None or self.marker not in data:
+                return False
+            self.seen += 1
+            if self.seen < self.n:
+                return False
+            self.fired_at = time.monotonic()
+        self.cut()
+        threading.Timer(self.window, self.restore).start()
+        return True
 
 
 def pg_upstream(dsn: str) -> tuple[str, int]:

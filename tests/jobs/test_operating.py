@@ -28,6 +28,7 @@ from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
 from remora.jobs.worker import Worker
 from remora.sim.jobs.refinement import constants_of_run, merge_records, validate_run
+from tests.jobs.operate import SAFETY, end, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.jobs.ops_app"
@@ -319,15 +320,6 @@ def test_worker_postgres_unreachable_is_one_line(tmp_path: Path) -> None:
 
 # -- item 2: stoppable workers ------------------------------------------------------------------
 
-SAFETY = 120.0  # seconds: a safety net only, never a speed assertion
-
-
-def _wait_for(cond: Any, what: str, timeout: float = SAFETY) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
 
 def _hung_worker(tmp_path: Path, grace: str) -> tuple[subprocess.Popen[str], str, Path]:
     db = str(tmp_path / "j.sqlite3")
@@ -361,7 +353,7 @@ def _hung_worker(tmp_path: Path, grace: str) -> tuple[subprocess.Popen[str], str
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
-        _wait_for(lambda: Path(f"{marker}.1").exists() or proc.poll() is not None, "the handler")
+        wait_for(lambda: Path(f"{marker}.1").exists() or proc.poll() is not None, "the handler")
     except BaseException:
         proc.kill()
         raise
@@ -369,22 +361,12 @@ def _hung_worker(tmp_path: Path, grace: str) -> tuple[subprocess.Popen[str], str
     return proc, db, marker
 
 
-def _end(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    try:
-        _, err = proc.communicate(timeout=SAFETY)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail("the worker did not exit")
-    return proc.returncode, err
-
-
 def test_sigterm_stops_a_worker_whose_handler_hangs(tmp_path: Path) -> None:
     """SIGTERM: no new jobs, the hung attempt gets ``--grace``, then is abandoned; the
     incarnation goes down durably and the worker exits 0."""
     proc, db, _ = _hung_worker(tmp_path, grace="0.2")
     proc.send_signal(signal.SIGTERM)
-    code, err = _end(proc)
+    code, err = end(proc)
     assert code == 0, err
     assert "SIGTERM: stopping" in err and "internal error" not in err
     durable = open_sqlite(db)
@@ -401,7 +383,7 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
     first = proc.stderr.readline()  # the worker has seen the first signal
     assert "SIGINT: stopping" in first, first
     proc.send_signal(signal.SIGTERM)
-    code, err = _end(proc)
+    code, err = end(proc)
     assert code == 1
     assert err.count("\n") == 1 and "SIGTERM again: exiting at once" in err, err
 
@@ -446,7 +428,7 @@ def test_cancelling_hung_jobs_frees_their_slots() -> None:
     stop = threading.Event()
     t = _run_in_thread(w, stop)
     try:
-        _wait_for(
+        wait_for(
             lambda: all(stores.durable.job(j).phase is Phase.RUNNING for j in ("h1", "h2")),
             "both hung jobs running",
         )
@@ -454,11 +436,11 @@ def test_cancelling_hung_jobs_frees_their_slots() -> None:
             stores.request_cancel(client, job)
         for job in ("q1", "q2"):
             stores.submit(client, job, "quick", None, enqueue=True)
-        _wait_for(
+        wait_for(
             lambda: all(stores.durable.job(j).phase is Phase.SUCCEEDED for j in ("q1", "q2")),
             "the quick jobs to run in the freed slots",
         )
-        _wait_for(
+        wait_for(
             lambda: all(stores.durable.job(j).phase is Phase.CANCELLED for j in ("h1", "h2")),
             "the cancels to finish",
         )
@@ -485,7 +467,7 @@ def test_handler_timeout_is_a_retryable_failure() -> None:
     stop = threading.Event()
     t = _run_in_thread(w, stop)
     try:
-        _wait_for(lambda: stores.durable.job("t").phase.terminal, "the job to finish")
+        wait_for(lambda: stores.durable.job("t").phase.terminal, "the job to finish")
         ops_app.RELEASE.set()  # the abandoned first attempt now tries to stage
         time.sleep(0.2)
     finally:

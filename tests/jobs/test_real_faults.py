@@ -25,6 +25,7 @@ from remora.jobs.model import JobsConfig, Phase
 from tests.jobs.faultrun import (
     Batch,
     CommitCutter,
+    SiteCutter,
     TcpProxy,
     pg_upstream,
     private_redis,
@@ -363,6 +364,131 @@ def test_accept_success_commit_replies_lost(
         )
     finally:
         proxy.close()
+        batch.close()
+
+
+def _script_sha(action: str) -> bytes:
+    """The SHA a worker's ``EVALSHA`` of a coordination script carries."""
+    import hashlib
+
+    from remora.jobs.redis_coordination import PRELUDE, SCRIPTS
+
+    return hashlib.sha1((PRELUDE + SCRIPTS[action]).encode()).hexdigest().encode()
+
+
+#: The sites of the real-link variant (docs/jobs.md, "Operating workers"): which link, and
+#: the bytes of the call to cut at — a durable transition's action (a parameter of its log
+#: row), the handler's stage write (from its child process, through the worker), a
+#: coordination script's SHA.
+SITES = {
+    "postgres AuthorizeAttempt (dispatch)": ("postgres", b"AuthorizeAttempt"),
+    "postgres stage write (the handler's ctx.advance)": (
+        "postgres",
+        b"INSERT INTO remora_jobs_stage",
+    ),
+    "postgres SendOutcome (settlement)": ("postgres", b"SendOutcome"),
+    "redis ActivateAttempt (dispatch)": ("redis", b"ActivateAttempt"),
+    "redis ReportProgress (the handler's ctx.advance)": ("redis", b"ReportProgress"),
+}
+
+#: Longer leases than CONFIG's: a 1.5 s cut is ridden out, not reaped.
+RIDE_CONFIG = {**CONFIG, "tick_ms": 100, "lease_ticks": 50, "reservation_ticks": 50}
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_a_link_cut_at_a_call_site_is_ridden_out(
+    site: str, remora_scratch_database: str, redis_url: str, tmp_path: Path
+) -> None:
+    """Issue 22 item 4, on real services: one worker (process isolation, two slots) reaches
+    PostgreSQL and Redis through proxies; at the first call of ``site`` the link is cut —
+    every connection severed, new ones refused — and restored 1.5 s later.  The worker says
+    once that it waits and once that the store is back, finishes every job exactly once,
+    exits 0, and the recorded run validates against the spec."""
+    service, marker = SITES[site]
+    if service == "redis":
+        marker = _script_sha(marker.decode())
+    started = time.monotonic()
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, RIDE_CONFIG, n=4, nap=0.3)
+    redis_port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    pg: TcpProxy
+    rd: TcpProxy
+    if service == "postgres":
+        pg = cutter = SiteCutter(pg_upstream(remora_scratch_database), marker)
+        rd = TcpProxy(("127.0.0.1", redis_port))
+    else:
+        pg = TcpProxy(pg_upstream(remora_scratch_database))
+        rd = cutter = SiteCutter(("127.0.0.1", redis_port), marker)
+    try:
+        worker = batch.remora(
+            via(remora_scratch_database, pg.port),
+            f"redis://127.0.0.1:{rd.port}/0",
+            "worker", "--app", "tests.jobs.fault_app", "--concurrency", "2", "--until-idle",
+            "--poll", "0.02", "--reconcile-every", "0.2", "--log-format", "text",
+        )  # fmt: skip
+        try:
+            _, err = worker.communicate(timeout=120)
+        except BaseException:
+            worker.kill()
+            worker.communicate()
+            raise
+        assert worker.returncode == 0, err[-3000:]
+        report, merged = batch.verify()
+        assert cutter.fired_at is not None, f"{site} was never called"
+        assert cutter.severed >= 1 or cutter.refused >= 1, "the cut hit no connection"
+        store = "the durable store" if service == "postgres" else "the coordination store"
+        notices = [line for line in err.splitlines() if line.startswith("remora jobs worker:")]
+        waiting = [line for line in notices if f"waiting for {store}" in line]
+        back = [line for line in notices if f"{store} is back after" in line]
+        assert len(waiting) == len(back) >= 1, notices
+        attempts = sum(1 for r in merged if r.action == "AuthorizeAttempt")
+        print(
+            f"\ncut at {site}: severed {cutter.severed}, refused {cutter.refused}; "
+            f"{notices}; {attempts} attempts for {len(batch.jobs)} jobs, "
+            f"{report.steps} spec steps validated in {report.seconds:.2f}s, "
+            f"wall {time.monotonic() - started:.1f}s"
+        )
+    finally:
+        pg.close()
+        rd.close()
+        batch.close()
+
+
+@pytest.mark.parametrize("service", ["postgres", "redis"])
+def test_past_the_outage_budget_the_worker_exits_1_with_one_line(
+    service: str, remora_scratch_database: str, redis_url: str, tmp_path: Path
+) -> None:
+    """The link stays cut: after ``--outage-budget 2`` the worker gives up — exit 1, one line
+    naming the store and the budget.  (The outage is counted from the first call that
+    fails: a PostgreSQL cut while the handler runs is seen at the next heartbeat.)"""
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, RIDE_CONFIG, n=2, nap=30.0)
+    redis_port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    pg = TcpProxy(pg_upstream(remora_scratch_database))
+    rd = TcpProxy(("127.0.0.1", redis_port))
+    try:
+        worker = batch.remora(
+            via(remora_scratch_database, pg.port),
+            f"redis://127.0.0.1:{rd.port}/0",
+            "worker", "--app", "tests.jobs.fault_app", "--until-idle", "--log-format", "none",
+            "--outage-budget", "2",
+        )  # fmt: skip
+        batch.wait_until("a job to run", lambda: batch.count(Phase.RUNNING) >= 1)
+        (pg if service == "postgres" else rd).cut()
+        cut = time.monotonic()
+        _, err = worker.communicate(timeout=60)
+        waited = time.monotonic() - cut
+        assert worker.returncode == 1, err
+        # (the target staging is in the same PostgreSQL database, reached by its own calls)
+        stores = ("the durable store", "the target staging")
+        if service == "redis":
+            stores = ("the coordination store",)
+        assert err.count("\n") == 1, err
+        assert any(f"{store} stayed unavailable" in err for store in stores), err
+        assert "past the outage budget (2 s, --outage-budget)" in err, err
+        assert "internal error" not in err and "Traceback" not in err
+        print(f"\ngave up {waited:.1f}s after the {service} cut: {err.strip()}")
+    finally:
+        pg.close()
+        rd.close()
         batch.close()
 
 

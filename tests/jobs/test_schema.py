@@ -1,6 +1,8 @@
 """The durable store's schema on both engines (:data:`remora.jobs.sql.SCHEMA`, migrated by
 the shared helper): a database an older Remora created — its worker table without the
-heartbeat column ``seen`` — is upgraded on open, and a worker registers and beats on it."""
+heartbeat column ``seen``, its job table without the job's own timeout ``timeout_s`` — is
+upgraded on open: a worker registers and beats on it, its jobs read with no timeout, and a
+new job keeps the timeout it was submitted with."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from remora.clock import LogicalClock
 from remora.context import Context
 from remora.jobs.durable import DurableStore, open_postgres, open_sqlite
 from remora.jobs.io import Actor
+from remora.jobs.model import JobsConfig
 from remora.jobs.sql import TABLES
 
 #: The worker table as the first release created it.
@@ -23,9 +26,31 @@ OLD_WORKER = (
 )
 
 
+#: The job table's column added after the first release.
+TIMEOUT_COLUMN = ",\n        timeout_s DOUBLE PRECISION NOT NULL DEFAULT 0"
+
+
 def old_tables() -> list[str]:
-    """The durable tables of a database without ``seen`` (the first release's)."""
-    return [OLD_WORKER if "remora_jobs_worker (" in t else t for t in TABLES]
+    """The durable tables of a database without ``seen`` and ``timeout_s`` (the first
+    release's)."""
+    assert any(TIMEOUT_COLUMN in t for t in TABLES)
+    return [
+        OLD_WORKER if "remora_jobs_worker (" in t else t.replace(TIMEOUT_COLUMN, "") for t in TABLES
+    ]
+
+
+#: A job an older Remora accepted (the first release's columns).
+OLD_JOB = (
+    "INSERT INTO remora_jobs_job VALUES ('old', 1, 'h', 'null', 3, 1, 'Queued', 0, 0, 0, 1, "
+    "0, 0, 0, 0, 1, '')"
+)
+
+
+def timeouts_kept(durable: DurableStore) -> bool:
+    """The older job reads with no timeout; a new one keeps its own."""
+    actor = Actor("client", Context(LogicalClock()))
+    durable.submit(actor, "new", "h", "null", JobsConfig(), timeout=2.5)
+    return durable.job("old").timeout == 0.0 and durable.job("new").timeout == 2.5
 
 
 def beats(durable: DurableStore) -> bool:
@@ -45,6 +70,7 @@ def test_an_older_sqlite_database_gets_the_heartbeat_column(tmp_path: Path) -> N
     for statement in old_tables():
         conn.execute(statement)
     conn.execute("INSERT INTO remora_jobs_config VALUES ('schema_version', '1')")
+    conn.execute(OLD_JOB)
     conn.commit()
     durable = open_sqlite(":memory:")  # only for its dialect
     assert not seen_column(conn, durable)
@@ -52,6 +78,7 @@ def test_an_older_sqlite_database_gets_the_heartbeat_column(tmp_path: Path) -> N
     durable = open_sqlite(path)
     try:
         assert beats(durable)
+        assert timeouts_kept(durable)
     finally:
         durable.close()
     conn = sqlite3.connect(path)
@@ -67,9 +94,11 @@ def test_an_older_postgres_database_gets_the_heartbeat_column(remora_scratch_dat
         for statement in old_tables():
             conn.execute(statement)
         conn.execute("INSERT INTO remora_jobs_config VALUES ('schema_version', '1')")
+        conn.execute(OLD_JOB)
     durable = open_postgres(remora_scratch_database, injected_clock=True)
     try:
         assert beats(durable)
+        assert timeouts_kept(durable)
         with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
             assert seen_column(conn.cursor(), durable)
     finally:

@@ -11,16 +11,11 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.clock import MonotonicClock
 from remora.context import Context
-from remora.jobs.coordination import MemoryCoordination
-from remora.jobs.durable import open_sqlite
 from remora.jobs.handlers import REGISTRY
 from remora.jobs.io import Actor, MemoryRecorder
 from remora.jobs.model import JobsConfig, Phase
 from remora.jobs.reconciler import Reconciler
-from remora.jobs.stores import Stores
-from remora.jobs.target import MemoryTarget, MemoryVault
 from remora.jobs.worker import Worker
 from remora.sim.jobs.refinement import (
     RefinementViolation,
@@ -28,6 +23,7 @@ from remora.sim.jobs.refinement import (
     merge_records,
     validate_run,
 )
+from tests.jobs.operate import memory_stores
 
 HANDLERS = ["greet", "count", "flaky", "doomed", "slow", "greet", "count", "flaky"]
 
@@ -36,16 +32,9 @@ HANDLERS = ["greet", "count", "flaky", "doomed", "slow", "greet", "count", "flak
 def run() -> dict[str, Any]:
     import examples.jobs.app  # noqa: F401  (registers the example handlers)
 
-    clock = MonotonicClock()
     cfg = JobsConfig(tick_ms=50, lease_ticks=200, reservation_ticks=200, max_progress=10)
-    stores = Stores(
-        open_sqlite(":memory:"),
-        MemoryCoordination(clock, cfg),
-        MemoryTarget(),
-        MemoryVault(),
-        clock,
-        cfg,
-    )
+    stores = memory_stores(cfg)
+    clock = stores.clock
     rec = MemoryRecorder()
     client = Actor("client", Context(clock), recorder=rec)
     jobs = []
@@ -154,16 +143,7 @@ def test_an_unreachable_store_in_the_idle_check_does_not_end_the_worker() -> Non
     process exited 1.  A link down is a pause: the loop keeps going and asks again."""
     from remora.errors import Unavailable
 
-    clock = MonotonicClock()
-    cfg = JobsConfig(tick_ms=50)
-    stores = Stores(
-        open_sqlite(":memory:"),
-        MemoryCoordination(clock, cfg),
-        MemoryTarget(),
-        MemoryVault(),
-        clock,
-        cfg,
-    )
+    stores = memory_stores(JobsConfig(tick_ms=50))
     worker = Worker(stores, "w1", registry=REGISTRY)
     worker.start()
     stop = threading.Event()

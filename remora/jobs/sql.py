@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from remora.jobs.actions import Action
 from remora.jobs.guards import Change
 from remora.jobs.model import (
     AttemptRow,
@@ -114,6 +115,22 @@ ADDED_COLUMNS = (
     AddedColumn("remora_jobs_log", "facts", "TEXT NOT NULL DEFAULT ''"),
 )
 
+#: The log's failures (``jobs dashboard``'s recent failures, newest first), indexed by time
+#: so that the read does not grow with the history.
+FAILURE_ACTIONS = (
+    Action.ACCEPT_PERMANENT_FAILURE,
+    Action.ACCEPT_RETRYABLE_FAILURE_WITH_BUDGET,
+    Action.ACCEPT_RETRYABLE_FAILURE_EXHAUSTED,
+    Action.REAP_LOST_ATTEMPT,
+)
+FAILURE_ACTIONS_SQL = "(" + ", ".join(f"'{a.value}'" for a in FAILURE_ACTIONS) + ")"
+
+#: Statements that need the added columns (run after them: an older database gets them).
+LATE = (
+    "CREATE INDEX IF NOT EXISTS remora_jobs_log_failures ON remora_jobs_log (at) "
+    f"WHERE action IN {FAILURE_ACTIONS_SQL}",
+)
+
 #: The durable store's schema (SQLite: the durable tables; PostgreSQL adds the target and
 #: vault tables, :data:`PG_SCHEMA`).
 SCHEMA = Schema(
@@ -121,6 +138,7 @@ SCHEMA = Schema(
     version_table=("remora_jobs_config", "name"),
     create=TABLES,
     added=ADDED_COLUMNS,
+    late=LATE,
     label="jobs schema",
 )
 PG_SCHEMA = attrs.evolve(SCHEMA, create=(*TABLES, *EXTRA_TABLES))
@@ -507,6 +525,9 @@ __all__ = [
     "Also",
     "CREDENTIAL_COLUMNS",
     "EXTRA_TABLES",
+    "FAILURE_ACTIONS",
+    "FAILURE_ACTIONS_SQL",
+    "LATE",
     "JOB_COLUMNS",
     "Locked",
     "SELECT_LOG_ROWS",

@@ -136,7 +136,7 @@ class Attempt:
 def attempts_of(job: JobRow, rows: Sequence[AttemptRow], log: Iterable[LogEntry]) -> list[Attempt]:
     """Every attempt of ``job`` with why it ended (module docstring), from its attempt
     rows and the log rows of the job and of its attempts' incarnations."""
-    events = sorted(log, key=lambda e: (e.at, e.key != job.id, e.version))
+    events = _merged(log, job.id)
     found: dict[int, dict[str, Any]] = {
         r.token: {
             "token": r.token,
@@ -228,6 +228,38 @@ def attempts_of(job: JobRow, rows: Sequence[AttemptRow], log: Iterable[LogEntry]
                 int(a.get("resumed_from") or 0),
             )
         )
+    return out
+
+
+def _merged(log: Iterable[LogEntry], job: str) -> list[LogEntry]:
+    """The job's and its incarnations' log rows in one order: each subject's rows in their
+    commit order (``version``), merged by time; at equal times (a coarse clock) an actor's
+    rows in its own order (``actor_seq``), else the job's first."""
+    streams: dict[str, list[LogEntry]] = {}
+    for e in log:
+        streams.setdefault(e.key, []).append(e)
+    for rows in streams.values():
+        rows.sort(key=lambda e: e.version)
+    out: list[LogEntry] = []
+    while streams:
+        heads = [rows[0] for rows in streams.values()]
+
+        def first(a: LogEntry, b: LogEntry) -> bool:
+            if a.at != b.at:
+                return a.at < b.at
+            if a.actor == b.actor:
+                return a.actor_seq < b.actor_seq
+            return a.key == job
+
+        pick = heads[0]
+        for h in heads[1:]:
+            if first(h, pick):
+                pick = h
+        out.append(pick)
+        rows = streams[pick.key]
+        rows.pop(0)
+        if not rows:
+            del streams[pick.key]
     return out
 
 

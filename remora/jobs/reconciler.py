@@ -409,7 +409,9 @@ class Reconciler:
         for row in dsnap.attempts:
             if row.pending is not None:
                 steps += _ok(partial(self.process_outcome, row.id))
-        for jr in dsnap.jobs:
+        # Highest priority first (then submission order): what is enqueued first is
+        # offered first, so a worker running beside this pass starts the urgent jobs.
+        for jr in sorted(dsnap.jobs, key=lambda r: (-r.priority, r.seq, r.id)):
             j = jr.id
             reserved = j in snap.reservations and j not in unreserved
             if jr.phase is Phase.CANCELLING:

@@ -19,7 +19,12 @@ from hypothesis import settings
 from remora.clock import LogicalClock
 from remora.jobs.durable import open_postgres
 from remora.jobs.model import JobsConfig
-from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+from remora.jobs.redis_coordination import (
+    KEY_NAMES,
+    QUEUE_KEY_PREFIX,
+    RedisCoordination,
+    namespace_keys,
+)
 from remora.jobs.stores import Stores
 from remora.testing.job_machines import JobMachineBase
 from tests.common.services import require_redis
@@ -104,11 +109,25 @@ class ServiceBackends:
         coord = self.current.coordination
         assert isinstance(coord, RedisCoordination)
         client, ns = coord.client, coord.ns
-        problems = [
-            f"the key {key} is not the store's"
-            for key in self.keys()
-            if key.removeprefix(f"{ns}:") not in KEY_NAMES
-        ]
+        # the store's fixed keys as this suite knows them (not a patched list: a planted
+        # wipe that forgets one must leave a key the audit sees), and its queues' rankings
+        own = {f"{ns}:{k}" for k in KEY_NAMES} | {
+            k for k in namespace_keys(client, ns) if f":{QUEUE_KEY_PREFIX}" in k
+        }
+        problems = [f"the key {key} is not the store's" for key in self.keys() if key not in own]
+        # each queue's ranking indexes exactly the queued jobs of that queue
+        queued = {m.decode() for m in client.smembers(f"{ns}:queued")}
+        jobq = {k.decode(): v.decode() for k, v in client.hgetall(f"{ns}:jobq").items()}
+        ranked: dict[str, str] = {}
+        for q in sorted(m.decode() for m in client.smembers(f"{ns}:queues")):
+            for j in client.zrange(f"{ns}:{QUEUE_KEY_PREFIX}{q}", 0, -1):
+                ranked[j.decode()] = q
+        for j in sorted(set(ranked) - queued):
+            problems.append(f"the ranking of queue {ranked[j]} holds {j}, which is not queued")
+        for j in sorted(queued - set(ranked)):
+            problems.append(f"the queued {j} is in no queue's ranking")
+        if jobq != ranked:
+            problems.append(f"the queue of each ranked job {jobq} is not its ranking's {ranked}")
         index = {m.decode() for m in client.smembers(f"{ns}:live")}
         live = {k.decode() for k, v in client.hgetall(f"{ns}:lease").items() if v.endswith(b"|1")}
         for a in sorted(index - live):
@@ -132,7 +151,7 @@ class ServiceBackends:
         coord = stores.coordination
         assert isinstance(coord, RedisCoordination)
         try:
-            coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))
+            coord.client.delete(*namespace_keys(coord.client, coord.ns))
         finally:
             stores.close()
 

@@ -37,6 +37,7 @@ from remora.errors import RemoraError, Unavailable, UnknownResult
 from remora.faults import FaultDecision
 from remora.jobs.io import JobOperation
 from remora.jobs.model import (
+    DEFAULT_QUEUE,
     AttemptId,
     CredentialState,
     JobsConfig,
@@ -44,6 +45,7 @@ from remora.jobs.model import (
     Outcome,
     Phase,
     SecretState,
+    UnknownJob,
 )
 from remora.jobs.stores import Stores
 from remora.jobs.worker import Worker, WorkerDown, write_credential
@@ -52,7 +54,7 @@ from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import SimConfig, Simulation
-from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
+from remora.sim.jobs.trace import PLAIN, JobConfig, JobFault, JobKind, JobStep, JobTrace
 
 DRAIN_ROUNDS = 40
 
@@ -72,9 +74,13 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     "invalidate-checkpoint": ("InvalidateCheckpoint", "job"),
     "expire-lease": ("ExpireLease", "attempt"),
 }
-REFUSAL_REASONS: dict[str, str] = {
-    "enqueue": "the down marks are not in place (after a wipe, until they are "
-    "republished): an Enqueue then could let a declared-down incarnation reserve",
+REFUSAL_REASONS: dict[str, dict[str, str]] = {
+    "enqueue": {
+        "unmarked": "the down marks are not in place (after a wipe, until they are "
+        "republished): an Enqueue then could let a declared-down incarnation reserve",
+        "not-due": "the job is delayed (submit --at/--in) and not yet due on the durable "
+        "store's clock: it is not enqueued before its time (the spec's Enqueue has none)",
+    },
 }
 
 
@@ -128,11 +134,17 @@ class JobRun:
         handlers: dict[str, tuple[Outcome, ...]],
         *,
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
+        kinds: dict[str, JobKind] | None = None,
     ) -> None:
         """``backends`` builds the stores (default: SQLite ``:memory:`` and memory
-        coordination, target and vault); the machines over PostgreSQL + Redis pass theirs."""
+        coordination, target and vault); the machines over PostgreSQL + Redis pass theirs.
+        ``kinds``: how each job is submitted (delay, queue, priority; default plain)."""
         self.config = config
         self.handlers = handlers
+        self.kinds = dict(kinds or {})
+        #: Each delayed job's due time, from its submission and its kind (the run's own
+        #: account, independent of what the runtime stored).
+        self.due: dict[str, float] = {}
         self.hook = ScriptedFaults()
         self.sim = Simulation(
             SimConfig(
@@ -200,9 +212,53 @@ class JobRun:
         return self.chk.renderer.step_label(spec)
 
     def _excused(self, step: JobStep) -> bool:
+        """Whether a documented reason (:data:`REFUSAL_REASONS`) holds for the step."""
+        return bool(self.excuses(step))
+
+    def excuses(self, step: JobStep) -> list[str]:
+        """The documented reasons (:data:`REFUSAL_REASONS`) that hold for the step."""
+        held = []
         if step.op == "enqueue":
-            return not self.sim.stores.coordination.is_marked(self.sim.env)
-        return False
+            if not self.sim.stores.coordination.is_marked(self.sim.env):
+                held.append("unmarked")
+            if self.due.get(str(step.job), 0.0) > self.sim.clock.now():
+                held.append("not-due")
+        return held
+
+    def submit(self, job: str) -> None:
+        """Submit ``job`` with its kind; a delayed one is due ``delay`` ticks later."""
+        kind = self.kinds.get(job, PLAIN)
+        tick = self.sim.config.jobs_config.tick_ms / 1000
+        if kind.delay:
+            self.due[job] = self.sim.clock.now() + kind.delay * tick
+        self.sim.submit(
+            job,
+            queue=kind.queue,
+            priority=kind.priority,
+            delay=kind.delay * tick if kind.delay else None,
+        )
+
+    def early(self) -> str | None:
+        """A delayed job that got ahead of its time (enqueued, reserved or authorized
+        before it was due, or stored with another due time) — else None.  The property
+        delayed jobs add; checked after every step, the drain's too."""
+        now = self.sim.clock.now()
+        pending = [j for j, due in self.due.items() if due > now]
+        if not pending:
+            return None
+        c = self.sim.stores.coordination.snapshot()
+        for j in sorted(pending):
+            try:
+                row = self.sim.stores.durable.job(j)
+            except UnknownJob:
+                continue  # its submission failed (a fault): nothing to be early
+
+            if abs(row.due - self.due[j]) > 1e-6:
+                return f"{j} is due at {row.due:g} in the durable store, not {self.due[j]:g}"
+            if j in c.queued or j in c.reservations or row.current_token:
+                where = "authorized" if row.current_token else "enqueued"
+                return f"{j} was {where} at {now:g}, before it was due at {self.due[j]:g}"
+        return None
 
     def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
         self.hook.arm(script_of(faults))
@@ -218,6 +274,9 @@ class JobRun:
             raise JobRunFailure(
                 f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
             )
+        early = self.early()
+        if early is not None:
+            raise JobRunFailure(f"ERROR delayed: {early}", f"at step {label}")
         return kind
 
     def worker(self, w: str | None) -> Worker:
@@ -235,7 +294,7 @@ class JobRun:
         if op == "submit":
             if j in self.submitted:
                 raise NotEnabled(f"{j} was submitted")
-            sim.submit(j)
+            self.submit(j)
             self.submitted.add(j)
             return True
         if op == "cancel":
@@ -332,7 +391,7 @@ class JobRun:
                 self._drain_step(partial(sim.restore_link, w, svc), "restore")
         for j in cfg.jobs:
             if j not in self.submitted:
-                self._drain_step(partial(sim.submit, j), f"submit {j}")
+                self._drain_step(partial(self.submit, j), f"submit {j}")
                 self.submitted.add(j)
         if cfg.drain_worker not in sim.started:
             self._drain_step(partial(sim.start, cfg.drain_worker), "start")
@@ -341,7 +400,8 @@ class JobRun:
         # reconcile pass): time must be let run that long before the drain gives up.
         jc = sim.config.jobs_config
         down_after = round(jc.down_after_s * 1000 / jc.tick_ms)
-        patience = max(cfg.lease_ticks, cfg.reservation_ticks, down_after) + 2
+        delay = max((k.delay for k in self.kinds.values()), default=0)
+        patience = max(cfg.lease_ticks, cfg.reservation_ticks, down_after, delay) + 2
         idle, seen = 0, -1
         for _ in range(rounds):
             if self.quiet():
@@ -401,8 +461,14 @@ class JobRun:
         st = self.sim.stores
         c = st.coordination.snapshot()
         d = st.durable.snapshot()
+        queues = sorted({k.queue for k in self.kinds.values()} | {DEFAULT_QUEUE})
         return {
             "spec state": self.chk.state,
+            # the order each queue offers its jobs in (priority, then submission order)
+            "ranks": {
+                q: st.coordination.candidates(self.sim.env, len(self.config.jobs), None, (q,))
+                for q in queues
+            },
             "coordination": attrs.evolve(
                 c,
                 down=frozenset(),  # Redis's snapshot omits the down marks: audited raw
@@ -540,7 +606,7 @@ class Replayed:
 
 def run_trace(trace: JobTrace) -> Replayed:
     """Replay ``trace`` through :class:`JobRun` (with its planted mutation, if any)."""
-    run = JobRun(trace.config, trace.handlers)
+    run = JobRun(trace.config, trace.handlers, kinds=trace.kinds)
     try:
         for step in trace.steps:
             run.execute(step)

@@ -7,8 +7,9 @@ phase and queue (one aggregate), the jobs in flight with their current attempt, 
 elapsed time and progress, the worker incarnations with their heartbeat's age, the recent
 failures (an index on the log's failures), and each job's attempt history
 (:mod:`remora.jobs.history`).  The page reloads itself (``--refresh``); a small inline
-script only measures the layout (it marks the body with ``data-overflow``: what does not
-fit the window, for the browser test) and draws nothing.
+script only measures the layout (it marks the body with ``data-overflow``, what does not
+fit the window, and ``data-visible``, the sections laid out in it — for the browser test)
+and draws nothing.
 
 Paths: ``/`` the overview, ``/job/<id>`` a job's history, ``/health`` ``ok``.
 """
@@ -25,7 +26,8 @@ from typing import Any
 
 from remora.cli.jobs_views import duration
 from remora.errors import InvalidInput, RemoraError, UnknownJob
-from remora.jobs.history import History, JobStatus, history, iso, statuses
+from remora.jobs.actions import Action
+from remora.jobs.history import ACCEPTED, Ending, History, JobStatus, history, iso, statuses
 from remora.jobs.model import Phase
 from remora.jobs.stores import Stores
 from remora.jobs.target import check_id
@@ -40,10 +42,10 @@ h2 { font-size: 16px; margin: 18px 0 6px; }
 .muted { color: #5a6372; }
 section { background: #fff; border: 1px solid #dde1e7; border-radius: 6px; padding: 8px 12px;
           margin-top: 12px; }
-table { width: 100%; border-collapse: collapse; table-layout: fixed; }
+table { width: 100%; border-collapse: collapse; }
 th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #eef0f3;
          overflow-wrap: anywhere; vertical-align: top; }
-th { font-weight: 600; color: #3b4352; }
+th { font-weight: 600; color: #3b4352; white-space: nowrap; }
 td.num, th.num { text-align: right; }
 .phase-Running, .phase-Cancelling { color: #0b5fad; font-weight: 600; }
 .phase-Failed, .bad { color: #b3261e; font-weight: 600; }
@@ -70,9 +72,25 @@ SCRIPT = """
     }
   });
   document.body.setAttribute("data-overflow", overflow.length ? overflow.join(" | ") : "none");
+  // the sections a person sees as the page opens (laid out, not hidden, in the window)
+  var visible = [];
+  document.querySelectorAll("section[id]").forEach(function (n) {
+    var r = n.getBoundingClientRect(), st = getComputedStyle(n);
+    if (r.width > 0 && r.height > 0 && st.visibility !== "hidden" && r.left >= 0 &&
+        r.right <= window.innerWidth + 1) {
+      visible.push(n.id);
+    }
+  });
+  document.body.setAttribute("data-visible", visible.join(" "));
   document.body.setAttribute("data-rendered", "true");
 })();
 """
+
+
+#: The failures' steps as the history names them.
+FAILURE_NAMES = {action: ending.value for action, ending in ACCEPTED.items()} | {
+    Action.REAP_LOST_ATTEMPT: Ending.REAPED.value
+}
 
 
 def _e(value: object) -> str:
@@ -145,8 +163,8 @@ def overview(stores: Stores, refresh: int, where: str) -> str:
             _e(r.job.queue),
             _e(r.job.priority),
             f'<span class="phase-{r.job.phase.value}">{_e(r.job.phase.value)}</span>',
-            _e(duration(r.waiting)),
-            _e(iso(r.job.due) if r.job.due > now else ""),
+            _e("" if r.job.due > now else duration(r.waiting)),
+            _e(f"in {duration(r.job.due - now)}" if r.job.due > now else ""),
             _e(r.error),
         ]
         for r in waiting[:50]
@@ -169,7 +187,7 @@ def overview(stores: Stores, refresh: int, where: str) -> str:
             _e(duration(now - e.at) + " ago" if e.at else ""),
             _job_link(e.key),
             _e(e.params.get("a", "")),
-            _e(e.action),
+            _e(FAILURE_NAMES.get(e.action, e.action)),
             f'<span class="bad">{_e(e.facts.get("error", "lease lost"))}</span>',
         ]
         for e in durable.recent_failures(10)
@@ -186,16 +204,16 @@ def overview(stores: Stores, refresh: int, where: str) -> str:
             run_rows,
             "running",
         )
+        + '</section><section id="failures"><h2>Recent failures</h2>'
+        + _table(["when", "job", "attempt", "what", "error"], failures, "failures")
+        + '</section><section id="workers"><h2>Workers</h2>'
+        + _table(["incarnation", "state", "heartbeat age"], worker_rows, "workers")
         + '</section><section id="waiting"><h2>Waiting jobs</h2>'
         + _table(
             ["job", "handler", "queue", "priority", "phase", "waited", "due", "error"],
             wait_rows,
             "waiting",
         )
-        + '</section><section id="workers"><h2>Workers</h2>'
-        + _table(["incarnation", "state", "heartbeat age"], worker_rows, "workers")
-        + '</section><section id="failures"><h2>Recent failures</h2>'
-        + _table(["when", "job", "attempt", "step", "error"], failures, "failures")
         + "</section>"
     )
     return _page("Remora jobs", body, refresh)
@@ -208,13 +226,19 @@ def _total(counts: dict[tuple[str, str], int], queue: str) -> int:
 def job_page(found: History, refresh: int) -> str:
     """A job's attempt history (``remora jobs history`` as a page)."""
     j = found.job
+    day = (iso(j.submitted_at) or "")[:10]
+
+    def at(t: float) -> str:
+        text = iso(t) or ""
+        return text[11:] if text[:10] == day else text.replace("T", " ")
+
     rows = [
         [
             f"{a.token}" + (f" (resumed {a.resumed_from})" if a.resumed_from else ""),
             _e(a.worker),
-            _e(iso(a.authorized)),
-            _e(iso(a.activated)),
-            _e(iso(a.ended)),
+            _e(at(a.authorized)),
+            _e(at(a.activated)),
+            _e(at(a.ended)),
             _e(duration(a.ran)),
             _e(a.outcome),
             _e(a.why),
@@ -233,7 +257,8 @@ def job_page(found: History, refresh: int) -> str:
         f'<header><h1>Job {_e(j.id)}</h1><a href="/">all jobs</a></header>'
         '<section id="job"><h2>Job</h2>'
         + _table(["", ""], facts, "job")
-        + '</section><section id="attempts"><h2>Attempts</h2>'
+        + '</section><section id="attempts"><h2>Attempts</h2><p class="muted">times UTC'
+        + f" on {_e(day)}</p>"
         + _table(
             ["attempt", "worker", "authorized", "activated", "ended", "ran", "outcome", "why"],
             rows,

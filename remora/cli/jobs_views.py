@@ -44,35 +44,49 @@ def fit(
     rows: Sequence[dict[str, str]],
     headers: Sequence[str],
     width: int,
-    shrink: Sequence[str] = (),
+    shrink: Sequence[tuple[str, int]] = (),
 ) -> list[str]:
     """``rows`` as left-aligned columns under ``headers``, at most ``width`` characters a
-    line: while too wide, a column of ``shrink`` (free text: ids, names, messages) is cut by
-    one — the last header's first, down to 24 characters, then the widest — each cut cell
-    ending in ``…``; the other columns (phases, times, counts) are never cut."""
+    line (when ``shrink`` allows): while too wide, the columns of ``shrink`` are cut, stage
+    by stage — a stage ``(column, n)`` cuts that column down to ``n`` characters — each cut
+    cell ending in ``…``; the columns it does not name (phases, times, counts) are never
+    cut."""
     cols = list(headers)
     cells = [[" ".join(str(r.get(h, "")).split()) for h in cols] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(cols)]
-    floor = [max(len(h), 6) if h in shrink else widths[i] for i, h in enumerate(cols)]
-
-    def total() -> int:
-        return sum(widths) + 2 * (len(widths) - 1)
-
-    while total() > width:
-        last = len(cols) - 1
-        if widths[last] > max(floor[last], 24):
-            i = last
-        else:
-            i = max(range(len(cols)), key=lambda k: widths[k] - floor[k])
-            if widths[i] <= floor[i]:
-                break
-        widths[i] -= 1
-    lines = ["  ".join(h.ljust(w)[:w] for h, w in zip(cols, widths, strict=True)).rstrip()]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    for column, least in shrink:
+        if over <= 0:
+            break
+        if column not in cols:
+            continue
+        i = cols.index(column)
+        cut = min(over, max(widths[i] - max(least, len(column)), 0))
+        widths[i] -= cut
+        over -= cut
+    lines = ["  ".join(h.ljust(w) for h, w in zip(cols, widths, strict=True)).rstrip()]
     for c in cells:
         lines.append(
             "  ".join(clip(v, w).ljust(w) for v, w in zip(c, widths, strict=True)).rstrip()
         )
     return lines
+
+
+#: How ``status`` cuts its columns to fit: the message first, then names, the ids last.
+STATUS_CUTS = (
+    ("result/error", 24),
+    ("worker", 14),
+    ("handler", 10),
+    ("queue", 10),
+    ("id", 16),
+    ("result/error", 8),
+    ("worker", 8),
+    ("handler", 6),
+    ("queue", 6),
+    ("id", 8),
+)
+#: How ``history`` cuts its columns (a cut reason is written out below the table).
+HISTORY_CUTS = (("why", 24), ("worker", 12), ("why", 12), ("worker", 6))
 
 
 def _attempt(r: JobStatus) -> str:
@@ -128,7 +142,7 @@ def status_table(rows: Sequence[JobStatus], width: int) -> list[str]:
                 "result/error": _note(r),
             }
         )
-    return fit(shown, headers, width, ("id", "handler", "queue", "worker", "result/error"))
+    return fit(shown, headers, width, STATUS_CUTS)
 
 
 def status_lines(r: JobStatus) -> list[str]:
@@ -195,7 +209,7 @@ def history_lines(h: History, width: int) -> list[str]:
         for a in h.attempts
     ]
     headers = ["attempt", "worker", "authorized", "activated", "ended", "ran", "why"]
-    table = fit(rows, headers, width, ("worker", "why"))
+    table = fit(rows, headers, width, HISTORY_CUTS)
     # A why the table had to cut is written out in full below it.
     notes = [
         clip(f"  attempt {a.token}: {a.why}", width)

@@ -10,10 +10,7 @@ the running job are rejected by the same check."""
 from __future__ import annotations
 
 import html
-import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -25,58 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.common.browser import dump_dom, screenshot
+from tests.jobs.visibility import APP, ENV, FAST, REPO, jobs, started, status, stop
 
-REPO = Path(__file__).resolve().parents[2]
-APP = "tests.jobs.vis_app"
-FAST = '{"tick_ms": 100, "lease_ticks": 20, "reservation_ticks": 20}'
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 WINDOW = (1000, 900)
-
-
-def jobs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remora", "jobs", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=ENV,
-    )
-
-
-def rows(db: str) -> dict[str, dict[str, object]]:
-    out = jobs("status", "--db", db, "--json")
-    assert out.returncode == 0, out.stderr
-    return {r["id"]: r for r in json.loads(out.stdout)["jobs"]}
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def started(args: list[str], pattern: str) -> tuple[subprocess.Popen[str], str]:
-    """A ``remora jobs`` process, and the address it printed on stderr's first line."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "remora", "jobs", *args],
-        cwd=REPO,
-        env=ENV,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    m = re.search(pattern, line)
-    if m is None:
-        stop(proc)
-        raise AssertionError(line)
-    return proc, m.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +53,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     try:
         deadline = time.monotonic() + 120
         while True:
-            now = rows(db)
+            now = status(db)
             crawl = now["crawl-site"]
             progress = crawl["progress"]
             assert isinstance(progress, dict)
@@ -126,12 +74,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     finally:
         if dashboard is not None:
             stop(dashboard)
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        stop(worker)
 
 
 def section_text(dom: str, name: str) -> str:

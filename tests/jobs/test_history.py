@@ -16,6 +16,7 @@ from remora.jobs.metrics import JobMetrics
 from remora.jobs.model import AttemptId, Outcome, Phase
 from remora.sim.jobs.simulation import SMALL
 from tests.jobs.scenarios import Run
+from tests.jobs.visibility import samples
 
 #: Leases of ten ticks, declared down after two: an incarnation can be declared down while
 #: its attempt's lease is still live.
@@ -149,13 +150,8 @@ def counted(build: Callable[[Run], None]) -> dict[str, float]:
     recorder = metrics.recorder()
     for step in run.sim.recorder.steps:
         recorder.record(step)
-    out: dict[str, float] = {}
-    for family in metrics.registry.collect():
-        for s in family.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-            out[f"{s.name}{{{labels}}}"] = s.value
     assert b"remora_jobs_attempts_started_total" in generate_latest(metrics.registry)
-    return out
+    return samples(metrics.registry.collect())
 
 
 def test_metrics_count_a_known_run_from_its_records() -> None:

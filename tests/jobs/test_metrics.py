@@ -5,12 +5,8 @@ outcome, the timeout, the queue waits, the jobs by phase from the durable store.
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,32 +15,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO = Path(__file__).resolve().parents[2]
-APP = "tests.jobs.vis_app"
-FAST = '{"tick_ms": 100, "lease_ticks": 20, "reservation_ticks": 20}'
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def jobs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remora", "jobs", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=ENV,
-    )
+from tests.jobs.visibility import APP, FAST, jobs, samples, started, stop
 
 
 def scrape(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=10) as reply:
-        text = reply.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-            out[f"{s.name}{{{labels}}}"] = s.value
-    return out
+        return samples(text_string_to_metric_families(reply.read().decode()))
 
 
 @pytest.fixture
@@ -60,30 +36,15 @@ def worker(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
     ):
         out = jobs("submit", handler, "--db", db, "--config", FAST, "--id", job)
         assert out.returncode == 0, out.stderr
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "remora", "jobs", "worker", "--db", db, "--app", APP,
-         "--metrics-port", "0", "--log-format", "none", "--grace", "1"],
-        cwd=REPO,
-        env=ENV,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc, url = started(
+        ["worker", "--db", db, "--app", APP, "--metrics-port", "0", "--log-format", "none",
+         "--grace", "1"],
+        r"remora jobs worker: metrics at (http://127\.0\.0\.1:\d+/metrics)\s",
     )  # fmt: skip
     try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        m = re.fullmatch(
-            r"remora jobs worker: metrics at (http://127\.0\.0\.1:\d+/metrics)\n", line
-        )
-        assert m, line
-        yield db, m.group(1), proc
+        yield db, url, proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
 
 
 def test_a_scrape_reads_the_counts_of_a_known_run(
@@ -113,8 +74,7 @@ def test_a_scrape_reads_the_counts_of_a_known_run(
     assert got["remora_jobs{phase=Failed,queue=default}"] == 1
     assert got["remora_jobs{phase=Queued,queue=default}"] == 0
     assert got["remora_jobs_store_up{}"] == 1
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
+    assert stop(proc) == 0
 
 
 def test_a_metrics_port_in_use_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -134,6 +134,7 @@ MUTATIONS: dict[str, tuple[str, Callable[..., Any], Callable[[Run], None]]] = {
     ),
 }
 
+
 def planted(attr: str, mutant: Callable[..., Any]) -> Run:
     """A run whose guards have ``attr`` replaced by ``mutant`` (given to the simulation:
     nothing is patched)."""

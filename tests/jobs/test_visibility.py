@@ -7,43 +7,15 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from remora.jobs.durable import open_sqlite
 from remora.jobs.sql import TABLES
-
-REPO = Path(__file__).resolve().parents[2]
-APP = "tests.jobs.vis_app"
-FAST = '{"tick_ms": 100, "lease_ticks": 20, "reservation_ticks": 20}'
-
-
-def jobs(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remora", "jobs", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-
-
-def ok(*args: str) -> str:
-    out = jobs(*args)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def status(db: str, *ids: str) -> dict[str, dict[str, Any]]:
-    return {r["id"]: r for r in json.loads(ok("status", "--db", db, *ids, "--json"))["jobs"]}
+from tests.jobs.visibility import FAST, jobs, ok, status, work
 
 
 def seconds(iso: str | None) -> float:
@@ -60,7 +32,7 @@ def worked(tmp_path: Path) -> str:
     ok("submit", "flaky", "--db", db, "--id", "f")
     ok("submit", "doomed", "--db", db, "--id", "d")
     ok("submit", "count", "--db", db, "--id", "c", "--payload", '{"to": 4}')
-    ok("worker", "--db", db, "--app", APP, "--until-idle", "--id", "w-vis", "--log-format", "none")
+    work(db, extra=("--id", "w-vis"))
     return db
 
 
@@ -86,22 +58,7 @@ def test_status_fits_100_columns_and_shows_a_job_in_full(tmp_path: Path) -> None
     long_id = "a-job-with-a-rather-long-identifier-" + "x" * 20
     ok("submit", "greet", "--db", db, "--id", long_id, "--queue", "a-long-queue-name-here")
     ok("submit", "doomed", "--db", db, "--id", "d", "--priority", "7")
-    ok(
-        "worker",
-        "--db",
-        db,
-        "--app",
-        APP,
-        "--until-idle",
-        "--queue",
-        "a-long-queue-name-here",
-        "--queue",
-        "default",
-        "--log-format",
-        "none",
-        "--id",
-        "w-" + "y" * 40,
-    )
+    work(db, "a-long-queue-name-here", "default", extra=("--id", "w-" + "y" * 40))
     table = ok("status", "--db", db).splitlines()
     assert table[0].split() == [
         "id",
@@ -162,7 +119,7 @@ def test_history_of_an_unknown_job_is_one_line_and_exit_2(worked: str) -> None:
 def test_a_timed_out_attempt_is_named_so(tmp_path: Path) -> None:
     db = str(tmp_path / "j.sqlite3")
     ok("submit", "first_hangs", "--db", db, "--config", FAST, "--id", "t")
-    ok("worker", "--db", db, "--app", APP, "--until-idle", "--log-format", "none")
+    work(db)
     first, second = json.loads(ok("history", "--db", db, "t", "--json"))["attempts"]
     assert (first["end"], first["why"]) == ("timed_out", "timed out after 0.3s")
     assert second["end"] == "succeeded"
@@ -173,7 +130,7 @@ def test_a_delayed_job_waits_until_it_is_due(tmp_path: Path) -> None:
     ok("submit", "quick", "--db", db, "--config", FAST, "--id", "later", "--in", "1.5")
     row = status(db)["later"]
     assert seconds(row["due"]) - seconds(row["submitted"]) == pytest.approx(1.5, abs=0.002)
-    ok("worker", "--db", db, "--app", APP, "--until-idle", "--log-format", "none")
+    work(db)
     row = status(db)["later"]
     assert row["phase"] == "Succeeded" and seconds(row["started"]) >= seconds(row["due"])
     ok("submit", "quick", "--db", db, "--id", "far", "--at", "2999-01-01T00:00:00Z")
@@ -205,23 +162,12 @@ def test_a_worker_takes_higher_priorities_first_and_only_its_queues(tmp_path: Pa
     for job, prio in (("low", "-1"), ("mid", "0"), ("high", "5"), ("top", "9")):
         ok("submit", "quick", "--db", db, "--config", FAST, "--id", job, "--priority", prio)
     ok("submit", "quick", "--db", db, "--id", "other", "--queue", "bulk", "--priority", "99")
-    ok("worker", "--db", db, "--app", APP, "--until-idle", "--log-format", "none")
+    work(db)
     rows = status(db)
     assert rows["other"]["phase"] == "Queued"  # not its queue: left for a bulk worker
     order = sorted(("top", "high", "mid", "low"), key=lambda j: seconds(rows[j]["started"]))
     assert order == ["top", "high", "mid", "low"]
-    ok(
-        "worker",
-        "--db",
-        db,
-        "--app",
-        APP,
-        "--until-idle",
-        "--queue",
-        "bulk",
-        "--log-format",
-        "none",
-    )
+    work(db, "bulk")
     assert status(db)["other"]["phase"] == "Succeeded"
 
 
@@ -285,5 +231,5 @@ def test_an_older_database_gains_the_new_columns_and_keeps_its_jobs(tmp_path: Pa
     conn.close()
     row = status(str(path))["old"]
     assert (row["queue"], row["priority"], row["submitted"]) == ("default", 0, None)
-    ok("worker", "--db", str(path), "--app", APP, "--until-idle", "--log-format", "none")
+    work(str(path))
     assert status(str(path))["old"]["phase"] == "Succeeded"

@@ -6,39 +6,16 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from remora.clock import EpochClock
 from remora.jobs.durable import open_postgres
+from tests.jobs.visibility import APP, FAST, ok
 
 pytestmark = pytest.mark.services
 
-REPO = Path(__file__).resolve().parents[2]
-APP = "tests.jobs.vis_app"
-FAST = '{"tick_ms": 100, "lease_ticks": 20, "reservation_ticks": 20}'
 DOWN_REDIS = ("--redis", "redis://127.0.0.1:9/0")  # nothing listens: never reached
-
-
-def jobs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remora", "jobs", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-
-
-def ok(*args: str) -> str:
-    out = jobs(*args)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def seconds(iso: str | None) -> float:

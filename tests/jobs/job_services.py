@@ -13,8 +13,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from hypothesis import settings
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from remora.clock import LogicalClock
 from remora.jobs.durable import open_postgres
@@ -26,7 +28,7 @@ from remora.jobs.redis_coordination import (
     namespace_keys,
 )
 from remora.jobs.stores import Stores
-from remora.testing.job_machines import JobMachineBase
+from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.common.services import require_redis
 
 # psycopg is imported where it is used: this module (and the job tests that import it)
@@ -184,3 +186,32 @@ def twin_machine(base: type[JobMachineBase], backends: ServiceBackends) -> type[
     machine = type(f"{base.__name__}OnServices", (base,), {})
     machine.twin_backends = backends
     return machine
+
+
+#: How a planted bug is hunted over the services: 60 derandomized examples, stopping at the
+#: first failure (no shrinking).
+HUNT = settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),
+)
+
+
+def killed(base: type[JobMachineBase], services: ServiceBackends) -> str:
+    """The failure ``base`` over the services reports (it must report one)."""
+    import pytest
+
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(twin_machine(base, services), settings=HUNT)
+    return info.value.failure
+
+
+def plant_script(monkeypatch: Any, name: str, old: str, new: str) -> None:
+    """A planted bug in the Lua script ``name``: ``old`` replaced by ``new`` (``monkeypatch``:
+    pytest's, undone after the test)."""
+    from remora.jobs import redis_coordination as rc
+
+    assert old in rc.SCRIPTS[name], f"the planted bug no longer applies to {name}"
+    monkeypatch.setitem(rc.SCRIPTS, name, rc.SCRIPTS[name].replace(old, new))

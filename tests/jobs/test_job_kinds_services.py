@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
 
 from remora.clock import LogicalClock
 from remora.context import Context
@@ -22,10 +20,9 @@ from remora.jobs import redis_coordination as rc
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.io import Actor
 from remora.jobs.model import JobsConfig
-from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.common.services import require_redis
 from tests.jobs.job_machines import LargerJobs, SpecSizedJobs
-from tests.jobs.job_services import ServiceBackends, service_backends, twin_machine
+from tests.jobs.job_services import ServiceBackends, killed, plant_script, service_backends
 
 pytestmark = pytest.mark.services
 
@@ -79,15 +76,6 @@ def test_redis_ranks_a_queue_as_the_memory_store_does() -> None:
         redis_store.close()
 
 
-HUNT = settings(
-    max_examples=60,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    phases=(Phase.explicit, Phase.generate),  # the first failure is enough: no shrinking
-)
-
-
 @pytest.fixture
 def services(
     remora_scratch_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -97,28 +85,17 @@ def services(
         yield backends
 
 
-def killed(base: type[JobMachineBase], services: ServiceBackends) -> str:
-    with pytest.raises(JobScheduleFailure) as info:
-        run_state_machine_as_test(twin_machine(base, services), settings=HUNT)
-    return info.value.failure
-
-
-def plant(monkeypatch: pytest.MonkeyPatch, name: str, old: str, new: str) -> None:
-    assert old in rc.SCRIPTS[name], f"the planted bug no longer applies to {name}"
-    monkeypatch.setitem(rc.SCRIPTS, name, rc.SCRIPTS[name].replace(old, new))
-
-
 def test_planted_a_reserve_that_leaves_its_job_ranked_is_killed(
     monkeypatch: pytest.MonkeyPatch, services: ServiceBackends
 ) -> None:
-    plant(monkeypatch, rc.Action.RESERVE, "unrank(job)\n", "")
+    plant_script(monkeypatch, rc.Action.RESERVE, "unrank(job)\n", "")
     assert killed(SpecSizedJobs, services).startswith("ERROR differential")
 
 
 def test_planted_an_enqueue_that_ignores_the_priority_is_killed(
     monkeypatch: pytest.MonkeyPatch, services: ServiceBackends
 ) -> None:
-    plant(
+    plant_script(
         monkeypatch,
         rc.Action.ENQUEUE,
         "redis.call('ZADD', k('q:' .. queue), ARGV[9], job)",

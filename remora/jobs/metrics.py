@@ -34,6 +34,9 @@ from remora.jobs.model import AttemptId, Phase
 #: Seconds: from a fast no-op job to a long batch job.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 WAIT_BUCKETS = DURATION_BUCKETS
+#: The attempts a recorder remembers activating (an attempt another process ended is never
+#: seen to end here: the oldest are forgotten beyond this many).
+MAX_ACTIVE = 100_000
 
 
 class _Jobs(Collector):
@@ -145,6 +148,8 @@ class MetricsRecorder:
             if action == Action.ACTIVATE_ATTEMPT:
                 m.started.inc()
                 self._active[AttemptId.parse(str(p["a"]))] = (step.actor, step.wall)
+                if len(self._active) > MAX_ACTIVE:  # ended elsewhere: forget the oldest
+                    del self._active[next(iter(self._active))]
             elif action == Action.RENEW_LEASE:
                 m.renewals.inc()
             elif action == Action.AUTHORIZE_ATTEMPT and "waited" in step.facts:

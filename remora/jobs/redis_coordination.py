@@ -360,6 +360,10 @@ KEY_NAMES = (
     "rid",
     "log",
 )
+#: The longest ranking window a worker reads when it accepts none of the first jobs (its
+#: handlers' jobs behind others': ``candidates``).
+MAX_WINDOW = 4096
+
 #: Each queue's ranking is a sorted set ``<namespace>:q:<queue>`` (the queue names in
 #: ``queues``): the keys of a namespace are :data:`KEY_NAMES` and these.
 QUEUE_KEY_PREFIX = "q:"
@@ -768,19 +772,22 @@ class RedisCoordination:
         queues: Iterable[str] | None = None,
     ) -> list[str]:
         names = [] if queues is None else sorted(set(queues))
-
-        def read(commit: bool) -> list[str]:
+        if queues is not None and not names:
+            return []
+        count = limit if accept is None else limit * 8
+        while True:
             # With a filter, a longer list: jobs of handlers this worker lacks are skipped
-            # (they stay queued for a worker that has them).
-            count = limit if accept is None else limit * 8
-            if queues is not None and not names:
-                return []
-            return [_d(x) for x in self._read("Ranked", [count, *names]) or []]
+            # (they stay queued for a worker that has them) — and when none of the first
+            # ones is accepted, a window eight times longer, up to MAX_WINDOW, so that a
+            # worker's jobs behind many others' are still found.
+            def read(commit: bool, count: int = count) -> list[str]:
+                return [_d(x) for x in self._read("Ranked", [count, *names]) or []]
 
-        jobs: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
-        if accept is not None:
-            jobs = [j for j in jobs if accept(j)]
-        return jobs[:limit]
+            got: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
+            jobs = got if accept is None else [j for j in got if accept(j)]
+            if jobs or accept is None or len(got) < count or count >= MAX_WINDOW:
+                return jobs[:limit]
+            count *= 8
 
     def log(self) -> list[CoordEntry]:
         out = []

@@ -101,7 +101,7 @@ class Stores:
             delay=delay,
             due_at=due_at,
         )
-        if enqueue and not row.due:
+        if enqueue and self.guards.is_due(row, row.submitted_at):
             with contextlib.suppress(RemoraError):
                 self.enqueue(actor, job_id)
         return row

@@ -102,3 +102,28 @@ def test_planted_an_enqueue_that_ignores_the_priority_is_killed(
         "redis.call('ZADD', k('q:' .. queue), tonumber(ARGV[9]) % 4294967296, job)",
     )
     assert killed(LargerJobs, services).startswith("ERROR differential")
+
+
+def test_a_workers_job_behind_many_others_is_found() -> None:
+    """A worker accepting only ``mine``, ranked behind 200 jobs of other handlers: the
+    window grows (64 jobs, then 512) until it is found — on Redis as in memory."""
+    clock = LogicalClock()
+    actor = Actor("t", Context(clock))
+    redis_store = rc.RedisCoordination(
+        require_redis(),
+        JobsConfig(),
+        namespace=f"remora-test:{secrets.token_hex(6)}",
+        clock=clock,
+    )
+    memory = MemoryCoordination(clock, JobsConfig())
+    try:
+        redis_store.publish_down(actor, [])
+        for coord in (memory, redis_store):
+            for i in range(200):
+                assert coord.enqueue(actor, f"other-{i:03d}", priority=1, order=i)
+            assert coord.enqueue(actor, "mine", order=500)
+            found = coord.candidates(actor, 8, lambda j: j == "mine", ("default",))
+            assert found == ["mine"], type(coord).__name__
+    finally:
+        redis_store.client.delete(*rc.namespace_keys(redis_store.client, redis_store.ns))
+        redis_store.close()

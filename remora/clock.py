@@ -142,6 +142,20 @@ class MonotonicClock:
         return not wake.wait(max(0.0, seconds))
 
 
+class EpochClock(MonotonicClock):
+    """:class:`MonotonicClock` anchored to the epoch: ``time.monotonic()`` plus the offset
+    of the wall clock when the process started, so it never goes backwards within a process
+    yet reads as seconds since 1970 — what the job commands inject where the durable store
+    has no clock of its own (SQLite), so that the times of jobs (submitted, started,
+    finished, a delayed job's due time) are dates a person can read.  Processes on one host
+    agree to within any step of the wall clock between their starts."""
+
+    _offset = time.time() - time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() + self._offset
+
+
 class LogicalClock:
     """A clock that moves only when told to, in whole milliseconds.  Its timers fire,
     deterministically, inside the :meth:`advance` that passes their time."""
@@ -177,5 +191,6 @@ __all__ = [
     "Disarm",
     "Clock",
     "MonotonicClock",
+    "EpochClock",
     "LogicalClock",
 ]

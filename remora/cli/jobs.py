@@ -9,6 +9,7 @@ target and vault schemas) and Redis (``--redis URL``: coordination).  Exit codes
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -27,15 +28,16 @@ from typing import Any
 import attrs
 
 from remora import strictjson
-from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, int_at_least
-from remora.clock import MonotonicClock
+from remora.cli import jobs_views as views
+from remora.cli.common import EXIT_FAILED, EXIT_OK, exit_codes, int_at_least, int_in
+from remora.clock import Clock, EpochClock
 from remora.context import Context
 from remora.errors import InvalidInput, OutageExceeded, Unavailable
 from remora.jobs.coordination import Coordination, MemoryCoordination
 from remora.jobs.handlers import load_app, load_worker_app
 from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, LogRecorder, Recorder, TeeRecorder
 from remora.jobs.loop import WorkerLoop
-from remora.jobs.model import JobsConfig, Phase
+from remora.jobs.model import DEFAULT_QUEUE, MAX_PRIORITY, JobsConfig
 from remora.jobs.processes import ProcessExecutor
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import quietly
@@ -52,6 +54,8 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 logging.getLogger("psycopg").propagate = False
 
 DEFAULT_DB = "remora-jobs.sqlite3"
+WIDTH = 100
+"""The human output of ``status`` and ``history`` fits in this many columns."""
 EMBEDDED_LOCK = 0x52454D4A4F42  # "REMJOB": one in-process-coordination worker per database
 LOCK_WAIT = 2.0  # seconds a worker waits for that lock before it is refused
 
@@ -61,6 +65,19 @@ MAX_CONFIG_VALUE = 1_000_000_000
 """The largest value of a ``--config`` field."""
 
 _positive = int_at_least(1)
+
+
+def _instant(text: str) -> float:
+    """``--at``: an ISO 8601 time (UTC unless it has an offset) as seconds since 1970."""
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time: {text!r} (e.g. 2026-12-01T08:00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
 
 
 def _seconds(text: str) -> float:
@@ -141,6 +158,35 @@ def register(sub: Any) -> None:
         help="an attempt of the job still running after SECONDS ends as a retryable failure "
         "(kept with the job; the handler's own timeout applies instead when smaller)",
     )
+    s.add_argument(
+        "--queue",
+        default=DEFAULT_QUEUE,
+        metavar="NAME",
+        help=f"the named queue the job waits in (default {DEFAULT_QUEUE}); a worker takes "
+        "jobs of the queues it names",
+    )
+    s.add_argument(
+        "--priority",
+        type=int_in(-MAX_PRIORITY, MAX_PRIORITY),
+        default=0,
+        metavar="N",
+        help="higher first among a queue's queued jobs (default 0; "
+        f"{-MAX_PRIORITY} to {MAX_PRIORITY})",
+    )
+    later = s.add_mutually_exclusive_group()
+    later.add_argument(
+        "--at",
+        type=_instant,
+        metavar="TIME",
+        help="not before TIME: ISO 8601, e.g. 2026-12-01T08:00:00Z (no offset: UTC)",
+    )
+    later.add_argument(
+        "--in",
+        dest="delay",
+        type=_seconds,
+        metavar="SECONDS",
+        help="not before SECONDS from now (the durable store's clock)",
+    )
     s.set_defaults(func=submit)
 
     w = cmds.add_parser(
@@ -204,6 +250,25 @@ def register(sub: Any) -> None:
         f"(default {DEFAULT_OUTAGE_BUDGET:g})",
     )
     w.add_argument(
+        "--queue",
+        dest="queues",
+        action="append",
+        metavar="NAME",
+        help=f"take jobs of this queue (repeat for several; default {DEFAULT_QUEUE})",
+    )
+    w.add_argument(
+        "--metrics-port",
+        type=int_in(0, 65535),
+        metavar="N",
+        help="serve Prometheus metrics on port N (0: a free one; the address is printed on stderr)",
+    )
+    w.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address the metrics are served on (default 127.0.0.1)",
+    )
+    w.add_argument(
         "--log-format",
         choices=("text", "json", "none"),
         default="text",
@@ -225,12 +290,52 @@ def register(sub: Any) -> None:
     c.set_defaults(func=cancel)
 
     st = cmds.add_parser(
-        "status", help="show jobs", epilog=exit_codes("the jobs were shown", fail, bad)
+        "status",
+        help="show jobs (reads only the durable store)",
+        description="Each job's phase, handler, queue, current attempt and its worker, "
+        "times, elapsed time, progress, and the current attempt's error.  A table of every "
+        "job; with JOB ids, each job in full.  Reads only the durable store (works with "
+        "Redis down).",
+        epilog=exit_codes("the jobs were shown", fail, bad),
     )
     common(st)
     st.add_argument("jobs", nargs="*", metavar="JOB", help="ids of the jobs to show (default all)")
-    st.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    st.add_argument("--json", action="store_true", help="print the jobs as JSON (docs/jobs.md)")
     st.set_defaults(func=status)
+
+    h = cmds.add_parser(
+        "history",
+        help="every attempt of a job and why it ended (reads only the durable store)",
+        epilog=exit_codes("the history was shown", fail, f"{bad} (an unknown job)"),
+    )
+    common(h)
+    h.add_argument("job", metavar="JOB", help="the job's id")
+    h.add_argument("--json", action="store_true", help="print the history as JSON")
+    h.set_defaults(func=history_cmd)
+
+    d = cmds.add_parser(
+        "dashboard",
+        help="serve a live, read-only page of the jobs (reads only the durable store)",
+        description="Jobs by phase and queue, running attempts, workers and their "
+        "heartbeats, recent failures, each job's attempt history; the page refreshes "
+        "itself.  Served by Python's http.server until interrupted.",
+        epilog=exit_codes("stopped by SIGINT/SIGTERM", fail, bad),
+    )
+    common(d)
+    d.add_argument(
+        "--port", type=int_in(0, 65535), default=8022, metavar="N", help="port (default 8022)"
+    )
+    d.add_argument(
+        "--host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"
+    )
+    d.add_argument(
+        "--refresh",
+        type=int_in(1, 3600),
+        default=5,
+        metavar="SECONDS",
+        help="the page reloads itself this often (default 5)",
+    )
+    d.set_defaults(func=dashboard)
 
     r = cmds.add_parser(
         "reconcile",
@@ -269,7 +374,7 @@ def parse_config(text: str) -> JobsConfig:
 
 def open_stores(
     args: argparse.Namespace,
-    clock: MonotonicClock,
+    clock: Clock,
     *,
     existing: bool = False,
     coordination: bool = True,
@@ -356,7 +461,8 @@ def submit(args: argparse.Namespace) -> int:
         load_app(args.app).get(args.handler)
     if args.job_id:
         check_id("job", args.job_id)
-    clock = MonotonicClock()
+    check_id("queue", args.queue)
+    clock = EpochClock()
     stores = open_stores(args, clock)
     name = f"client-{secrets.token_hex(4)}"
     actor = Actor(name, Context(clock), recorder=recorder_for(args, name))
@@ -374,6 +480,10 @@ def submit(args: argparse.Namespace) -> int:
                 payload,
                 enqueue=bool(args.redis),
                 timeout=args.timeout or 0.0,
+                queue=args.queue,
+                priority=args.priority,
+                delay=args.delay,
+                due_at=args.at,
             )
             print(job_id)
     finally:
@@ -438,13 +548,31 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace, registry: Any) -> int:
-    clock = MonotonicClock()
+    queues = tuple(dict.fromkeys(args.queues or [DEFAULT_QUEUE]))
+    for queue in queues:
+        check_id("queue", queue)
+    clock = EpochClock()
     stores = open_stores(args, clock)
     worker_id = args.worker_id or _fresh_id()
     check_id("worker", worker_id)
     recorder = recorder_for(args, worker_id)
     if args.log_format != "none":
         recorder = TeeRecorder(recorder, LogRecorder(sys.stderr, args.log_format))
+    metrics = None
+    if args.metrics_port is not None:
+        from remora.jobs.metrics import JobMetrics
+
+        metrics = JobMetrics(stores.durable)
+        recorder = TeeRecorder(recorder, metrics.recorder())
+        try:
+            port = metrics.serve(args.metrics_host, args.metrics_port)
+        except OSError as exc:
+            stores.close()
+            raise InvalidInput(
+                f"--metrics-port {args.metrics_port}: cannot serve on "
+                f"{args.metrics_host}: {exc.strerror or exc}"
+            ) from None
+        _say(f"remora jobs worker: metrics at http://{args.metrics_host}:{port}/metrics")
     w = Worker(
         stores,
         worker_id,
@@ -453,6 +581,7 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
         registry=registry,
         durable_guard=not args.redis,
         retry=outage_policy(args.outage_budget),
+        queues=queues,
     )
     outage = OutageWatch(args.outage_budget, clock, _outage_line(args.log_format))
     executor: ProcessExecutor | None = None
@@ -483,10 +612,11 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def idle() -> None:
-        # Jobs of handlers this worker lacks stay queued for another worker: not its work.
+        # Jobs of handlers this worker lacks, or of queues it does not serve, stay queued
+        # for another worker: not its work.
         names = set(registry.names())
         if args.until_idle and not any(
-            j.handler in names for j in stores.durable.jobs(active_only=True)
+            j.handler in names and j.queue in queues for j in stores.durable.jobs(active_only=True)
         ):
             stop.set()
 
@@ -519,6 +649,8 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
             executor.close()
         for sig, handler in old.items():
             signal.signal(sig, handler)
+        if metrics is not None:
+            metrics.close()
         stores.close()
     return EXIT_OK
 
@@ -550,7 +682,7 @@ def declare_earlier_incarnations_down(stores: Any, w: Worker, recorder: Any) -> 
 def cancel(args: argparse.Namespace) -> int:
     for job in args.jobs:
         check_id("job", job)
-    clock = MonotonicClock()
+    clock = EpochClock()
     stores = open_stores(args, clock, existing=True)
     name = f"client-{secrets.token_hex(4)}"
     actor = Actor(name, Context(clock), recorder=recorder_for(args, name))
@@ -588,61 +720,70 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    clock = MonotonicClock()
+    from remora.jobs.history import statuses
+
+    for job in args.jobs:
+        check_id("job", job)
     # Everything shown is durable: Redis is never reached (status works with it down).
-    stores = open_stores(args, clock, existing=True, coordination=False)
+    stores = open_stores(args, EpochClock(), existing=True, coordination=False)
     try:
-        snap = stores.durable.snapshot()
-        rows = []
-        wanted = set(args.jobs)
-        attempts: dict[str, int] = {}
-        workers: dict[tuple[str, int], str] = {}
-        for a in snap.attempts:
-            attempts[a.job] = attempts.get(a.job, 0) + 1
-            workers[(a.job, a.token)] = a.worker
-        for job in snap.jobs:
-            if wanted and job.id not in wanted:
-                continue
-            result = stores.result(job.id) if job.phase is Phase.SUCCEEDED else None
-            rows.append(
-                {
-                    "id": job.id,
-                    "handler": job.handler,
-                    "phase": job.phase.value,
-                    "attempts": attempts.get(job.id, 0),
-                    "attempt": job.current_token or None,
-                    "worker": workers.get((job.id, job.current_token)),
-                    "cancel_requested": job.cancel_requested,
-                    "timeout": job.timeout or None,
-                    "result": None if result is None else result.decode(errors="replace"),
-                    "error": _current_error(job),
-                }
-            )
-        missing = wanted - {r["id"] for r in rows}
-        if missing:
-            raise InvalidInput(f"no such job: {', '.join(sorted(missing))}")
+        rows = statuses(stores.durable, stores.target, stores.result, args.jobs)
     finally:
         stores.close()
+    missing = set(args.jobs) - {r.job.id for r in rows}
+    if missing:
+        raise InvalidInput(f"no such job: {', '.join(sorted(missing))}")
     if args.json:
-        print(json.dumps({"jobs": rows}, indent=2))
+        print(json.dumps({"jobs": [r.to_json() for r in rows]}, indent=2))
         return EXIT_OK
     if not rows:
         print("no jobs")
         return EXIT_OK
-    from remora.cli.common import print_table
-
-    shown = [{**r, "result": _short(r["result"]), "error": _short(r["error"])} for r in rows]
-    shown = [{**r, "attempt": r["attempt"] or "", "worker": r["worker"] or ""} for r in shown]
-    columns = ["id", "handler", "phase", "attempt", "worker", "result", "error"]
-    if any(r["timeout"] for r in rows):  # the jobs' own timeouts (submit --timeout)
-        shown = [{**r, "timeout": f"{r['timeout']:g}s" if r["timeout"] else ""} for r in shown]
-        columns.insert(3, "timeout")
-    print_table(shown, columns)
+    if args.jobs:
+        for i, r in enumerate(rows):
+            if i:
+                print()
+            for line in views.status_lines(r):
+                print(views.clip(line, WIDTH))
+        return EXIT_OK
+    for line in views.status_table(rows, WIDTH):
+        print(line)
     return EXIT_OK
 
 
+def history_cmd(args: argparse.Namespace) -> int:
+    from remora.jobs.history import history
+    from remora.jobs.model import UnknownJob
+
+    check_id("job", args.job)
+    stores = open_stores(args, EpochClock(), existing=True, coordination=False)
+    try:
+        try:
+            found = history(stores.durable, args.job)
+        except UnknownJob:
+            raise InvalidInput(f"no such job: {args.job}") from None
+    finally:
+        stores.close()
+    if args.json:
+        print(json.dumps(found.to_json(), indent=2))
+        return EXIT_OK
+    for line in views.history_lines(found, WIDTH):
+        print(line)
+    return EXIT_OK
+
+
+def dashboard(args: argparse.Namespace) -> int:
+    from remora.cli.jobs_dashboard import serve
+
+    stores = open_stores(args, EpochClock(), existing=True, coordination=False)
+    try:
+        return serve(stores, args.host, args.port, args.refresh, _say)
+    finally:
+        stores.close()
+
+
 def reconcile(args: argparse.Namespace) -> int:
-    clock = MonotonicClock()
+    clock = EpochClock()
     stores = open_stores(args, clock)
     name = f"reconciler-{secrets.token_hex(4)}"
     try:
@@ -654,28 +795,12 @@ def reconcile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _current_error(job: Any) -> str | None:
-    """The error of the job's current attempt only: the durable row keeps the last failure's
-    message, which belongs to the current attempt while the job is failed or waits for its
-    retry (``Queued``), and to an earlier one once a retry runs or succeeded."""
-    if job.phase in (Phase.FAILED, Phase.QUEUED) and job.error:
-        return str(job.error)
-    return None
-
-
 def _say(line: str) -> None:
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, RuntimeError):  # RuntimeError: a reentrant write
         pass
-
-
-def _short(value: object, width: int = 40) -> str:
-    if value is None:
-        return ""
-    text = " ".join(str(value).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _fresh_id() -> str:

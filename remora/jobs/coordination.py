@@ -37,6 +37,7 @@ from remora.jobs.actions import Action
 from remora.jobs.guards import SPEC_GUARDS, Guards
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
+    DEFAULT_QUEUE,
     AttemptId,
     CoordEntry,
     CoordSnapshot,
@@ -95,12 +96,43 @@ def read_back(coord: Coordination, actor: Actor, job: str, worker: str) -> str |
     return r.rid if r is not None and r.worker == worker else None
 
 
+@attrs.frozen(order=True)
+class Rank:
+    """Where a queued job stands in its queue: higher ``priority`` first, then the lower
+    ``order`` (the submission order), then the id.  Not a spec variable: which queued job
+    a worker reserves is the spec's free choice; the rank is the runtime's choice."""
+
+    priority_key: int  # -priority: sorting ascending puts the highest priority first
+    order: int
+    job: str
+
+    @classmethod
+    def of(cls, job: str, priority: int, order: int) -> Rank:
+        return cls(-priority, order, job)
+
+
+def ranked(ranks: Iterable[tuple[str, Rank]], queues: Iterable[str] | None) -> list[str]:
+    """The queued jobs of ``queues`` (every queue when None) in rank order."""
+    wanted = None if queues is None else frozenset(queues)
+    return [r.job for q, r in sorted(ranks, key=lambda qr: qr[1]) if wanted is None or q in wanted]
+
+
 class Coordination(Protocol):
     """What the runtime needs from a coordination store."""
 
     config: JobsConfig
 
-    def enqueue(self, actor: Actor, job: str) -> bool: ...
+    def enqueue(
+        self,
+        actor: Actor,
+        job: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        order: int = 0,
+    ) -> bool:
+        """``Enqueue(j)`` into ``queue`` with its rank (``priority``, then ``order``)."""
+        ...
 
     def reserve(
         self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
@@ -161,12 +193,17 @@ class Coordination(Protocol):
         ...
 
     def candidates(
-        self, actor: Actor, limit: int, accept: Callable[[str], bool] | None = None
+        self,
+        actor: Actor,
+        limit: int,
+        accept: Callable[[str], bool] | None = None,
+        queues: Iterable[str] | None = None,
     ) -> list[str]:
-        """Up to ``limit`` queued jobs to try to reserve (Redis: a random sample, so that
-        workers do not all contend for the same job); with ``accept``, only jobs it
-        accepts (a worker's registered handlers: the others stay queued for a worker that
-        has them — which job to reserve is the spec's free choice)."""
+        """Up to ``limit`` queued jobs of ``queues`` (every queue when None) to try to
+        reserve, highest priority first, then in submission order (:class:`Rank`); with
+        ``accept``, only jobs it accepts (a worker's registered handlers: the others stay
+        queued for a worker that has them — which job to reserve is the spec's free
+        choice)."""
         ...
 
     def log(self) -> list[CoordEntry]: ...
@@ -184,6 +221,8 @@ class _Data:
     floors: dict[str, int] = attrs.field(factory=dict)
     cancels: set[str] = attrs.field(factory=set)
     down: set[str] = attrs.field(factory=set)
+    #: The queue and rank of each queued job (an index of ``queued``, not a spec variable).
+    ranks: dict[str, tuple[str, Rank]] = attrs.field(factory=dict)
     #: The down marks are in place (a fresh store: nothing was declared down before it
     #: existed; after a wipe: not until :meth:`MemoryCoordination.publish_down`).
     marked: bool = True
@@ -251,6 +290,7 @@ class MemoryCoordination:
                     floors=dict(self._data.floors),
                     cancels=set(self._data.cancels),
                     down=set(self._data.down),
+                    ranks=dict(self._data.ranks),
                 )
                 result = body(self._data, snap, snap.now_ms)
                 if not commit:
@@ -277,11 +317,20 @@ class MemoryCoordination:
         return result
 
     # -- spec actions -----------------------------------------------------------------------
-    def enqueue(self, actor: Actor, job: str) -> bool:
+    def enqueue(
+        self,
+        actor: Actor,
+        job: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        order: int = 0,
+    ) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
             if not self.guards.can_enqueue(c, job, marked=d.marked):
                 return False
             d.queued.add(job)
+            d.ranks[job] = (queue, Rank.of(job, priority, order))
             return True
 
         done = bool(self._op(actor, Action.ENQUEUE, {"j": job}, job, body))
@@ -300,6 +349,7 @@ class MemoryCoordination:
             self._rids += 1
             rid = f"r{self._rids}"
             d.queued.discard(job)
+            d.ranks.pop(job, None)
             d.reservations[job] = Reservation(worker, rid, now)
             return rid
 
@@ -395,6 +445,7 @@ class MemoryCoordination:
             if not self.guards.coordination_dirty(c, job):
                 return False
             d.queued.discard(job)
+            d.ranks.pop(job, None)
             d.reservations.pop(job, None)
             d.notices.discard(job)
             d.progress.pop(job, None)
@@ -508,11 +559,15 @@ class MemoryCoordination:
         return woken
 
     def candidates(
-        self, actor: Actor, limit: int, accept: Callable[[str], bool] | None = None
+        self,
+        actor: Actor,
+        limit: int,
+        accept: Callable[[str], bool] | None = None,
+        queues: Iterable[str] | None = None,
     ) -> list[str]:
         def read(commit: bool) -> list[str]:
             with self._lock:
-                queued = sorted(self._data.queued)
+                queued = ranked(self._data.ranks.values(), queues)
             return queued if accept is not None else queued[:limit]
 
         queued = io_call(actor, JobOperation.COORD_READ, "", read)
@@ -537,8 +592,10 @@ class MemoryCoordination:
 __all__ = [
     "Coordination",
     "MemoryCoordination",
+    "Rank",
     "active_part",
     "narrow",
     "order_key",
+    "ranked",
     "read_back",
 ]

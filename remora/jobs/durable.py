@@ -25,7 +25,7 @@ from typing import Any
 from remora.errors import InvalidInput, NotEnabled
 from remora.jobs.incarnations import Incarnations
 from remora.jobs.io import Actor
-from remora.jobs.model import JobRow, JobsConfig
+from remora.jobs.model import DEFAULT_QUEUE, JobRow, JobsConfig
 from remora.jobs.snapshots import DurableReads
 from remora.jobs.sql import (
     JOB_INSERT,
@@ -51,11 +51,17 @@ class DurableStore(Incarnations, DurableReads):
         payload: str,
         config: JobsConfig,
         *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        delay: float | None = None,
+        due_at: float | None = None,
         timeout: float = 0.0,
     ) -> JobRow:
-        """Durably accept a job (``Queued``, dispatch needed).  Not a spec step: the spec's
-        jobs are accepted in ``Init``.  ``timeout``: the job's own attempt timeout in seconds
-        (0: none)."""
+        """Durably accept a job (``Queued``, dispatch needed) in ``queue`` with ``priority``;
+        a delayed one (``delay`` seconds from now, or at ``due_at``, both on the durable
+        store's clock) is not enqueued before it is due.  ``timeout``: the job's own attempt
+        timeout in seconds (0: none).  Not a spec step: the spec's jobs are accepted in
+        ``Init``."""
         seq = actor.next_seq()
 
         def body(cur: Any) -> JobRow:
@@ -65,6 +71,8 @@ class DurableStore(Incarnations, DurableReads):
             if exists is not None:
                 raise InvalidInput(f"job {job_id!r} already exists")
             top = cur.execute("SELECT COALESCE(MAX(seq), 0) FROM remora_jobs_job").fetchone()
+            now = self.durable_now(cur)
+            due = due_at if due_at is not None else (now + delay if delay else 0.0)
             job = JobRow(
                 job_id,
                 int(top[0]) + 1,
@@ -73,11 +81,25 @@ class DurableStore(Incarnations, DurableReads):
                 config.max_attempts,
                 config.max_progress,
                 version=1,
+                queue=queue,
+                priority=priority,
+                due=due,
+                submitted_at=now,
+                queued_at=now,
                 timeout=timeout,
             )
             cur.execute(self._q(JOB_INSERT), job_values(job))
             insert_log(
-                cur, self.dialect, job_id, 1, "", {"j": job_id}, actor.name, seq, "submitted"
+                cur,
+                self.dialect,
+                job_id,
+                1,
+                "",
+                {"j": job_id},
+                actor.name,
+                seq,
+                "submitted",
+                now=now,
             )
             return job
 

@@ -56,6 +56,10 @@ class Change:
     attempts: tuple[AttemptRow, ...] = ()
     credentials: tuple[CredentialRow, ...] = ()
     result: str = ""
+    #: What the step observed beside the spec's parameters — an accepted failure's error,
+    #: how long the attempt had run, how long the job waited — kept in the durable log's
+    #: ``facts`` and in the step's record (history, metrics); never part of a guard.
+    facts: dict[str, Any] = attrs.field(factory=dict)
 
 
 def _attempt(attempts: Attempts, token: int) -> AttemptRow:
@@ -495,6 +499,13 @@ class Guards:
         forgets them; nothing is enqueued again until they are republished, so a declared-down
         incarnation cannot ``Reserve`` a job after a wipe)."""
         return marked and job not in c.queued and job not in c.reservations
+
+    def is_due(self, job: JobRow, now: float) -> bool:
+        """``Enqueue(j)``'s runtime condition beyond the spec's: a delayed job
+        (``submit --at/--in``) is not enqueued before its due time, ``now`` being the durable
+        store's clock read under the job's lock.  Stronger than the spec (whose ``Enqueue``
+        has no time): a refusal it causes is documented (``REFUSAL_REASONS``)."""
+        return job.due <= now
 
     def can_reserve(
         self,

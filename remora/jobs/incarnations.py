@@ -49,7 +49,16 @@ class Incarnations(Transactions):
                 (worker_id, *d.now_params(now)),
             )
             insert_log(
-                cur, d, subject, 1, Action.START_INCARNATION, {"w": worker_id}, actor.name, seq, ""
+                cur,
+                d,
+                subject,
+                1,
+                Action.START_INCARNATION,
+                {"w": worker_id},
+                actor.name,
+                seq,
+                "",
+                now=now,
             )
 
         self.resolved_write(actor, seq, subject, body, lambda: None)
@@ -86,6 +95,7 @@ class Incarnations(Transactions):
                 actor.name,
                 seq,
                 "",
+                now=self.injected_now(),
             )
 
         self.resolved_write(actor, seq, subject, body, lambda: None)
@@ -128,7 +138,12 @@ class Incarnations(Transactions):
             rows = cur.execute(
                 f"SELECT id, up, seen, {now_sql} FROM remora_jobs_worker WHERE up = 1"
             ).fetchall()
-            at = float(rows[0][3]) if rows else now
+            if rows:
+                at = float(rows[0][3])
+            elif self.dialect.clock_sql is not None:  # nobody up: ask the clock itself
+                at = float(cur.execute(f"SELECT {clock}").fetchone()[0])
+            else:
+                at = now
             return at, [(r[0], bool(r[1]), float(r[2])) for r in rows]
 
         return self.backend.read("liveness", body)
@@ -188,7 +203,16 @@ class Incarnations(Transactions):
                 (worker_id,),
             )
             insert_log(
-                cur, d, subject, 2, Action.CRASH_WORKER, {"w": worker_id}, actor.name, seq, ""
+                cur,
+                d,
+                subject,
+                2,
+                Action.CRASH_WORKER,
+                {"w": worker_id},
+                actor.name,
+                seq,
+                "",
+                now=now,
             )
 
         self.resolved_write(actor, seq, subject, body, lambda: None)

@@ -87,9 +87,16 @@ class StepRecord:
     version: int = 0
     order: str = ""
     wall: float = 0.0  # wall-clock time of the record: a search hint, never a constraint
+    #: What the step observed beside the spec's parameters (an accepted failure's
+    #: ``error``, the attempt's ``ran`` seconds, the job's ``waited`` seconds): metrics and
+    #: logs read them, the checkers never do.  Omitted from the JSON when empty.
+    facts: dict[str, Any] = attrs.field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        out = attrs.asdict(self)
+        if not self.facts:
+            del out["facts"]
+        return out
 
 
 class Recorder(Protocol):
@@ -202,11 +209,23 @@ class Actor:
         key: str = "",
         version: int = 0,
         order: str = "",
+        facts: dict[str, Any] | None = None,
     ) -> None:
         if self.held is not None and store != "durable":
             key, version = self.held
         self.recorder.record(
-            StepRecord(self.name, seq, action, params, store, key, version, order, time.time())
+            StepRecord(
+                self.name,
+                seq,
+                action,
+                params,
+                store,
+                key,
+                version,
+                order,
+                time.time(),
+                dict(facts) if facts else {},
+            )
         )
 
 

@@ -69,8 +69,9 @@ AGAIN = Pause(Wait.NOTHING)
 
 class Dispatcher:
     """Chooses and starts the worker's next attempts: an authorized attempt whose
-    activation was refused first, then a queued job of a handler this worker registers
-    (reserve → authorize → activate).  At most one attempt per call."""
+    activation was refused first, then a queued job of the worker's queues whose handler it
+    registers, highest priority first, then in submission order (reserve → authorize →
+    activate).  At most one attempt per call."""
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -97,10 +98,11 @@ class Dispatcher:
         pending = self.awaiting_authorization()
         if pending:
             return self.start(pending[0])
-        # A narrow read of a few queued jobs (a random sample on Redis: workers do not all
-        # contend for the same job), not the whole coordination state.
+        # A narrow read of the first few queued jobs of this worker's queues by rank
+        # (highest priority first, then submission order), not the whole coordination
+        # state.
         accept = None if w.registry is None else self.registers
-        for job in w.stores.coordination.candidates(w.actor, 8, accept):
+        for job in w.stores.coordination.candidates(w.actor, 8, accept, w.queues):
             if w.reserve(job) is None:
                 continue
             return self.start(job)

@@ -16,6 +16,13 @@ import attrs
 
 from remora.errors import JobError, NotEnabled, UnknownJob
 
+DEFAULT_QUEUE = "default"
+"""The queue of a job submitted without ``--queue``, and of a worker without ``--queue``."""
+
+
+MAX_PRIORITY = 1_000_000
+"""A job's priority is an integer from ``-MAX_PRIORITY`` to ``MAX_PRIORITY``."""
+
 
 class Phase(enum.Enum):
     QUEUED = "Queued"
@@ -160,6 +167,23 @@ class JobRow:
     checkpoint_valid: bool = False
     version: int = 0
     error: str = ""
+    #: The named queue the job waits in (``submit --queue``; workers serve queues).
+    queue: str = DEFAULT_QUEUE
+    #: Higher first among the queued jobs of a queue (``submit --priority``).
+    priority: int = 0
+    #: Not enqueued before this time on the durable store's clock (``submit --at/--in``);
+    #: 0: no delay.
+    due: float = 0.0
+    # Times on the durable store's clock (seconds; PostgreSQL's ``clock_timestamp()``,
+    # otherwise the injected clock), stamped by the transaction protocol
+    # (:func:`remora.jobs.sql.stamp`); 0: not yet.
+    submitted_at: float = 0.0
+    #: The first ``AuthorizeAttempt``.
+    started_at: float = 0.0
+    #: The transition that made the job terminal.
+    finished_at: float = 0.0
+    #: When the job last became ``Queued`` (submitted, or a retry scheduled).
+    queued_at: float = 0.0
     #: Seconds an attempt of this job may run before it ends as a retryable failure
     #: (``jobs submit --timeout``; the handler's own timeout too, the smaller wins); 0: none.
     #: Fixed at submit.
@@ -189,6 +213,8 @@ class AttemptRow:
     stopped: bool = False  # the worker stopped it (CooperativeStop / gave it up), recorded
     committed: bool = False
     pending: Outcome | None = None  # pendingOutcome: the request in flight
+    #: Its ``AuthorizeAttempt``, on the durable store's clock (seconds; 0: unknown).
+    authorized_at: float = 0.0
 
     @property
     def id(self) -> AttemptId:
@@ -226,6 +252,13 @@ class LogEntry:
     params: dict[str, Any]
     actor: str
     actor_seq: int
+    #: When it committed, on the durable store's clock (0: unknown, an older row).
+    at: float = 0.0
+    #: What the step observed beside the spec's parameters (an attempt's error, how long
+    #: it had run; :attr:`remora.jobs.guards.Change.facts`).
+    facts: dict[str, Any] = attrs.field(factory=dict)
+    #: The recorded result (e.g. the token an ``AuthorizeAttempt`` allocated).
+    result: str = ""
 
 
 @attrs.frozen
@@ -300,6 +333,8 @@ def dumps(value: Any) -> str:
 
 
 __all__ = [
+    "DEFAULT_QUEUE",
+    "MAX_PRIORITY",
     "TERMINAL",
     "AttemptId",
     "AttemptRow",

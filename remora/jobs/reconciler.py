@@ -69,6 +69,8 @@ class Reconciler:
         #: may have finished since) and the newest ``seq`` it saw.
         self._in_flight: frozenset[str] = frozenset()
         self._mark = 0
+        #: The durable store's clock at the start of the pass (its liveness read).
+        self._durable_now = 0.0
 
     # -- coordination projections under the durable lock ------------------------------------
     def _locked(self, job: str, act: Any) -> bool:
@@ -196,6 +198,7 @@ class Reconciler:
         per pass, not per job)."""
         stores = self.stores
         at, rows = stores.durable.liveness(stores.clock.now())
+        self._durable_now = at
         after = stores.config.down_after_s
         steps = 0
         for w, _, seen in rows:
@@ -406,7 +409,9 @@ class Reconciler:
         for row in dsnap.attempts:
             if row.pending is not None:
                 steps += _ok(partial(self.process_outcome, row.id))
-        for jr in dsnap.jobs:
+        # Highest priority first (then submission order): what is enqueued first is
+        # offered first, so a worker running beside this pass starts the urgent jobs.
+        for jr in sorted(dsnap.jobs, key=lambda r: (-r.priority, r.seq, r.id)):
             j = jr.id
             reserved = j in snap.reservations and j not in unreserved
             if jr.phase is Phase.CANCELLING:
@@ -436,7 +441,8 @@ class Reconciler:
                     and not durably_stopped(owner, owner.worker not in down)
                 ):
                     steps += _ok(partial(self.invalidate_checkpoint, j))
-                if j not in snap.queued and not reserved:
+                # A delayed job is enqueued once due (Enqueue re-checks under the lock).
+                if j not in snap.queued and not reserved and g.is_due(jr, self._durable_now):
                     steps += _ok(partial(self.enqueue, j))
             dirty = jr.phase.terminal and g.coordination_dirty(snap, j)
             if dirty:

@@ -13,7 +13,11 @@ job → ``worker|rid|at``), ``lease`` (hash attempt → ``worker|at|live``), ``l
 attempts whose lease is live — an index, so that the scripts and reads that need the live
 leases do not scan the released and expired ones, which ``lease`` keeps), ``notice`` (set),
 ``progress`` (hash job → ``attempt|n``), ``floor`` (hash job → token), ``cancel`` (set),
-``down`` (set: incarnations declared down — marked before the declaration commits;
+``queues`` (set: the queue names used), ``jobq`` (hash job → its queue) and ``q:<queue>``
+(sorted set: the queued jobs of a queue by rank, ``-priority`` then submission order — an
+index of ``queued`` for :meth:`RedisCoordination.candidates`, kept by ``Enqueue``,
+``Reserve`` and ``CleanTerminalCoordination``), ``down`` (set: incarnations declared
+down — marked before the declaration commits;
 ``Reserve``, ``ActivateAttempt``, ``RenewLease`` and ``ReportProgress`` of a marked
 incarnation are refused), ``marks`` (present while the down marks are in place: a wipe
 removes it, and ``Enqueue`` is refused until the marks are republished),
@@ -49,6 +53,7 @@ from remora.jobs.actions import Action
 from remora.jobs.coordination import read_back as _read_back
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
+    DEFAULT_QUEUE,
     AttemptId,
     CoordEntry,
     CoordSnapshot,
@@ -99,6 +104,14 @@ end
 local function live_count()
   return redis.call('HLEN', k('res')) + redis.call('SCARD', k('live'))
 end
+-- a job leaves its queue's ranking when it leaves ``queued``
+local function unrank(job)
+  local q = redis.call('HGET', k('jobq'), job)
+  if q then
+    redis.call('ZREM', k('q:' .. q), job)
+    redis.call('HDEL', k('jobq'), job)
+  end
+end
 """
 
 # ARGV: 1 dry, 2 now, 3 tick, 4 actor, 5 seq, 6 params (json), then per script.
@@ -110,6 +123,11 @@ if redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('re
 then return {0, ''} end
 if not dry then
   redis.call('SADD', k('queued'), job)
+  -- its queue's ranking (not a spec variable): Coordination.candidates reads it
+  local queue = ARGV[8]
+  redis.call('SADD', k('queues'), queue)
+  redis.call('HSET', k('jobq'), job, queue)
+  redis.call('ZADD', k('q:' .. queue), ARGV[9], job)
   -- a wake-up for one idle worker (Coordination.await_work); not a spec variable
   redis.call('LPUSH', k('wake'), '1')
   redis.call('LTRIM', k('wake'), 0, 63)
@@ -132,6 +150,7 @@ if dry then return {1, ''} end
 local t = redis.call('TIME')
 local rid = 'r' .. t[1] .. '.' .. t[2] .. '-' .. redis.call('INCR', k('rid'))
 redis.call('SREM', k('queued'), job)
+unrank(job)
 redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
 return {rid, log('Reserve', ARGV[6])}
 """,
@@ -230,6 +249,7 @@ if redis.call('SISMEMBER', k('queued'), job) == 0 and redis.call('HEXISTS', k('r
    and redis.call('HEXISTS', k('progress'), job) == 0 then return {0, ''} end
 if not dry then
   redis.call('SREM', k('queued'), job)
+  unrank(job)
   redis.call('HDEL', k('res'), job)
   redis.call('SREM', k('notice'), job)
   redis.call('HDEL', k('progress'), job)
@@ -300,11 +320,35 @@ return {redis.call('SMEMBERS', k('queued')), redis.call('HGETALL', k('res')),
         redis.call('SMEMBERS', k('notice')), redis.call('HGETALL', k('progress')),
         leases, string.format('%d', now)}
 """,
+    # Coordination.candidates: the first ARGV[7] jobs by rank of the queues ARGV[8..]
+    # (every queue when none is given), as [job, score, queue, ...].
+    "Ranked": r"""
+local count = tonumber(ARGV[7])
+local queues = {}
+for i = 8, #ARGV do table.insert(queues, ARGV[i]) end
+if #queues == 0 then queues = redis.call('SMEMBERS', k('queues')) end
+local out = {}
+for _, q in ipairs(queues) do
+  local got = redis.call('ZRANGE', k('q:' .. q), 0, count - 1, 'WITHSCORES')
+  for i = 1, #got, 2 do table.insert(out, {got[i], tonumber(got[i + 1]), q}) end
+end
+table.sort(out, function(a, b)
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  return a[1] < b[1]
+end)
+local flat = {}
+for i = 1, math.min(count, #out) do
+  table.insert(flat, out[i][1])
+end
+return flat
+""",
 }
 
 KEY_NAMES = (
     "wake",
     "queued",
+    "queues",
+    "jobq",
     "res",
     "lease",
     "live",
@@ -317,6 +361,29 @@ KEY_NAMES = (
     "rid",
     "log",
 )
+#: The longest ranking window a worker reads when it accepts none of the first jobs (its
+#: handlers' jobs behind others': ``candidates``).
+MAX_WINDOW = 4096
+
+#: Each queue's ranking is a sorted set ``<namespace>:q:<queue>`` (the queue names in
+#: ``queues``): the keys of a namespace are :data:`KEY_NAMES` and these.
+QUEUE_KEY_PREFIX = "q:"
+
+#: A rank as a sorted-set score: ``-priority`` then the submission order (exact in a
+#: double: |priority| <= :data:`~remora.jobs.model.MAX_PRIORITY` and order < 2**32).
+SCORE_SHIFT = 1 << 32
+
+
+def rank_score(priority: int, order: int) -> int:
+    """The sorted-set score of a job's rank (ascending: highest priority first, then the
+    submission order; equal scores by id, as :class:`~remora.jobs.coordination.Rank`)."""
+    return -priority * SCORE_SHIFT + order % SCORE_SHIFT
+
+
+def namespace_keys(client: Any, ns: str) -> list[str]:
+    """Every key a namespace's store may hold (its fixed keys and its queues' rankings)."""
+    names = client.smembers(f"{ns}:queues") or ()
+    return [f"{ns}:{k}" for k in KEY_NAMES] + [f"{ns}:{QUEUE_KEY_PREFIX}{_d(q)}" for q in names]
 
 
 class RedisCoordination:
@@ -416,9 +483,18 @@ class RedisCoordination:
         return None
 
     # -- spec actions ---------------------------------------------------------------------
-    def enqueue(self, actor: Actor, job: str) -> bool:
+    def enqueue(
+        self,
+        actor: Actor,
+        job: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        order: int = 0,
+    ) -> bool:
+        extra = [job, queue, rank_score(priority, order)]
         return bool(
-            int(self._op(actor, Action.ENQUEUE, {"j": job}, job, Action.ENQUEUE, [job]) or 0)
+            int(self._op(actor, Action.ENQUEUE, {"j": job}, job, Action.ENQUEUE, extra) or 0)
         )
 
     def reserve(
@@ -575,7 +651,7 @@ class RedisCoordination:
                 if self.flush_all:
                     self.client.flushall()
                 else:
-                    self.client.delete(*(f"{self.ns}:{name}" for name in KEY_NAMES))
+                    self.client.delete(*namespace_keys(self.client, self.ns))
                 entry = self.client.xadd(
                     f"{self.ns}:log",
                     {
@@ -692,22 +768,29 @@ class RedisCoordination:
         return bool(io_call(actor, JobOperation.COORD_READ, "", read))
 
     def candidates(
-        self, actor: Actor, limit: int, accept: Callable[[str], bool] | None = None
+        self,
+        actor: Actor,
+        limit: int,
+        accept: Callable[[str], bool] | None = None,
+        queues: Iterable[str] | None = None,
     ) -> list[str]:
-        def read(commit: bool) -> list[str]:
-            # With a filter, a larger sample: jobs of handlers this worker lacks are
-            # skipped (they stay queued), and a later look samples again.
-            count = limit if accept is None else limit * 8
-            try:
-                found: Any = self.client.srandmember(f"{self.ns}:queued", count)
-            except redis.RedisError as exc:
-                raise Unavailable(f"redis queue sample: {exc}") from exc
-            return sorted(_d(x) for x in found or [])
+        names = [] if queues is None else sorted(set(queues))
+        if queues is not None and not names:
+            return []
+        count = limit if accept is None else limit * 8
+        while True:
+            # With a filter, a longer list: jobs of handlers this worker lacks are skipped
+            # (they stay queued for a worker that has them) — and when none of the first
+            # ones is accepted, a window eight times longer, up to MAX_WINDOW, so that a
+            # worker's jobs behind many others' are still found.
+            def read(commit: bool, count: int = count) -> list[str]:
+                return [_d(x) for x in self._read("Ranked", [count, *names]) or []]
 
-        jobs: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
-        if accept is not None:
-            jobs = [j for j in jobs if accept(j)][:limit]
-        return jobs
+            got: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
+            jobs = got if accept is None else [j for j in got if accept(j)]
+            if jobs or accept is None or len(got) < count or count >= MAX_WINDOW:
+                return jobs[:limit]
+            count *= 8
 
     def log(self) -> list[CoordEntry]:
         out = []
@@ -777,4 +860,12 @@ def _truthy(out: Any) -> bool:
     return out not in (0, "0", None, b"0")
 
 
-__all__ = ["KEY_NAMES", "READS", "SCRIPTS", "RedisCoordination"]
+__all__ = [
+    "KEY_NAMES",
+    "QUEUE_KEY_PREFIX",
+    "READS",
+    "SCRIPTS",
+    "RedisCoordination",
+    "namespace_keys",
+    "rank_score",
+]

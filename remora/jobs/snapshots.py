@@ -9,6 +9,7 @@ protocol (:mod:`remora.jobs.transactions`); each is one consistent read.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from remora.context import Context
@@ -24,15 +25,19 @@ from remora.jobs.model import (
 from remora.jobs.sql import (
     ATTEMPT_COLUMNS,
     CREDENTIAL_COLUMNS,
+    FAILURE_ACTIONS_SQL,
     JOB_COLUMNS,
     SELECT_DOWN,
     SELECT_JOB,
     SELECT_LOG,
+    SELECT_LOG_ROWS,
     TERMINAL_SQL,
+    Locked,
     attempt_row,
     credential_row,
     job_row,
     qualified,
+    read_locked,
 )
 from remora.jobs.transactions import Transactions
 
@@ -148,6 +153,71 @@ class DurableReads(Transactions):
         )
         return [LogEntry(r[0], int(r[1]), r[2], json.loads(r[3]), r[4], int(r[5])) for r in rows]
 
+    # -- what operators read (status, history, the dashboard, metrics) ------------------------
+    def rows_of(self, job_id: str) -> Locked:
+        """``job_id``'s rows (a consistent read, no lock, outside the fault seam; raises
+        :class:`~remora.errors.UnknownJob`), with the durable store's clock."""
+        return self.backend.read(
+            "job rows",
+            lambda cur: read_locked(cur, self.dialect, job_id, lock=False, now=self.injected_now()),
+        )
+
+    def clock_now(self) -> float:
+        """The durable store's clock (one read): the "now" of elapsed times and ages."""
+        return float(self.backend.read("clock", self.durable_now))
+
+    def log_of(self, subjects: Iterable[str]) -> list[LogEntry]:
+        """The log rows of ``subjects`` (a job id; ``worker:<id>`` for an incarnation's
+        rows) with their times, facts and results, in commit order per subject."""
+        keys = sorted(set(subjects))
+        mark = self.dialect.placeholder
+
+        def body(cur: Any) -> list[tuple[Any, ...]]:
+            out: list[tuple[Any, ...]] = []
+            for i in range(0, len(keys), CHUNK):
+                part = keys[i : i + CHUNK]
+                marks = ", ".join(mark for _ in part)
+                out += cur.execute(
+                    f"{SELECT_LOG_ROWS} WHERE subject IN ({marks}) ORDER BY subject, version",
+                    part,
+                ).fetchall()
+            return out
+
+        return [_log_entry(r) for r in self.backend.read("log rows", body)]
+
+    def recent_failures(self, limit: int = 10) -> list[LogEntry]:
+        """The newest ``limit`` failures in the log (accepted failures and reaped attempts),
+        newest first (an index on the failures' times keeps it from scanning the log)."""
+        rows = self.backend.read(
+            "recent failures",
+            lambda cur: cur.execute(
+                f"{SELECT_LOG_ROWS} WHERE action IN {FAILURE_ACTIONS_SQL} "
+                f"ORDER BY at DESC LIMIT {int(limit)}"
+            ).fetchall(),
+        )
+        return [_log_entry(r) for r in rows]
+
+    def incarnations(self) -> list[tuple[str, bool, float]]:
+        """Every worker incarnation: ``(id, up, seen)`` (``seen``: its last heartbeat on the
+        durable store's clock)."""
+        rows = self.backend.read(
+            "incarnations",
+            lambda cur: cur.execute(
+                "SELECT id, up, seen FROM remora_jobs_worker ORDER BY seen DESC, id"
+            ).fetchall(),
+        )
+        return [(r[0], bool(r[1]), float(r[2])) for r in rows]
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """How many jobs are in each ``(phase, queue)`` — one aggregate statement."""
+        rows = self.backend.read(
+            "counts",
+            lambda cur: cur.execute(
+                "SELECT phase, queue, count(*) FROM remora_jobs_job GROUP BY phase, queue"
+            ).fetchall(),
+        )
+        return {(r[0], r[1]): int(r[2]) for r in rows}
+
     def config(self) -> JobsConfig | None:
         row = self.backend.read(
             "config",
@@ -172,6 +242,14 @@ class DurableReads(Transactions):
             return chosen
 
         return self.backend.write(ctx, True, "config", body)
+
+
+def _log_entry(r: tuple[Any, ...]) -> LogEntry:
+    """A :data:`~remora.jobs.sql.SELECT_LOG_ROWS` row."""
+    facts = json.loads(r[7]) if r[7] else {}
+    return LogEntry(
+        r[0], int(r[1]), r[2], json.loads(r[3]), r[4], int(r[5]), float(r[6]), facts, r[8]
+    )
 
 
 __all__ = ["CHUNK", "DurableReads"]

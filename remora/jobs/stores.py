@@ -14,12 +14,29 @@ import attrs
 from remora.clock import Clock
 from remora.context import Context
 from remora.errors import InvalidInput, RemoraError
+from remora.jobs.actions import Action
 from remora.jobs.coordination import Coordination
 from remora.jobs.durable import DurableStore, Locked
 from remora.jobs.guards import SPEC_GUARDS, Change, Guards
 from remora.jobs.io import Actor
-from remora.jobs.model import AttemptId, JobRow, JobsConfig, Phase
+from remora.jobs.model import (
+    DEFAULT_QUEUE,
+    MAX_PRIORITY,
+    AttemptId,
+    JobRow,
+    JobsConfig,
+    Phase,
+)
 from remora.jobs.target import Target, Vault, check_id
+
+#: The outcomes that accept a failure: the error the attempt reported is a fact of the step.
+FAILURES = frozenset(
+    {
+        Action.ACCEPT_PERMANENT_FAILURE,
+        Action.ACCEPT_RETRYABLE_FAILURE_WITH_BUDGET,
+        Action.ACCEPT_RETRYABLE_FAILURE_EXHAUSTED,
+    }
+)
 
 
 @attrs.define
@@ -37,6 +54,11 @@ class Stores:
     config: JobsConfig
     guards: Guards = SPEC_GUARDS
 
+    def __attrs_post_init__(self) -> None:
+        # The durable store's injected clock (for an engine without its own) is ours.
+        if self.durable.clock is None:
+            self.durable.clock = self.clock
+
     def close(self) -> None:
         for store in (self.coordination, self.target, self.vault, self.durable):
             store.close()
@@ -50,12 +72,19 @@ class Stores:
         payload: Any = None,
         *,
         enqueue: bool = False,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        delay: float | None = None,
+        due_at: float | None = None,
         timeout: float = 0.0,
     ) -> JobRow:
-        """Durably accept a job.  With ``enqueue`` the submitter then takes the spec's
-        ``Enqueue(j)`` step itself (:meth:`enqueue`), so a worker can reserve the job at
-        once instead of after the next reconcile pass; best effort — if it fails (or the
-        coordination store is wiped afterwards) the reconciler's ``Enqueue`` repairs it.
+        """Durably accept a job in ``queue`` (a worker serves the queues it names) with
+        ``priority`` (higher first); a delayed one (``delay`` seconds from now or at
+        ``due_at``, on the durable store's clock) is not enqueued before it is due.  With
+        ``enqueue`` the submitter then takes the spec's ``Enqueue(j)`` step itself
+        (:meth:`enqueue`), so a worker can reserve the job at once instead of after the next
+        reconcile pass; best effort — if it fails (or the coordination store is wiped
+        afterwards, or the job is not due yet) the reconciler's ``Enqueue`` does it.
         Leave it off when the coordination store is private to another process (the
         embedded default): the job would be queued where no worker looks.  ``timeout``:
         seconds an attempt of the job may run (0: none; the handler's own timeout, if
@@ -63,15 +92,22 @@ class Stores:
         check_id("job", job_id)
         if not (timeout == 0 or 0 < timeout < float("inf")):
             raise InvalidInput(f"job {job_id!r}: timeout must be a positive number of seconds")
+        check_id("queue", queue)
+        if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+            raise InvalidInput(f"priority {priority}: from {-MAX_PRIORITY} to {MAX_PRIORITY}")
         row = self.durable.submit(
             actor,
             job_id,
             handler,
             json.dumps(payload, sort_keys=True),
             self.config,
+            queue=queue,
+            priority=priority,
+            delay=delay,
+            due_at=due_at,
             timeout=float(timeout),
         )
-        if enqueue:
+        if enqueue and self.guards.is_due(row, row.submitted_at):
             with contextlib.suppress(RemoraError):
                 self.enqueue(actor, job_id)
         return row
@@ -79,23 +115,33 @@ class Stores:
     def enqueue(self, actor: Actor, job_id: str) -> bool:
         r"""``Enqueue(j)``: the coordination write, made while the job's durable lock is held
         (``phase = Queued /\ dispatchNeeded`` cannot change meanwhile); the reconciler's
-        and the submitter's step.  The full locked read, not the row alone
-        (:meth:`DurableStore.with_job_lock`): a refusal after a wipe republishes the down
-        marks from it."""
+        and the submitter's step.  A delayed job is refused until it is due on the durable
+        store's clock (:meth:`Guards.is_due`, read with the lock).  The job's queue and
+        priority go with it (the order :meth:`Coordination.candidates` offers jobs in).
+        The full locked read, not the row alone (:meth:`DurableStore.with_job_lock`): a
+        refusal after a wipe republishes the down marks from it."""
 
         def act(lk: Locked) -> bool:
             row = lk.job
             if row.phase is not Phase.QUEUED or not row.dispatch_needed:
                 return False
+            if not self.guards.is_due(row, lk.now):
+                return False
             coord = self.coordination
-            if coord.enqueue(actor, job_id):
+
+            def put() -> bool:
+                return coord.enqueue(
+                    actor, job_id, queue=row.queue, priority=row.priority, order=row.seq
+                )
+
+            if put():
                 return True
             # Refused: already queued or reserved, or the down marks were wiped — then
             # republish them (every incarnation the durable store holds down) and try again.
             if coord.is_marked(actor):
                 return False
             coord.publish_down(actor, lk.workers_down)
-            return coord.enqueue(actor, job_id)
+            return put()
 
         return bool(self.durable.with_lock(actor, job_id, act))
 
@@ -121,7 +167,10 @@ class Stores:
                 stage = self.target.info(actor, a)
             else:
                 stage = self.target.info_from(actor, a, lk.also)  # type: ignore[attr-defined]
-            return self.guards.process_outcome(lk.job, lk.attempts, a.token, stage, error)
+            change = self.guards.process_outcome(lk.job, lk.attempts, a.token, stage, error)
+            if error and change.action in FAILURES:
+                change = attrs.evolve(change, facts={**change.facts, "error": error})
+            return change
 
         return self.durable.transact(actor, a.job, decide, also=also)
 
@@ -146,4 +195,4 @@ class Stores:
         return None
 
 
-__all__ = ["Stores"]
+__all__ = ["FAILURES", "Stores"]

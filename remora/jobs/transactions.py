@@ -31,12 +31,21 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from remora.clock import Clock
 from remora.context import Context
 from remora.errors import Unavailable, UnknownResult
 from remora.jobs.guards import Change
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import JobRow, LogEntry, UnknownJob
-from remora.jobs.sql import Also, Locked, apply_change, job_row, lock_job_sql, read_locked
+from remora.jobs.sql import (
+    Also,
+    Locked,
+    apply_change,
+    job_row,
+    lock_job_sql,
+    read_locked,
+    stamp,
+)
 from remora.store.dialect import Dialect
 
 T = TypeVar("T")
@@ -72,9 +81,25 @@ class Transactions:
         self.where = backend.where
         #: The job row's lock, built once.
         self._lock_job_sql = lock_job_sql(self.dialect)
+        #: The injected clock, for an engine without a clock of its own (SQLite, or a
+        #: simulation on PostgreSQL): the times of transitions (:func:`remora.jobs.sql.stamp`,
+        #: the log's ``at``) and a delayed job's due test.  Given by
+        #: :class:`~remora.jobs.stores.Stores` (its clock) unless set before.
+        self.clock: Clock | None = None
 
     def _q(self, sql: str) -> str:
         return self.dialect.q(sql)
+
+    def injected_now(self) -> float:
+        """The injected clock's reading (0 without one; unused when the engine has a clock
+        of its own)."""
+        return self.clock.now() if self.clock is not None else 0.0
+
+    def durable_now(self, cur: Any) -> float:
+        """The durable store's clock, inside a transaction: the server's, or the injected."""
+        if self.dialect.clock_sql is None:
+            return self.injected_now()
+        return float(cur.execute(f"SELECT {self.dialect.clock_sql}").fetchone()[0])
 
     # -- one spec action, one transaction ------------------------------------------------------
     def transact(
@@ -89,8 +114,9 @@ class Transactions:
         seq = actor.next_seq()
 
         def body(cur: Any) -> tuple[Change, int]:
-            locked = read_locked(cur, self.dialect, job_id, also=also)
-            change = decide(locked)
+            now = self.injected_now()
+            locked = read_locked(cur, self.dialect, job_id, also=also, now=now)
+            change = stamp(locked, decide(locked))
             version = apply_change(cur, self.dialect, locked, change, actor.name, seq)
             return change, version
 
@@ -112,7 +138,13 @@ class Transactions:
             change = Change(entry.action, entry.params, result=result)
             version = entry.version
         actor.record(
-            seq, change.action, change.params, store="durable", key=job_id, version=version
+            seq,
+            change.action,
+            change.params,
+            store="durable",
+            key=job_id,
+            version=version,
+            facts=change.facts,
         )
         return change
 
@@ -162,7 +194,10 @@ class Transactions:
         while ``block`` runs, so the row it sees is the job's durable state throughout."""
 
         return self._holding(
-            actor, job_id, lambda cur: read_locked(cur, self.dialect, job_id), block
+            actor,
+            job_id,
+            lambda cur: read_locked(cur, self.dialect, job_id, now=self.injected_now()),
+            block,
         )
 
     def with_job_lock(self, actor: Actor, job_id: str, block: Callable[[JobRow], T]) -> T:
@@ -209,7 +244,10 @@ class Transactions:
             JobOperation.DURABLE_READ,
             job_id,
             lambda commit: self.backend.read(
-                "job read", lambda cur: read_locked(cur, self.dialect, job_id, lock=False)
+                "job read",
+                lambda cur: read_locked(
+                    cur, self.dialect, job_id, lock=False, now=self.injected_now()
+                ),
             ),
         )
 

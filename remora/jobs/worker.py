@@ -38,6 +38,7 @@ from remora.jobs.guards import Change, durably_stopped
 from remora.jobs.handlers import Registry
 from remora.jobs.io import NULL_RECORDER, Actor, Links, Recorder
 from remora.jobs.model import (
+    DEFAULT_QUEUE,
     AttemptId,
     IntentId,
     JobRow,
@@ -90,6 +91,16 @@ class LocalAttempt:
     cancel_seen: bool = False
     handler_done: bool = False  # the handler returned: the lease is no longer renewed
     error: str = ""
+    #: When this worker activated it (its own clock; None: not activated): the attempt's
+    #: durable steps report how long it has run (``ran``, a fact of the step).
+    activated_at: float | None = None
+
+    def ran(self, now: float) -> dict[str, float]:
+        """The ``ran`` fact of a durable step of this attempt (seconds since activation,
+        measured by this worker — a duration, so no clocks need to agree)."""
+        if self.activated_at is None:
+            return {}
+        return {"ran": round(max(now - self.activated_at, 0.0), 3)}
 
 
 class Worker:
@@ -108,10 +119,13 @@ class Worker:
         durable_guard: bool = False,
         ctx: Context | None = None,
         retry: RetryPolicy = STEP_RETRY,
+        queues: tuple[str, ...] = (DEFAULT_QUEUE,),
     ) -> None:
         """``ctx``: the incarnation's context (default: a fresh one on the stores' clock);
         canceling it ends the incarnation (module docstring).  ``retry``: how the production
-        loop retries a step whose store is unavailable (:mod:`remora.jobs.settlement`)."""
+        loop retries a step whose store is unavailable (:mod:`remora.jobs.settlement`).
+        ``queues``: the named queues whose jobs the production loop reserves
+        (:class:`remora.jobs.loop.Dispatcher`)."""
         self.stores = stores
         self.retry = retry
         #: Run ``ActivateAttempt``/``RenewLease``/``ReportProgress`` under the job's durable
@@ -126,6 +140,7 @@ class Worker:
         #: The handlers this incarnation runs (the production loop's; None in a simulation
         #: that steps the attempts itself).
         self.registry = registry
+        self.queues = queues
         self._up = False
         self.attempts: dict[AttemptId, LocalAttempt] = {}
         self.reservations: dict[str, str] = {}  # job -> rid
@@ -259,7 +274,7 @@ class Worker:
             owner_stopped = owner is not None and durably_stopped(
                 owner, owner.worker not in lk.workers_down
             )
-            return self.stores.guards.authorize(
+            change = self.stores.guards.authorize(
                 lk.job,
                 lk.attempts,
                 self.id,
@@ -268,6 +283,9 @@ class Worker:
                 worker_up=self.up and self.id not in lk.workers_down,
                 owner_stopped=owner_stopped,
             )
+            # How long the job waited to be taken (since it became queued, or was due).
+            ready = max(lk.job.queued_at, lk.job.due)
+            return attrs.evolve(change, facts={"waited": round(max(lk.now - ready, 0.0), 3)})
 
         change = self.stores.durable.transact(self.actor, job, decide)
         token = int(change.result)
@@ -296,6 +314,7 @@ class Worker:
         if not ok:
             raise NotEnabled(f"{a}: activation refused (reservation or authority lost)")
         local.state = EXECUTING
+        local.activated_at = self.stores.clock.now()
         self.reservations.pop(a.job, None)
 
     @serial
@@ -369,11 +388,15 @@ class Worker:
         """``PersistCheckpoint(a)``."""
         local = self._executing(a)
         progress = local.progress
+        ran = local.ran(self.stores.clock.now())
         self.stores.durable.transact(
             self.actor,
             a.job,
-            lambda lk: self.stores.guards.persist_checkpoint(
-                lk.job, lk.attempts, a.token, progress, worker_up=self.id not in lk.workers_down
+            lambda lk: attrs.evolve(
+                self.stores.guards.persist_checkpoint(
+                    lk.job, lk.attempts, a.token, progress, worker_up=self.id not in lk.workers_down
+                ),
+                facts=ran,
             ),
         )
 
@@ -384,16 +407,20 @@ class Worker:
         local = self._executing(a)
         if outcome is Outcome.SUCCESS and local.progress != local.max_progress:
             raise NotEnabled(f"{a}: success needs a complete stage")
+        ran = local.ran(self.stores.clock.now())
         self.stores.durable.transact(
             self.actor,
             a.job,
-            lambda lk: self.stores.guards.send_outcome(
-                lk.job,
-                lk.attempts,
-                a.token,
-                outcome,
-                worker_up=self.id not in lk.workers_down,
-                error=error,
+            lambda lk: attrs.evolve(
+                self.stores.guards.send_outcome(
+                    lk.job,
+                    lk.attempts,
+                    a.token,
+                    outcome,
+                    worker_up=self.id not in lk.workers_down,
+                    error=error,
+                ),
+                facts=ran,
             ),
         )
         local.outcome_sent = True
@@ -476,11 +503,17 @@ class Worker:
             local.state = STOPPED
         elif local.state != STOPPED:
             return False
+        # Why the worker stopped (its CooperativeStop's reason) and how long it had run.
+        facts: dict[str, Any] = {**local.ran(self.stores.clock.now())}
+        if local.error:
+            facts["stop"] = local.error
         with contextlib.suppress(NotEnabled):  # already recorded
             self.stores.durable.transact(
                 self.actor,
                 a.job,
-                lambda lk: self.stores.guards.record_stop(lk.job, lk.attempts, a.token),
+                lambda lk: attrs.evolve(
+                    self.stores.guards.record_stop(lk.job, lk.attempts, a.token), facts=facts
+                ),
             )
         local.stop_recorded = True
         return True

@@ -11,7 +11,8 @@ index exists, whether a transition may be folded into fewer statements — is a 
 :func:`migrate` creates or upgrades a schema inside the caller's transaction (the caller
 owns ``BEGIN``/``COMMIT`` and, on PostgreSQL, the advisory lock that serializes migrations
 across processes): idempotent statements, then the versioned upgrades a database still
-lacks, then the columns added to tables after their first release, then the version row.
+lacks, then the columns added to tables after their first release, then the statements
+that need them (``late``: indexes on added columns), then the version row.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ class Schema:
     #: append one and bump :attr:`version`).
     upgrades: tuple[tuple[str, ...], ...] = ()
     added: tuple[AddedColumn, ...] = ()
+    #: Idempotent statements run after the added columns (e.g. an index on one of them).
+    late: tuple[str, ...] = ()
     #: How the refusal names the schema ("schema", "jobs schema").
     label: str = "schema"
 
@@ -153,7 +156,7 @@ def installed_version(cur: Any, dialect: Dialect, schema: Schema) -> int:
 def migrate(cur: Any, dialect: Dialect, schema: Schema, where: str) -> None:
     """Create or upgrade ``schema`` in the caller's open transaction: the idempotent
     statements (skipping indexes that exist), the upgrades from the installed version, the
-    added columns, the version row.  A database with a newer version is refused
+    added columns, the late statements, the version row.  A database with a newer version is refused
     (:class:`~remora.errors.InvalidInput`, the caller rolls back)."""
     for statement in schema.create:
         if not dialect.index_exists(cur, statement):
@@ -168,6 +171,9 @@ def migrate(cur: Any, dialect: Dialect, schema: Schema, where: str) -> None:
         for statement in statements:
             cur.execute(statement)
     add_missing_columns(cur, dialect, schema.added)
+    for statement in schema.late:
+        if not dialect.index_exists(cur, statement):
+            cur.execute(statement)
     table, key = schema.version_table
     cur.execute(
         dialect.q(

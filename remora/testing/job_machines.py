@@ -58,7 +58,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from remora.clock import LogicalClock
 from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
-from remora.jobs.model import AttemptId, JobsConfig, Service
+from remora.jobs.model import DEFAULT_QUEUE, AttemptId, JobsConfig, Service
 from remora.jobs.model import Outcome as JobOutcome
 from remora.jobs.stores import Stores
 from remora.outputs import write_output
@@ -67,8 +67,10 @@ from remora.sim.jobs.judgement import JUDGEMENTS
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import (
     FAULT_OUTCOMES,
+    PLAIN,
     JobConfig,
     JobFault,
+    JobKind,
     JobStep,
     JobTrace,
     new_trace,
@@ -189,6 +191,14 @@ class JobScheduleFailure(AssertionError):
         self.trace_path = trace_path
 
 
+#: The job kinds' paths the machines must reach (``("kinds", name)`` in the reach).
+KINDS = (
+    "delayed refused until due",
+    "delayed enqueued when due",
+    "another queue reserved",
+    "a priority reserved",
+)
+
 StoresFactory = Callable[[LogicalClock, JobsConfig], Stores]
 """Builds one run's stores on its clock (see :class:`~remora.sim.jobs.run.JobRun`)."""
 
@@ -211,6 +221,12 @@ class JobMachineBase(RuleBasedStateMachine):
     max_coord_losses: ClassVar[int] = 2
     max_partitions: ClassVar[int] = 3
     mutation: ClassVar[str | None] = None
+    #: The job kinds a run submits: delayed up to ``max_delay`` ticks (``submit --in``),
+    #: in one of ``queues``, with a priority in ``priorities`` (each job drawn; shrinks to
+    #: a plain job).
+    max_delay: ClassVar[int] = 2
+    queues: ClassVar[tuple[str, ...]] = (DEFAULT_QUEUE, "bulk")
+    priorities: ClassVar[tuple[int, int]] = (-1, 2)
     swarm: ClassVar[tuple[str, ...]] = SWARM
     #: A second configuration of the stores (the machines over PostgreSQL + Redis): every
     #: step runs on both runs, which must agree after it (:meth:`differential`).  The
@@ -283,10 +299,30 @@ class JobMachineBase(RuleBasedStateMachine):
         self.off = frozenset(
             f for f in self.swarm if data.draw(st.booleans(), label=f"swarm off {f}")
         )
-        self.run = JobRun(self.config(), handlers, judging=self.judging)
+        plain = self.max_delay == 0 and len(self.queues) == 1 and self.priorities == (0, 0)
+        kinds = (
+            {}
+            if plain
+            else {
+                j: data.draw(
+                    st.builds(
+                        JobKind,
+                        delay=st.integers(0, self.max_delay),
+                        queue=st.sampled_from(self.queues),
+                        priority=st.integers(*self.priorities),
+                    ),
+                    label=f"kind {j}",
+                )
+                for j in self.jobs
+            }
+        )
+        kinds = {j: k for j, k in kinds.items() if k != PLAIN}
+        self.run = JobRun(self.config(), handlers, judging=self.judging, kinds=kinds)
         twin = type(self).twin_backends
         if twin is not None:
-            self.twin = JobRun(self.config(), handlers, backends=twin, judging=self.judging)
+            self.twin = JobRun(
+                self.config(), handlers, backends=twin, judging=self.judging, kinds=kinds
+            )
         self._do(JobStep("start", worker=self.workers[0]))
 
     # -- the trace ---------------------------------------------------------------------------
@@ -297,6 +333,7 @@ class JobMachineBase(RuleBasedStateMachine):
             self.run.handlers,
             tuple(self.run.steps),
             f"hypothesis:{type(self).__name__}",
+            self.run.kinds,
         )
 
     def export(self) -> str:
@@ -312,6 +349,27 @@ class JobMachineBase(RuleBasedStateMachine):
         raise JobScheduleFailure(exc.failure, exc.detail, path) from None
 
     # -- steps -------------------------------------------------------------------------------
+    def _reach_kinds(self, step: JobStep, kind: str) -> None:
+        """The job kinds' paths a step reached (:data:`KINDS`): an ``Enqueue`` of a delayed
+        job refused until due, a delayed job enqueued once due, a job of another queue
+        and a job with a priority reserved."""
+        run = self.run
+        if run is None or not run.kinds:
+            return
+        reach = type(self).reach
+        not_due = run.due.get(str(step.job), 0.0) > run.sim.clock.now()
+        if step.op == "enqueue" and kind in ("refused", "noop") and not_due:
+            reach.add(("kinds", "delayed refused until due"))
+        c = self.sim.stores.coordination.snapshot()
+        for j, k in run.kinds.items():
+            if k.delay and j in c.queued:
+                reach.add(("kinds", "delayed enqueued when due"))
+            if j in c.reservations:
+                if k.queue != DEFAULT_QUEUE:
+                    reach.add(("kinds", "another queue reserved"))
+                if k.priority:
+                    reach.add(("kinds", "a priority reserved"))
+
     def _do(self, step: JobStep) -> str:
         assert self.run is not None
         self._cache.clear()
@@ -334,6 +392,7 @@ class JobMachineBase(RuleBasedStateMachine):
             reach.add(("link", step.op, str(step.worker), step.service.value))
         for called in self.run.hook.last:
             reach.add(("calls", step.op, called.value))
+        self._reach_kinds(step, kind)
         fired = self.run.hook.fired[self._fired :]
         self._fired = len(self.run.hook.fired)
         for op, outcome in fired:
@@ -879,6 +938,10 @@ class JobRaceMachine(JobMachineBase):
     """
 
     swarm: ClassVar[tuple[str, ...]] = ()
+    # plain jobs: a race brings its job to the state it needs at once (no delay to wait)
+    max_delay: ClassVar[int] = 0
+    queues: ClassVar[tuple[str, ...]] = (DEFAULT_QUEUE,)
+    priorities: ClassVar[tuple[int, int]] = (0, 0)
 
     def __init__(self) -> None:
         super().__init__()
@@ -1374,6 +1437,7 @@ __all__ = [
     "JobMachineBase",
     "JobRaceMachine",
     "DURABLE_STEPS",
+    "KINDS",
     "RACES",
     "JobRuntimeMachine",
     "JobScheduleFailure",

@@ -41,11 +41,13 @@ def require_chromium() -> str:
     raise AssertionError("unreachable")
 
 
-def _run(page: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _run(page: Path | str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Chromium on ``page``: a file, or a URL (a page a test serves)."""
     binary = require_chromium()
+    where = page if isinstance(page, str) else page.resolve().as_uri()
     with tempfile.TemporaryDirectory(prefix="remora-chromium-") as profile:
         return subprocess.run(
-            [binary, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
+            [binary, *FLAGS, f"--user-data-dir={profile}", *extra, where],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -53,7 +55,7 @@ def _run(page: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedP
         )
 
 
-def dump_dom(page: Path, size: tuple[int, int] | None = None) -> str:
+def dump_dom(page: Path | str, size: tuple[int, int] | None = None) -> str:
     """The page's DOM after its scripts ran, serialized by the browser (in a window of
     ``size`` pixels, when given: the page's layout facts depend on it)."""
     extra = () if size is None else (f"--window-size={size[0]},{size[1]}",)
@@ -62,14 +64,15 @@ def dump_dom(page: Path, size: tuple[int, int] | None = None) -> str:
     return done.stdout
 
 
-def screenshot(page: Path, out: Path, size: tuple[int, int] = (1400, 900)) -> Path:
+def screenshot(page: Path | str, out: Path, size: tuple[int, int] = (1400, 900)) -> Path:
     done = _run(page, f"--window-size={size[0]},{size[1]}", f"--screenshot={out.resolve()}")
     assert done.returncode == 0 and out.exists(), done.stderr[-2000:]
     return out
 
 
-if __name__ == "__main__":  # python -m tests.common.browser PAGE.html OUT.png [WxH]
+if __name__ == "__main__":  # python -m tests.common.browser PAGE.html|URL OUT.png [WxH]
     import sys
 
     size = tuple(int(n) for n in (sys.argv[3] if len(sys.argv) > 3 else "1400x900").split("x"))
-    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), (size[0], size[1])))
+    page = sys.argv[1] if "://" in sys.argv[1] else Path(sys.argv[1])
+    print(screenshot(page, Path(sys.argv[2]), (size[0], size[1])))

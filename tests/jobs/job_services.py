@@ -13,15 +13,22 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from hypothesis import settings
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from remora.clock import LogicalClock
 from remora.jobs.durable import open_postgres
 from remora.jobs.model import JobsConfig
-from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+from remora.jobs.redis_coordination import (
+    KEY_NAMES,
+    QUEUE_KEY_PREFIX,
+    RedisCoordination,
+    namespace_keys,
+)
 from remora.jobs.stores import Stores
-from remora.testing.job_machines import JobMachineBase
+from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.common.services import require_redis
 
 # psycopg is imported where it is used: this module (and the job tests that import it)
@@ -110,11 +117,25 @@ class ServiceBackends:
         coord = self.current.coordination
         assert isinstance(coord, RedisCoordination)
         client, ns = coord.client, coord.ns
-        problems = [
-            f"the key {key} is not the store's"
-            for key in self.keys()
-            if key.removeprefix(f"{ns}:") not in KEY_NAMES
-        ]
+        # the store's fixed keys as this suite knows them (not a patched list: a planted
+        # wipe that forgets one must leave a key the audit sees), and its queues' rankings
+        own = {f"{ns}:{k}" for k in KEY_NAMES} | {
+            k for k in namespace_keys(client, ns) if f":{QUEUE_KEY_PREFIX}" in k
+        }
+        problems = [f"the key {key} is not the store's" for key in self.keys() if key not in own]
+        # each queue's ranking indexes exactly the queued jobs of that queue
+        queued = {m.decode() for m in client.smembers(f"{ns}:queued")}
+        jobq = {k.decode(): v.decode() for k, v in client.hgetall(f"{ns}:jobq").items()}
+        ranked: dict[str, str] = {}
+        for q in sorted(m.decode() for m in client.smembers(f"{ns}:queues")):
+            for j in client.zrange(f"{ns}:{QUEUE_KEY_PREFIX}{q}", 0, -1):
+                ranked[j.decode()] = q
+        for j in sorted(set(ranked) - queued):
+            problems.append(f"the ranking of queue {ranked[j]} holds {j}, which is not queued")
+        for j in sorted(queued - set(ranked)):
+            problems.append(f"the queued {j} is in no queue's ranking")
+        if jobq != ranked:
+            problems.append(f"the queue of each ranked job {jobq} is not its ranking's {ranked}")
         index = {m.decode() for m in client.smembers(f"{ns}:live")}
         live = {k.decode() for k, v in client.hgetall(f"{ns}:lease").items() if v.endswith(b"|1")}
         for a in sorted(index - live):
@@ -145,7 +166,7 @@ class ServiceBackends:
         coord = stores.coordination
         assert isinstance(coord, RedisCoordination)
         try:
-            coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))
+            coord.client.delete(*namespace_keys(coord.client, coord.ns))
         finally:
             stores.close()
 
@@ -178,3 +199,32 @@ def twin_machine(base: type[JobMachineBase], backends: ServiceBackends) -> type[
     machine = type(f"{base.__name__}OnServices", (base,), {})
     machine.twin_backends = backends
     return machine
+
+
+#: How a planted bug is hunted over the services: 60 derandomized examples, stopping at the
+#: first failure (no shrinking).
+HUNT = settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),
+)
+
+
+def killed(base: type[JobMachineBase], services: ServiceBackends) -> str:
+    """The failure ``base`` over the services reports (it must report one)."""
+    import pytest
+
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(twin_machine(base, services), settings=HUNT)
+    return info.value.failure
+
+
+def plant_script(monkeypatch: Any, name: str, old: str, new: str) -> None:
+    """A planted bug in the Lua script ``name``: ``old`` replaced by ``new`` (``monkeypatch``:
+    pytest's, undone after the test)."""
+    from remora.jobs import redis_coordination as rc
+
+    assert old in rc.SCRIPTS[name], f"the planted bug no longer applies to {name}"
+    monkeypatch.setitem(rc.SCRIPTS, name, rc.SCRIPTS[name].replace(old, new))

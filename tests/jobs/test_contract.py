@@ -93,7 +93,7 @@ def pg_redis(
     everything it opened is closed and the namespace deleted afterwards."""
     from remora.jobs.durable import open_postgres
     from remora.jobs.postgres import PostgresTarget, PostgresVault
-    from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+    from remora.jobs.redis_coordination import RedisCoordination, namespace_keys
     from tests.common.services import require_redis
 
     url = require_redis()
@@ -116,7 +116,7 @@ def pg_redis(
     yield build
     for stores in opened:
         coord = stores.coordination
-        coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))  # type: ignore[attr-defined]
+        coord.client.delete(*namespace_keys(coord.client, coord.ns))  # type: ignore[attr-defined]
         stores.close()
 
 
@@ -310,7 +310,7 @@ def test_reservation_ids_are_unique_across_wipes() -> None:
     valid again for a later reservation of the same worker."""
     from remora.context import Context
     from remora.jobs.io import Actor
-    from remora.jobs.redis_coordination import KEY_NAMES, RedisCoordination
+    from remora.jobs.redis_coordination import RedisCoordination, namespace_keys
     from tests.common.services import require_redis
 
     clock = LogicalClock()
@@ -333,5 +333,5 @@ def test_reservation_ids_are_unique_across_wipes() -> None:
         second = coord.reserve(actor, "j1", "w1", 0, 4)
         assert first and second and first != second
     finally:
-        coord.client.delete(*(f"{coord.ns}:{k}" for k in KEY_NAMES))
+        coord.client.delete(*namespace_keys(coord.client, coord.ns))
         coord.close()

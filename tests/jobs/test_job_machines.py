@@ -18,6 +18,7 @@ from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import (
     DURABLE_STEPS,
     FAULT_CHOICES,
+    KINDS,
     RACES,
     STEP_CALLS,
     JobMachineBase,
@@ -75,6 +76,8 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "outcomes sent": set(SENT - {r[0] for r in seen("sent")}),
         "outcomes accepted": {o for o, action in ACCEPTED.items() if action not in actions},
         "races": set(RACES) - {r[0] for r in seen("race")},
+        # delayed, queued and prioritized jobs (the kinds the general machines submit)
+        "job kinds": set(KINDS) - {r[0] for r in seen("kinds")},
         "drain": {"quiescent", "a killed incarnation declared down"}
         - {r[0] for r in seen("drain")},
         # the fault tables must name every call a step kind was seen to make
@@ -106,6 +109,7 @@ def test_missing_reach_names_what_a_run_did_not_do() -> None:
     assert gaps["actions"] == set(ACTIONS)
     assert gaps["drain"] == {"quiescent", "a killed incarnation declared down"}
     assert gaps["lost commits"] == set(LOST_COMMITS) and gaps["races"] == set(RACES)
+    assert gaps["job kinds"] == set(KINDS)
     assert ("reap", "durable-write", "unknown-aborted") in LOST_COMMITS
     assert {"DestroyClaimedCredentialSecret", "AcceptRetryableFailureExhausted"} <= ACTIONS
 

@@ -9,21 +9,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs import redis_coordination as rc
-from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
+from remora.testing.job_machines import JobScheduleFailure
 from tests.jobs.job_machines import RaceJobs, SpecSizedJobs
-from tests.jobs.job_services import ServiceBackends, service_backends, twin_machine
-
-HUNT = settings(
-    max_examples=60,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    phases=(Phase.explicit, Phase.generate),  # the first failure is enough: no shrinking
+from tests.jobs.job_services import (
+    HUNT,
+    ServiceBackends,
+    killed,
+    plant_script,
+    service_backends,
+    twin_machine,
 )
+
 SURVIVAL = settings(HUNT, max_examples=12)
 """The wake-up bug's budget: the count kills it within it (at the 7th example when
 measured), and it survives it without the count."""
@@ -39,19 +39,6 @@ def services(remora_scratch_database: str) -> Iterator[ServiceBackends]:
     """The stores over PostgreSQL (the plugin's scratch database) and Redis."""
     with service_backends(remora_scratch_database) as backends:
         yield backends
-
-
-def killed(base: type[JobMachineBase], services: ServiceBackends) -> str:
-    """The failure the machine over the services reports (it must report one)."""
-    with pytest.raises(JobScheduleFailure) as info:
-        run_state_machine_as_test(twin_machine(base, services), settings=HUNT)
-
-    return info.value.failure
-
-
-def plant_script(monkeypatch: pytest.MonkeyPatch, name: str, old: str, new: str) -> None:
-    assert old in rc.SCRIPTS[name], f"the planted bug no longer applies to {name}"
-    monkeypatch.setitem(rc.SCRIPTS, name, rc.SCRIPTS[name].replace(old, new))
 
 
 def test_a_lua_script_comparing_one_field_fewer_is_killed(

@@ -73,6 +73,8 @@ def test_the_base_install_runs_every_command(wheel: Path, tmp_path: Path) -> Non
     python = _environment(tmp_path / "base", str(wheel))
     remora = str(python.parent / "remora")
     assert _run([str(python), "-c", "import hypothesis"]).returncode != 0  # really absent
+    # a base dependency: `remora jobs worker --metrics-port` runs on the base install
+    assert _run([str(python), "-c", "import prometheus_client"]).returncode == 0
     _no_kit(python)
     for command in ("", *COMMANDS):
         shown = _run([remora, *([command] if command else []), "--help"])
@@ -89,13 +91,16 @@ def test_the_base_install_runs_every_command(wheel: Path, tmp_path: Path) -> Non
     assert "Traceback" not in replayed.stderr and replayed.stdout
 
 
+METRICS = ("--metrics-port", "0")
+
+
 def test_the_service_extras_run_the_job_commands(wheel: Path, tmp_path: Path) -> None:
     python = _environment(tmp_path / "jobs", f"remora[postgres,redis] @ {wheel.as_uri()}")
     remora = str(python.parent / "remora")
     assert _run([str(python), "-c", "import psycopg, redis"]).returncode == 0
     assert _run([str(python), "-c", "import hypothesis"]).returncode != 0
     _no_kit(python)
-    for sub in ("submit", "worker", "cancel", "status", "reconcile"):
+    for sub in ("submit", "worker", "cancel", "status", "history", "dashboard", "reconcile"):
         shown = _run([remora, "jobs", sub, "--help"])
         assert shown.returncode == 0, (sub, shown.stderr)
     app = tmp_path / "wheelapp.py"
@@ -113,11 +118,14 @@ def test_the_service_extras_run_the_job_commands(wheel: Path, tmp_path: Path) ->
     )
     assert submitted.returncode == 0, submitted.stderr
     worked = _run(
-        [remora, "jobs", "worker", "--db", db, "--app", "wheelapp", "--until-idle"],
+        [*(remora, "jobs", "worker", "--db", db, "--app", "wheelapp", "--until-idle"), *METRICS],
         cwd=tmp_path,
         extra={"PYTHONPATH": str(tmp_path)},
     )
     assert worked.returncode == 0, worked.stderr
+    assert "metrics at http://127.0.0.1:" in worked.stderr
+    history = _run([remora, "jobs", "history", "j1", "--db", db, "--json"], cwd=tmp_path)
+    assert history.returncode == 0 and '"end": "succeeded"' in history.stdout, history.stderr
     status = _run([remora, "jobs", "status", "--db", db, "--json"], cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     assert "Succeeded" in status.stdout and "hello, Ada" in status.stdout

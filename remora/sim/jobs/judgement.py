@@ -191,6 +191,11 @@ def _marks_missing(run: JobRun, step: JobStep, b: Before) -> bool:
     return not run.sim.stores.coordination.is_marked(run.sim.env)
 
 
+def _not_due(run: JobRun, step: JobStep, b: Before) -> bool:
+    # The run's own account of the due time (from the job's kind), not the runtime's.
+    return run.due.get(str(step.job), 0.0) > run.sim.clock.now()
+
+
 DOWN = Reason(
     "marked down",
     "the incarnation is marked down in the coordination store while it is still up "
@@ -218,6 +223,12 @@ REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
             "the down marks are not in place (after a wipe, until they are "
             "republished): an Enqueue then could let a declared-down incarnation reserve",
             _marks_missing,
+        ),
+        Reason(
+            "not due",
+            "the job is delayed (submit --at/--in) and not yet due on the durable store's "
+            "clock: it is not enqueued before its time (the spec's Enqueue has none)",
+            _not_due,
         ),
     ),
     "reserve": (

@@ -37,6 +37,7 @@ from remora.errors import RemoraError, Unavailable, UnknownResult
 from remora.faults import FaultDecision
 from remora.jobs.io import JobOperation
 from remora.jobs.model import (
+    DEFAULT_QUEUE,
     AttemptId,
     CredentialState,
     JobsConfig,
@@ -44,6 +45,7 @@ from remora.jobs.model import (
     Outcome,
     Phase,
     SecretState,
+    UnknownJob,
 )
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget
@@ -66,7 +68,7 @@ from remora.sim.jobs.judgement import (
 from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import SimConfig, Simulation
-from remora.sim.jobs.trace import JobConfig, JobFault, JobStep, JobTrace
+from remora.sim.jobs.trace import PLAIN, JobConfig, JobFault, JobKind, JobStep, JobTrace
 
 DRAIN_ROUNDS = 40
 
@@ -130,14 +132,20 @@ class JobRun:
         *,
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
         judging: frozenset[str] = JUDGEMENTS,
+        kinds: dict[str, JobKind] | None = None,
     ) -> None:
         """``backends`` builds the stores (default: SQLite ``:memory:`` and memory
         coordination, target and vault); the machines over PostgreSQL + Redis pass theirs.
         ``judging``: the judgement's checks to make (:data:`~remora.sim.jobs.judgement.
-        JUDGEMENTS`; a test leaves one out to show a planted bug survives without it)."""
+        JUDGEMENTS`; a test leaves one out to show a planted bug survives without it).
+        ``kinds``: how each job is submitted (delay, queue, priority; default plain)."""
         self.judging = judging
         self.config = config
         self.handlers = handlers
+        self.kinds = dict(kinds or {})
+        #: Each delayed job's due time, from its submission and its kind (the run's own
+        #: account, independent of what the runtime stored).
+        self.due: dict[str, float] = {}
         self.hook = ScriptedFaults()
         self.sim = Simulation(
             SimConfig(
@@ -221,6 +229,41 @@ class JobRun:
             return None
         return self.chk.renderer.step_label(spec)
 
+    def submit(self, job: str) -> None:
+        """Submit ``job`` with its kind; a delayed one is due ``delay`` ticks later."""
+        kind = self.kinds.get(job, PLAIN)
+        tick = self.sim.config.jobs_config.tick_ms / 1000
+        if kind.delay:
+            self.due[job] = self.sim.clock.now() + kind.delay * tick
+        self.sim.submit(
+            job,
+            queue=kind.queue,
+            priority=kind.priority,
+            delay=kind.delay * tick if kind.delay else None,
+        )
+
+    def early(self) -> str | None:
+        """A delayed job that got ahead of its time (enqueued, reserved or authorized
+        before it was due, or stored with another due time) — else None.  The property
+        delayed jobs add; checked after every step, the drain's too."""
+        now = self.sim.clock.now()
+        pending = [j for j, due in self.due.items() if due > now]
+        if not pending:
+            return None
+        c = self.sim.stores.coordination.snapshot()
+        for j in sorted(pending):
+            try:
+                row = self.sim.stores.durable.job(j)
+            except UnknownJob:
+                continue  # its submission failed (a fault): nothing to be early
+
+            if abs(row.due - self.due[j]) > 1e-6:
+                return f"{j} is due at {row.due:g} in the durable store, not {self.due[j]:g}"
+            if j in c.queued or j in c.reservations or row.current_token:
+                where = "authorized" if row.current_token else "enqueued"
+                return f"{j} was {where} at {now:g}, before it was due at {self.due[j]:g}"
+        return None
+
     def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
         """One refinement-checked step, then the judgement of the spec actions it took
         (:func:`~remora.sim.jobs.judgement.overreach`) and of the state it left
@@ -245,6 +288,9 @@ class JobRun:
             problems = state_problems(self, "state" in self.judging, self._contents_changed())
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        early = self.early()
+        if early is not None:
+            raise JobRunFailure(f"ERROR delayed: {early}", f"at step {label}")
         return kind
 
     def worker(self, w: str | None) -> Worker:
@@ -262,7 +308,7 @@ class JobRun:
         if op == "submit":
             if j in self.submitted:
                 raise NotEnabled(f"{j} was submitted")
-            sim.submit(j)
+            self.submit(j)
             self.submitted.add(j)
             return True
         if op == "cancel":
@@ -360,7 +406,7 @@ class JobRun:
                 self._drain_step(partial(sim.restore_link, w, svc), "restore")
         for j in cfg.jobs:
             if j not in self.submitted:
-                self._drain_step(partial(sim.submit, j), f"submit {j}")
+                self._drain_step(partial(self.submit, j), f"submit {j}")
                 self.submitted.add(j)
         if cfg.drain_worker not in sim.started:
             self._drain_step(partial(sim.start, cfg.drain_worker), "start")
@@ -369,7 +415,8 @@ class JobRun:
         # reconcile pass): time must be let run that long before the drain gives up.
         jc = sim.config.jobs_config
         down_after = round(jc.down_after_s * 1000 / jc.tick_ms)
-        patience = max(cfg.lease_ticks, cfg.reservation_ticks, down_after) + 2
+        delay = max((k.delay for k in self.kinds.values()), default=0)
+        patience = max(cfg.lease_ticks, cfg.reservation_ticks, down_after, delay) + 2
         idle, seen = 0, -1
         for _ in range(rounds):
             if self.quiet():
@@ -429,8 +476,14 @@ class JobRun:
         st = self.sim.stores
         c = st.coordination.snapshot()
         d = st.durable.snapshot()
+        queues = sorted({k.queue for k in self.kinds.values()} | {DEFAULT_QUEUE})
         return {
             "spec state": self.chk.state,
+            # the order each queue offers its jobs in (priority, then submission order)
+            "ranks": {
+                q: st.coordination.candidates(self.sim.env, len(self.config.jobs), None, (q,))
+                for q in queues
+            },
             "coordination": attrs.evolve(
                 c,
                 down=frozenset(),  # Redis's snapshot omits the down marks: audited raw
@@ -569,7 +622,7 @@ class Replayed:
 
 def run_trace(trace: JobTrace) -> Replayed:
     """Replay ``trace`` through :class:`JobRun` (with its planted mutation, if any)."""
-    run = JobRun(trace.config, trace.handlers)
+    run = JobRun(trace.config, trace.handlers, kinds=trace.kinds)
     try:
         for step in trace.steps:
             run.execute(step)

@@ -31,7 +31,7 @@ from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_sqlite
 from remora.jobs.guards import SPEC_GUARDS, Guards
 from remora.jobs.io import Actor, Links, MemoryRecorder
-from remora.jobs.model import JobsConfig, NotEnabled, Service
+from remora.jobs.model import DEFAULT_QUEUE, JobsConfig, NotEnabled, Service
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
@@ -137,8 +137,20 @@ class Simulation:
         self.partitions = 0
 
     # -- client ---------------------------------------------------------------------------
-    def submit(self, job: str, handler: str = "noop", payload: Any = None) -> None:
-        self.stores.submit(self.client, job, handler, payload)
+    def submit(
+        self,
+        job: str,
+        handler: str = "noop",
+        payload: Any = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        delay: float | None = None,
+    ) -> None:
+        """Submit ``job`` (``delay``: seconds on the clock before it may be enqueued)."""
+        self.stores.submit(
+            self.client, job, handler, payload, queue=queue, priority=priority, delay=delay
+        )
 
     def cancel(self, job: str) -> None:
         self.stores.request_cancel(self.client, job)

@@ -26,10 +26,12 @@ from typing import Any
 import attrs
 
 from remora import strictjson
+from remora.errors import InvalidInput
 from remora.faults import Outcome
 from remora.jobs.io import JobOperation
+from remora.jobs.model import DEFAULT_QUEUE, MAX_PRIORITY, Service
 from remora.jobs.model import Outcome as JobOutcome
-from remora.jobs.model import Service
+from remora.jobs.target import check_id
 from remora.sim.codec import (
     Toolchain,
     TraceError,
@@ -193,6 +195,27 @@ class JobConfig:
         return config_digest(self.to_json())
 
 
+#: The longest delay (in ticks) a trace's job may be submitted with.
+MAX_DELAY_TICKS = 100
+
+
+@attrs.frozen
+class JobKind:
+    """How a job is submitted: ``delay`` ticks before it may be enqueued
+    (``submit --in``), its named ``queue`` and its ``priority``.  A trace lists only the
+    jobs whose kind is not the default (``kinds``; a trace without the field has none)."""
+
+    delay: int = 0
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+PLAIN = JobKind()
+
+
 @attrs.frozen
 class JobTrace:
     toolchain: Toolchain
@@ -200,18 +223,23 @@ class JobTrace:
     handlers: dict[str, tuple[JobOutcome, ...]]
     steps: tuple[JobStep, ...]
     drain: bool = True
+    kinds: dict[str, JobKind] = attrs.field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "version": VERSION,
             "implementation": IMPLEMENTATION,
             "toolchain": self.toolchain.to_json(),
             "config_digest": self.config.digest(),
             "config": self.config.to_json(),
             "handlers": {j: [o.value for o in outs] for j, outs in sorted(self.handlers.items())},
-            "steps": [s.to_json() for s in self.steps],
-            "drain": self.drain,
         }
+        kinds = {j: k.to_json() for j, k in sorted(self.kinds.items()) if k != PLAIN}
+        if kinds:
+            out["kinds"] = kinds
+        out["steps"] = [s.to_json() for s in self.steps]
+        out["drain"] = self.drain
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
@@ -222,8 +250,9 @@ def new_trace(
     handlers: dict[str, tuple[JobOutcome, ...]],
     steps: tuple[JobStep, ...],
     generator: str | None = None,
+    kinds: dict[str, JobKind] | None = None,
 ) -> JobTrace:
-    return JobTrace(current_toolchain(generator), config, handlers, steps, True)
+    return JobTrace(current_toolchain(generator), config, handlers, steps, True, dict(kinds or {}))
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -345,7 +374,7 @@ def from_json(doc: Any) -> JobTrace:
         "steps",
         "drain",
     ]
-    d = read_object(doc, "trace", keys)
+    d = read_object(doc, "trace", keys, ["kinds"])
     toolchain = parse_header(d, VERSION, IMPLEMENTATION)
     config = _parse_config(d["config"], "trace.config")
     if read_str(d["config_digest"], "trace.config_digest") != config_digest(d["config"]):
@@ -370,7 +399,26 @@ def from_json(doc: Any) -> JobTrace:
     if len(steps) > config.steps:
         raise TraceError("trace.steps", f"{len(steps)} steps exceed the configured {config.steps}")
     _check_incarnations(steps)
-    return JobTrace(toolchain, config, handlers, steps, read_bool(d["drain"], "trace.drain"))
+    kinds = {
+        j: _parse_kind(v, f"trace.kinds.{j}")
+        for j, v in read_object(d.get("kinds", {}), "trace.kinds", [], list(config.jobs)).items()
+    }
+    drain = read_bool(d["drain"], "trace.drain")
+    return JobTrace(toolchain, config, handlers, steps, drain, kinds)
+
+
+def _parse_kind(doc: Any, path: str) -> JobKind:
+    d = read_object(doc, path, [], ["delay", "queue", "priority"])
+    queue = read_name(d.get("queue", DEFAULT_QUEUE), f"{path}.queue")
+    try:
+        check_id("queue", queue)
+    except InvalidInput as exc:
+        raise TraceError(f"{path}.queue", str(exc)) from None
+    return JobKind(
+        delay=read_int(d.get("delay", 0), f"{path}.delay", 0, MAX_DELAY_TICKS),
+        queue=queue,
+        priority=read_int(d.get("priority", 0), f"{path}.priority", -MAX_PRIORITY, MAX_PRIORITY),
+    )
 
 
 def validate(trace: JobTrace) -> JobTrace:
@@ -392,5 +440,8 @@ __all__ = [
     "is_job_trace",
     "loads",
     "new_trace",
+    "JobKind",
+    "MAX_DELAY_TICKS",
+    "PLAIN",
     "validate",
 ]

@@ -97,9 +97,7 @@ def test_the_stream_store_adds_a_missing_column_on_open(
     path = tmp_path / "state.sqlite3"
     SqliteBackend(path).close()
     added = AddedColumn("remora_outbox", "trace_id", "TEXT NOT NULL DEFAULT ''")
-    monkeypatch.setattr(
-        SqliteBackend, "schema", attrs.evolve(SqliteBackend.schema, added=(added,))
-    )
+    monkeypatch.setattr(SqliteBackend, "schema", attrs.evolve(SqliteBackend.schema, added=(added,)))
     SqliteBackend(path).close()
     conn = sqlite3.connect(path)
     assert SQLITE.column_exists(conn, "remora_outbox", "trace_id")

@@ -543,12 +543,17 @@ class JobMachineBase(RuleBasedStateMachine):
         if self.run is None:
             return False
         c = self._coord()
-        return bool(c.reservations) or any(lease.live for lease in c.leases.values())
+        if c.reservations or any(lease.live for lease in c.leases.values()):
+            return True
+        # a delayed job waits for its time: without a tick it never becomes due
+        now = self.sim.clock.now()
+        return any(due > now for due in self.run.due.values())
 
     @precondition(something_ages)
     @rule()
     def tick(self) -> None:
-        """Time passes (only while a lease or a reservation can age: else a stutter)."""
+        """Time passes (only while a lease or a reservation can age or a delayed job waits
+        for its time: else a stutter)."""
         self._do(JobStep("tick"))
 
     @precondition(lambda self: self.on("reconcile"))

@@ -17,33 +17,8 @@ from remora.context import Context
 from remora.jobs.durable import DurableStore, open_postgres, open_sqlite
 from remora.jobs.io import Actor
 from remora.jobs.model import JobsConfig
-from remora.jobs.sql import TABLES
-
-#: The worker table as the first release created it.
-OLD_WORKER = (
-    "CREATE TABLE remora_jobs_worker (id TEXT PRIMARY KEY, up INTEGER NOT NULL, "
-    "version INTEGER NOT NULL)"
-)
-
-
-#: The job table's column added after the first release.
-TIMEOUT_COLUMN = ",\n        timeout_s DOUBLE PRECISION NOT NULL DEFAULT 0"
-
-
-def old_tables() -> list[str]:
-    """The durable tables of a database without ``seen`` and ``timeout_s`` (the first
-    release's)."""
-    assert any(TIMEOUT_COLUMN in t for t in TABLES)
-    return [
-        OLD_WORKER if "remora_jobs_worker (" in t else t.replace(TIMEOUT_COLUMN, "") for t in TABLES
-    ]
-
-
-#: A job an older Remora accepted (the first release's columns).
-OLD_JOB = (
-    "INSERT INTO remora_jobs_job VALUES ('old', 1, 'h', 'null', 3, 1, 'Queued', 0, 0, 0, 1, "
-    "0, 0, 0, 0, 1, '')"
-)
+from tests.jobs.first_release import FIRST_RELEASE_JOB as OLD_JOB
+from tests.jobs.first_release import first_release_tables as old_tables
 
 
 def timeouts_kept(durable: DurableStore) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from remora.jobs.durable import open_sqlite
-from remora.jobs.sql import TABLES
+from tests.jobs.first_release import FIRST_RELEASE_JOB, first_release_tables
 from tests.jobs.visibility import FAST, jobs, ok, status, work
 
 
@@ -171,38 +171,7 @@ def test_a_worker_takes_higher_priorities_first_and_only_its_queues(tmp_path: Pa
     assert status(db)["other"]["phase"] == "Succeeded"
 
 
-#: The worker table as the first release created it (without ``seen``).
-OLD_WORKER = (
-    "CREATE TABLE remora_jobs_worker (id TEXT PRIMARY KEY, up INTEGER NOT NULL, "
-    "version INTEGER NOT NULL)"
-)
-#: The durable tables as the release before issue 22 created them (the worker table
-#: without ``seen`` too, as the first release's).
-OLD_TABLES = [
-    OLD_WORKER if "remora_jobs_worker (" in t else t
-    for t in (
-        t.replace(
-            """,
-        queue TEXT NOT NULL DEFAULT 'default', priority INTEGER NOT NULL DEFAULT 0,
-        due DOUBLE PRECISION NOT NULL DEFAULT 0,
-        submitted_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-        started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-        finished_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-        queued_at DOUBLE PRECISION NOT NULL DEFAULT 0)""",
-            ")",
-        )
-        .replace(
-            "pending TEXT NOT NULL, authorized_at DOUBLE PRECISION NOT NULL DEFAULT 0,",
-            "pending TEXT NOT NULL,",
-        )
-        .replace(
-            """result TEXT NOT NULL, at DOUBLE PRECISION NOT NULL DEFAULT 0,
-        facts TEXT NOT NULL DEFAULT '',""",
-            "result TEXT NOT NULL,",
-        )
-        for t in TABLES
-    )
-]
+OLD_TABLES = first_release_tables()
 
 
 def test_an_older_database_gains_the_new_columns_and_keeps_its_jobs(tmp_path: Path) -> None:
@@ -212,10 +181,7 @@ def test_an_older_database_gains_the_new_columns_and_keeps_its_jobs(tmp_path: Pa
         conn.execute(statement)
     assert "queue" not in {r[1] for r in conn.execute("PRAGMA table_info(remora_jobs_job)")}
     conn.execute("INSERT INTO remora_jobs_config VALUES ('schema_version', '1')")
-    conn.execute(
-        "INSERT INTO remora_jobs_job VALUES ('old', 1, 'quick', 'null', 3, 100, 'Queued', 0, "
-        "0, 0, 1, 0, 0, 0, 0, 1, '')"
-    )
+    conn.execute(FIRST_RELEASE_JOB)
     conn.commit()
     conn.close()
     open_sqlite(path).close()  # the migration

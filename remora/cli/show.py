@@ -75,6 +75,29 @@ def timeline_of(path: Path) -> Timeline:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
+def run_staging(durable: Any, args: argparse.Namespace) -> list[Any]:
+    """The run's target staging (the SQLite run's ``DB.stage`` directory, or PostgreSQL's
+    stage table): what its workers staged, recorded or not."""
+    from remora.sim.jobs.refinement import target_staging
+
+    target: Any
+    if args.db:
+        from remora.jobs.target import DirectoryTarget
+
+        root = Path(args.db).with_name(Path(args.db).name + ".stage")
+        if not root.is_dir():
+            return []
+        target = DirectoryTarget(root)
+    else:
+        from remora.jobs.postgres import PostgresTarget
+
+        target = PostgresTarget(args.dsn)
+    try:
+        return target_staging(durable.snapshot(), target.snapshot())
+    finally:
+        target.close()
+
+
 def recording_of(directory: Path, args: argparse.Namespace) -> Timeline:
     """The timeline of a ``--record`` directory, with the spec's verdict when the run's
     stores are given."""
@@ -101,7 +124,7 @@ def recording_of(directory: Path, args: argparse.Namespace) -> Timeline:
                     log = list(stream.log())
                 finally:
                     stream.close()
-            verdict = verdict_of(records, durable, log)
+            verdict = verdict_of(records, durable, log, staging=run_staging(durable, args))
         finally:
             durable.close()
     return from_recording(directory, records, verdict)
@@ -124,4 +147,4 @@ def show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["recording_of", "register", "show", "timeline_of"]
+__all__ = ["recording_of", "register", "run_staging", "show", "timeline_of"]

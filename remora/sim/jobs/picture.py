@@ -205,11 +205,14 @@ def verdict_of(
     durable: Any,
     coordination_log: Sequence[Any] = (),
     *,
+    staging: Sequence[Any] = (),
     local_limit: int = 2,
 ) -> Verdict:
     """Validate a recorded run against the spec, with its durable store (and the Redis
-    coordination log, when the run used Redis): :func:`~remora.sim.jobs.refinement.
-    validate_run` over the merged records."""
+    coordination log, when the run used Redis; the target's ``staging``,
+    :func:`~remora.sim.jobs.refinement.target_staging`, so that a stage write whose worker
+    was killed before recording it is not taken for an invention):
+    :func:`~remora.sim.jobs.refinement.validate_run` over the merged records."""
     from remora.sim.jobs.refinement import (
         RefinementViolation,
         constants_of_run,
@@ -217,7 +220,7 @@ def verdict_of(
         validate_run,
     )
 
-    merged = merge_records(records, durable.log(), coordination_log)
+    merged = merge_records(records, durable.log(), coordination_log, staging)
     config = durable.config() or JobsConfig()
     snap = durable.snapshot()
     constants = constants_of_run(

@@ -546,8 +546,14 @@ class JobMachineBase(RuleBasedStateMachine):
         if c.reservations or any(lease.live for lease in c.leases.values()):
             return True
         # a delayed job waits for its time: without a tick it never becomes due
+        return bool(self._not_yet_due())
+
+    def _not_yet_due(self) -> list[str]:
+        """The submitted delayed jobs whose time has not come."""
+        if self.run is None:
+            return []
         now = self.sim.clock.now()
-        return any(due > now for due in self.run.due.values())
+        return sorted(j for j, due in self.run.due.items() if due > now and j in self.run.submitted)
 
     @precondition(something_ages)
     @rule()
@@ -560,6 +566,14 @@ class JobMachineBase(RuleBasedStateMachine):
     @rule(fs=step_faults("reconcile"))
     def reconcile(self, fs: tuple[JobFault, ...]) -> None:
         self._do(JobStep("reconcile", faults=fs))
+
+    @precondition(lambda self: bool(self._not_yet_due()))
+    @rule(data=st.data())
+    def enqueue_early(self, data: st.DataObject) -> None:
+        """A delayed job's ``Enqueue`` tried before its time (the spec does not enable it:
+        the runtime must refuse it, for the judgement's documented reason, not due)."""
+        j = data.draw(st.sampled_from(self._not_yet_due()), label="job")
+        self._do(JobStep("enqueue", job=j))
 
 
 class JobRuntimeMachine(JobMachineBase):

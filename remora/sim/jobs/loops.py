@@ -128,9 +128,9 @@ class SteppedExecution:
             self.error = exc
         finally:
             self.finished = True
+            if not self._killed:
+                self._done()  # before the scheduler resumes: nothing runs beside it
             self._back.release()
-        if not self._killed:
-            self._done()
 
     def pause(self) -> None:
         """Hand control back to the scheduler; return at the next step (raise

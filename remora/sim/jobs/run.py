@@ -671,6 +671,8 @@ def run_trace(trace: JobTrace) -> Replayed:
             run.judge()
     except JobRunFailure as exc:
         return Replayed(exc.failure, exc.detail, len(run.steps), dict(run.chk.actions))
+    finally:
+        run.close()  # the loops' handler threads end with the replay
     return Replayed(None, "", len(run.steps), dict(run.chk.actions))
 
 

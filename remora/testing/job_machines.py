@@ -64,7 +64,9 @@ from remora.jobs.stores import Stores
 from remora.outputs import write_output
 from remora.sim.artifacts import failures_dir, job_replay_command
 from remora.sim.jobs.judgement import JUDGEMENTS
-from remora.sim.jobs.run import JobRun, JobRunFailure
+from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts
+from remora.sim.jobs.run import LOOP_OPS, JobRun, JobRunFailure
+from remora.sim.jobs.simulation import Parts
 from remora.sim.jobs.trace import (
     FAULT_OUTCOMES,
     PLAIN,
@@ -82,6 +84,7 @@ FAULT_CHOICES: tuple[tuple[JobOperation, IOOutcome], ...] = tuple(
 """Every fault a selector can name: (operation, outcome)."""
 
 _O = JobOperation
+_NO_VAULT = tuple(o for o in JobOperation if o not in (_O.VAULT_READ, _O.VAULT_WRITE))
 STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "submit": (_O.DURABLE_WRITE,),
     "cancel": (_O.COORD_WRITE, _O.DURABLE_WRITE),
@@ -117,6 +120,12 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "record-stop": (_O.DURABLE_READ, _O.DURABLE_WRITE),
     "release-lease": (_O.COORD_WRITE,),
     "put-secret": (_O.DURABLE_READ, _O.DURABLE_WRITE, _O.VAULT_READ, _O.VAULT_WRITE),
+    # an incarnation's production loop: a turn (heartbeat, tending, dispatch, ending an
+    # overdue attempt), its handler's next stretch (the simulation's handler stages and
+    # checkpoints, then the settlement; it writes no secret), its reconcile schedule
+    "loop-turn": _NO_VAULT,
+    "loop-handler": _NO_VAULT,
+    "loop-reconcile": tuple(JobOperation),
 }
 """The operations each step kind may call (environment steps — crash, wipe, link
 changes — call none; a tick renews the running incarnations' heartbeats).  Fault
@@ -237,6 +246,10 @@ class JobMachineBase(RuleBasedStateMachine):
     #: The judgement's checks every step and the drain make
     #: (:data:`~remora.sim.jobs.judgement.JUDGEMENTS`).
     judging: ClassVar[frozenset[str]] = JUDGEMENTS
+    #: What the runtime and the incarnations' production loops are built from (None: the
+    #: config's mutation's parts; a planted bug's test gives a subclass here).
+    parts: ClassVar[Parts | None] = None
+    loop_parts: ClassVar[LoopParts] = PRODUCTION_LOOP
     reach: ClassVar[set[tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -317,7 +330,14 @@ class JobMachineBase(RuleBasedStateMachine):
             }
         )
         kinds = {j: k for j, k in kinds.items() if k != PLAIN}
-        self.run = JobRun(self.config(), handlers, judging=self.judging, kinds=kinds)
+        self.run = JobRun(
+            self.config(),
+            handlers,
+            judging=self.judging,
+            kinds=kinds,
+            parts=self.parts,
+            loop_parts=self.loop_parts,
+        )
         twin = type(self).twin_backends
         if twin is not None:
             self.twin = JobRun(
@@ -392,6 +412,13 @@ class JobMachineBase(RuleBasedStateMachine):
             reach.add(("link", step.op, str(step.worker), step.service.value))
         for called in self.run.hook.last:
             reach.add(("calls", step.op, called.value))
+        if step.op in LOOP_OPS and kind == "ok":
+            last = self.run.loops.last
+            if last is not None:
+                reach.add(("loop", last.what, last.result))
+            for record, _ in self.run.chk.last_steps:
+                action = getattr(record.action, "value", record.action)
+                reach.add(("loop-action", step.op, str(action)))
         self._reach_kinds(step, kind)
         fired = self.run.hook.fired[self._fired :]
         self._fired = len(self.run.hook.fired)
@@ -510,8 +537,16 @@ class JobMachineBase(RuleBasedStateMachine):
                 type(self).reach.add(("action", name))
 
     def teardown(self) -> None:
-        if self.run is None or self.failed:
+        if self.run is None:
             return
+        try:
+            if not self.failed:
+                self._teardown()
+        finally:
+            self.run.close()  # the loops' handler threads end with the example
+
+    def _teardown(self) -> None:
+        assert self.run is not None
         try:
             self.run.drain()
             self.run.judge()
@@ -860,9 +895,12 @@ begin (2) or prepare (1) — the commit's first: lost before it committed, it le
 written intent with a live secret, the reconciler's cleanup case."""
 
 DURABLE_STEPS: tuple[str, ...] = tuple(
-    op for op, calls in STEP_CALLS.items() if JobOperation.DURABLE_WRITE in calls
+    op
+    for op, calls in STEP_CALLS.items()
+    if JobOperation.DURABLE_WRITE in calls and op not in LOOP_OPS
 )
-"""The step kinds that write durably: each must see its COMMIT reply lost both ways."""
+"""The single step kinds that write durably: each must see its COMMIT reply lost both ways
+(the loops' steps are judged by their own reach, :data:`LOOP_REACH`)."""
 
 
 def sweep_faults(op: str) -> tuple[JobFault, ...]:
@@ -1445,6 +1483,125 @@ class JobRaceMachine(JobMachineBase):
         self._do(JobStep("reconcile"))
 
 
+class JobLoopMachine(JobRuntimeMachine):
+    """Incarnations driven by their production loops (:mod:`remora.sim.jobs.loops`): the
+    client, environment, time and reconcile-pass rules of :class:`JobRuntimeMachine`, but
+    no worker takes a single step by rule — each started incarnation runs
+    :class:`~remora.jobs.loop.WorkerLoop` unchanged: a rule takes one turn of its loop
+    (heartbeat when due, forget finished handlers, tend the running ones, dispatch into a
+    free slot), one stretch of a handler it started (until the handler's next call, or
+    its end and the settlement), or one pass of its reconciler's schedule; time passes by
+    ``Tick`` alone (a handler's sleep is a pause until its next stretch).  Every spec
+    action a loop step takes is refinement-checked and the state after it judged, as for
+    any step; after a clean loop step (no fault fired, its links up) the loop's own
+    promises are checked (:meth:`~remora.sim.jobs.loops.SimLoops.problems`)."""
+
+    # the single worker steps are the loops' business here (a rule set to None is not a
+    # rule of the subclass)
+    reserve = None  # type: ignore[assignment]
+    dispatch = None  # type: ignore[assignment]
+    authorize = None  # type: ignore[assignment]
+    activate = None  # type: ignore[assignment]
+    tend = None  # type: ignore[assignment]
+    advance = None  # type: ignore[assignment]
+    send_outcome = None  # type: ignore[assignment]
+    finish = None  # type: ignore[assignment]
+    run_to_outcome = None  # type: ignore[assignment]
+    reconcile_job = None  # type: ignore[assignment]
+    reconcile_attempt = None  # type: ignore[assignment]
+    lose_lease = None  # type: ignore[assignment]
+    zombie = None  # type: ignore[assignment]
+    # links are cut and restored around the loop's steps (:meth:`loop_outage`)
+    drop_link = None  # type: ignore[assignment]
+    restore_link = None  # type: ignore[assignment]
+
+    def _looping(self) -> list[str]:
+        """The incarnations whose loop runs: started, their process alive, the loop not
+        ended (one declared down or shut down still turns: its loop learns it and ends)."""
+        assert self.run is not None
+        gone = self.sim.killed | self.run.loops.ended
+        return [w for w in self.workers if w in self.sim.started and w not in gone]
+
+    def has_loop(self) -> bool:
+        return self.run is not None and bool(self._looping())
+
+    def has_handler(self) -> bool:
+        return self.run is not None and bool(self.run.loops.running())
+
+    @precondition(lambda self: self.has_loop())
+    @rule(data=st.data(), fs=step_faults("loop-turn"))
+    def loop_turn(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """One turn of an incarnation's loop."""
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        self._do(JobStep("loop-turn", worker=w, faults=fs))
+
+    @precondition(lambda self: self.has_handler())
+    @rule(data=st.data(), fs=step_faults("loop-handler"))
+    def loop_handler(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A handler a loop started runs until its next call (or its end, and the
+        attempt's settlement)."""
+        assert self.run is not None
+        w, a = data.draw(st.sampled_from(self.run.loops.running()), label="handler")
+        self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
+
+    @precondition(lambda self: self.has_loop())
+    @rule(data=st.data(), fs=step_faults("loop-reconcile"))
+    def loop_reconcile(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """One pass of an incarnation's reconcile schedule (full or incremental, as the
+        schedule says)."""
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        self._do(JobStep("loop-reconcile", worker=w, faults=fs))
+
+    @precondition(lambda self: self.run is not None and not self.something_ages())
+    @rule()
+    def time_passes(self) -> None:
+        """A tick when no lease, reservation or delay ages (:meth:`tick` covers those):
+        the loops' heartbeats still do — a loop that is not turned misses its beats and
+        is declared down."""
+        self._do(JobStep("tick"))
+
+    def can_cut(self) -> bool:
+        return self.on("links") and self.sim.partitions < self.max_partitions
+
+    @precondition(lambda self: self.has_loop() and self.can_cut())
+    @rule(data=st.data(), service=st.sampled_from(list(Service)))
+    def loop_outage(self, data: st.DataObject, service: Service) -> None:
+        """An outage the loop rides out: an incarnation's link to ``service`` drops; for a
+        few ticks (up to twice a lease) its loop takes its rounds cut off; the link comes
+        back and it takes a round again (its first clean steps must catch up on what the
+        outage made it miss: its heartbeat, its reconcile passes)."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        if self._do(JobStep("drop-link", worker=w, service=service)) != "ok":
+            return
+        for _ in range(data.draw(st.integers(1, 2 * self.lease_ticks), label="ticks")):
+            self._do(JobStep("tick"))
+            self._round((w,))
+        self._do(JobStep("restore-link", worker=w, service=service))
+        self._round((w,))
+
+    def _round(self, workers: tuple[str, ...]) -> None:
+        """A round of ``workers``' loops, as production's threads interleave between two
+        ticks: each loop turns once (if it still runs), each handler it runs goes on to
+        its next call (or its end), and its reconcile schedule passes."""
+        assert self.run is not None
+        for w in workers:
+            if w in self._looping():
+                self._do(JobStep("loop-turn", worker=w))
+        for w, a in self.run.loops.running():
+            if w in workers:
+                self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+        for w in workers:
+            if w in self._looping():
+                self._do(JobStep("loop-reconcile", worker=w))
+
+    @precondition(lambda self: self.has_loop())
+    @rule()
+    def loop_round(self) -> None:
+        """A quiet round of every loop (:meth:`_round`), without faults."""
+        self._round(tuple(self._looping()))
+
+
 def reach_of(machine: type[JobRuntimeMachine], kind: str) -> set[tuple[str, ...]]:
     return {r[1:] for r in machine.reach if r[0] == kind}
 
@@ -1454,6 +1611,7 @@ MachineFactory = Callable[[], JobRuntimeMachine]
 __all__ = [
     "FAULT_CHOICES",
     "JobMachineBase",
+    "JobLoopMachine",
     "JobRaceMachine",
     "DURABLE_STEPS",
     "KINDS",

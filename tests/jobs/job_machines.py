@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from remora.testing.job_machines import JobMachineBase, JobRaceMachine, JobRuntimeMachine
+from hypothesis import settings
+
+from remora.testing.job_machines import (
+    JobLoopMachine,
+    JobMachineBase,
+    JobRaceMachine,
+    JobRuntimeMachine,
+)
 
 
 class SpecSizedJobs(JobRuntimeMachine):
@@ -55,8 +62,41 @@ class RaceJobs(JobRaceMachine):
     max_partitions = 3
 
 
-JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs)
+class LoopJobs(JobLoopMachine):
+    """The loop machine (:class:`~remora.testing.job_machines.JobLoopMachine`): three
+    jobs (delayed, prioritized; one queue, the one the loops reserve from), three
+    incarnations with two slots each, two attempts, two-tick leases and reservations (the
+    heartbeat is due every two ticks), a global limit of three."""
+
+    jobs = ("j1", "j2", "j3")
+    workers = ("w1", "w2", "w3")
+    concurrency = 2
+    max_attempts = 2
+    max_progress = 2
+    lease_ticks = 2
+    reservation_ticks = 2
+    global_limit = 3
+    queues = ("default",)
+
+
+JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs, LoopJobs)
 """Every job machine of the suite (``test_job_machines.py`` judges their reach together)."""
+
+LOOP_SHARE = 2
+"""The loop machine runs a half of the profile's examples: its rounds take many steps each
+(every loop turns, every handler goes on, every schedule passes), and what it must reach
+it reaches within that (``missing_reach``; measured under ``ci``: 100 examples)."""
+
+
+def budget_of(machine: type[JobMachineBase]) -> settings:
+    """The settings ``machine`` runs under in the suite: the profile's, the loop machine's
+    examples cut to :data:`LOOP_SHARE`."""
+    current = settings.default
+    assert current is not None
+    if issubclass(machine, JobLoopMachine):
+        return settings(current, max_examples=max(1, current.max_examples // LOOP_SHARE))
+    return current
+
 
 HUNTERS: tuple[type[JobMachineBase], ...] = (RaceJobs, SpecSizedJobs, LargerJobs)
 """The campaign's order: the race machine first — it composes every dangerous combination

@@ -26,7 +26,7 @@ from remora.testing.job_machines import (
     reach_of,
 )
 from remora.testing.profiles import full_budget
-from tests.jobs.job_machines import JOB_MACHINES, RaceJobs, SpecSizedJobs
+from tests.jobs.job_machines import JOB_MACHINES, RaceJobs, SpecSizedJobs, budget_of
 
 ACTIONS = frozenset(ACTION_PARAMS) - {"Done"}
 """Every action of the spec's ``Next`` (job and credential actions)."""
@@ -60,6 +60,42 @@ ACCEPTED = {
     "cancel": "FinalizeCancel",
 }
 """Every outcome a job can end an attempt with, accepted (the spec action that does)."""
+LOOP_RESULTS = frozenset(
+    {
+        ("turn", "nothing"),  # it dispatched: the next turn at once
+        ("turn", "work"),  # a free slot, nothing to take
+        ("turn", "handler"),  # every slot busy
+        ("turn", "ended"),  # declared down or shut down: the loop ended and closed
+        ("handler", "paused"),
+        ("handler", "settled"),
+        ("reconcile", "pass"),
+    }
+)
+"""What the loops' steps did (:class:`~remora.sim.jobs.loops.LoopOutcome`)."""
+LOOP_ACTIONS = frozenset(
+    {("loop-turn", a) for a in ("Reserve", "AuthorizeAttempt", "ActivateAttempt", "RenewLease")}
+    | {
+        ("loop-handler", a)
+        for a in (
+            "AdvanceAttempt",
+            "PersistCheckpoint",
+            "ReportProgress",
+            "SendOutcome",
+            "AcceptSuccess",
+            "AcceptRetryableFailureWithBudget",
+            "AcceptPermanentFailure",
+            "ReleaseLease",
+        )
+    }
+    | {
+        ("loop-reconcile", a)
+        for a in ("Enqueue", "ReapLostAttempt", "ScheduleRetry", "CleanupStage")
+    }
+)
+"""The spec actions the production loop takes by itself: the dispatch and the tending in
+its turns, the handler's calls and the settlement of every outcome in its handlers'
+stretches, the reconciler's duties on its schedule."""
+LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
 
 
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
@@ -82,6 +118,11 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "job kinds": set(KINDS) - {r[0] for r in seen("kinds")},
         "drain": {"quiescent", "a killed incarnation declared down"}
         - {r[0] for r in seen("drain")},
+        # the production loops: what their steps did, the spec actions they took, a fault
+        # fired inside each kind of loop step
+        "loop": set(LOOP_RESULTS - seen("loop")),
+        "loop actions": set(LOOP_ACTIONS - seen("loop-action")),
+        "loop faults": set(LOOP_OPS) - {r[0] for r in seen("fault-in")},
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}
@@ -96,7 +137,7 @@ def test_job_machines() -> None:
     machine composes the races and sweeps the lost replies)."""
     for machine in JOB_MACHINES:
         machine.reach.clear()
-        run_state_machine_as_test(machine)
+        run_state_machine_as_test(machine, settings=budget_of(machine))
     if full_budget():
         assert missing_reach(*JOB_MACHINES) == {}
 
@@ -112,6 +153,8 @@ def test_missing_reach_names_what_a_run_did_not_do() -> None:
     assert gaps["drain"] == {"quiescent", "a killed incarnation declared down"}
     assert gaps["lost commits"] == set(LOST_COMMITS) and gaps["races"] == set(RACES)
     assert gaps["job kinds"] == set(KINDS)
+    assert gaps["loop"] == set(LOOP_RESULTS) and gaps["loop actions"] == set(LOOP_ACTIONS)
+    assert gaps["loop faults"] == set(LOOP_OPS)
     assert ("reap", "durable-write", "unknown-aborted") in LOST_COMMITS
     assert {"DestroyClaimedCredentialSecret", "AcceptRetryableFailureExhausted"} <= ACTIONS
 

@@ -65,12 +65,17 @@ from remora.sim.jobs.judgement import (
     spec_step_of,
     state_problems,
 )
+from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts, SimLoops
 from remora.sim.jobs.mutations import parts as mutation_parts
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
-from remora.sim.jobs.simulation import SimConfig, Simulation
+from remora.sim.jobs.simulation import Parts, SimConfig, Simulation
 from remora.sim.jobs.trace import PLAIN, JobConfig, JobFault, JobKind, JobStep, JobTrace
 
 DRAIN_ROUNDS = 40
+
+#: The steps of the incarnations' production loops (:mod:`remora.sim.jobs.loops`): after
+#: each, the loop's own promises are checked.
+LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
 
 
 _CONTENT_WRITES = (JobOperation.TARGET_WRITE, JobOperation.VAULT_WRITE)
@@ -133,12 +138,17 @@ class JobRun:
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
         judging: frozenset[str] = JUDGEMENTS,
         kinds: dict[str, JobKind] | None = None,
+        parts: Parts | None = None,
+        loop_parts: LoopParts = PRODUCTION_LOOP,
     ) -> None:
         """``backends`` builds the stores (default: SQLite ``:memory:`` and memory
         coordination, target and vault); the machines over PostgreSQL + Redis pass theirs.
         ``judging``: the judgement's checks to make (:data:`~remora.sim.jobs.judgement.
         JUDGEMENTS`; a test leaves one out to show a planted bug survives without it).
-        ``kinds``: how each job is submitted (delay, queue, priority; default plain)."""
+        ``kinds``: how each job is submitted (delay, queue, priority; default plain).
+        ``parts``/``loop_parts``: what the runtime and the incarnations' production loops
+        are built from (default: the config's mutation's parts, the production loop) — a
+        test plants a bug in a subclass this way."""
         self.judging = judging
         self.config = config
         self.handlers = handlers
@@ -147,6 +157,9 @@ class JobRun:
         #: account, independent of what the runtime stored).
         self.due: dict[str, float] = {}
         self.hook = ScriptedFaults()
+        #: The incarnations' production loops (the ``loop-*`` steps).
+        self.loops = SimLoops(self.scripted, loop_parts)
+        queues = sorted({k.queue for k in self.kinds.values()} | {DEFAULT_QUEUE})
         self.sim = Simulation(
             SimConfig(
                 jobs=config.jobs,
@@ -162,11 +175,14 @@ class JobRun:
                 ),
                 max_coord_losses=config.max_coord_losses,
                 max_partitions=config.max_partitions,
+                queues=tuple(queues),
             ),
             hook=self.hook,
             backends=backends,
-            parts=mutation_parts(config.mutation),
+            parts=mutation_parts(config.mutation) if parts is None else parts,
+            registry=self.loops.registry,
         )
+        self.loops.sim = self.sim
         self.chk = RefinementChecker(self.sim)
         #: Check the staged bytes and the secrets after every step (the in-process stores:
         #: a read each is free; the services' are checked after the drain).
@@ -194,8 +210,14 @@ class JobRun:
         enabled = self._enabled(spec) if spec is not None and spec.name else None
         credential = spec is not None and not spec.name
         reason = excused(self, step, before) if enabled or credential else None
+        fired = len(self.hook.fired)
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
+        if step.op in LOOP_OPS and kind == "ok":
+            faulted = len(self.hook.fired) > fired
+            broken = self.loops.problems(step.op, str(step.worker), faulted)
+            if broken:
+                raise JobRunFailure(f"ERROR loop: {broken[0]}", f"after step {step.label()}")
         if kind not in ("refused", "noop") or spec is None:
             return kind
         if credential:  # a credential write: where it stopped, in the state after it
@@ -293,6 +315,10 @@ class JobRun:
             raise JobRunFailure(f"ERROR delayed: {early}", f"at step {label}")
         return kind
 
+    def close(self) -> None:
+        """End the loops' handler threads (the run is over)."""
+        self.loops.close()
+
     def worker(self, w: str | None) -> Worker:
         return self.sim.workers[str(w)]
 
@@ -316,7 +342,18 @@ class JobRun:
         if op == "start":
             return sim.start(str(s.worker))
         if op == "crash":
-            return sim.crash(str(s.worker))
+            sim.crash(str(s.worker))
+            self.loops.stop(str(s.worker))  # its handler threads die with the process
+            return None
+        if op == "loop-turn":
+            self.loops.turn(str(s.worker))
+            return True
+        if op == "loop-reconcile":
+            self.loops.reconcile(str(s.worker))
+            return True
+        if op == "loop-handler":
+            self.loops.handler_step(str(s.worker), self._attempt(s))
+            return True
         if op == "shutdown":
             return sim.shutdown(str(s.worker))
         if op == "drop-link":
@@ -401,6 +438,9 @@ class JobRun:
         """The fault-free fair drain (module docstring); every step refinement-checked."""
         sim = self.sim
         cfg = self.config
+        # The drain takes the incarnations over from their loops (their handler threads
+        # end; the tick renews their heartbeats again) and drives them step by step.
+        self.loops.close()
         for w in sorted(sim.workers):
             for svc in sorted(sim.workers[w].actor.links.down, key=lambda x: x.value):
                 self._drain_step(partial(sim.restore_link, w, svc), "restore")
@@ -631,6 +671,8 @@ def run_trace(trace: JobTrace) -> Replayed:
             run.judge()
     except JobRunFailure as exc:
         return Replayed(exc.failure, exc.detail, len(run.steps), dict(run.chk.actions))
+    finally:
+        run.close()  # the loops' handler threads end with the replay
     return Replayed(None, "", len(run.steps), dict(run.chk.actions))
 
 

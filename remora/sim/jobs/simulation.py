@@ -30,12 +30,14 @@ from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_sqlite
 from remora.jobs.guards import SPEC_GUARDS, Guards
+from remora.jobs.handlers import Registry
 from remora.jobs.io import Actor, Links, MemoryRecorder
 from remora.jobs.model import DEFAULT_QUEUE, JobsConfig, NotEnabled, Service
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
 from remora.jobs.worker import Worker
+from remora.sim.jobs.loops import PausingClock
 
 #: The simulation's default limits: as small as the spec's named configurations.
 SMALL = JobsConfig(
@@ -60,6 +62,8 @@ class SimConfig:
     jobs_config: JobsConfig = SMALL
     max_coord_losses: int = 1
     max_partitions: int = 2
+    #: The named queues every incarnation's loop reserves from.
+    queues: tuple[str, ...] = (DEFAULT_QUEUE,)
 
 
 @attrs.frozen
@@ -73,6 +77,8 @@ class Parts:
     guards: Guards = SPEC_GUARDS
     reconciler: type[Reconciler] = Reconciler
     coordination: type[MemoryCoordination] = MemoryCoordination
+    #: The incarnations' class (a planted bug may subclass it).
+    worker: type[Worker] = Worker
 
 
 SPEC_PARTS = Parts()
@@ -88,10 +94,13 @@ class Simulation:
         *,
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
         parts: Parts = SPEC_PARTS,
+        registry: Registry | None = None,
     ) -> None:
         """``backends`` builds the stores on the simulation's clock (default: everything
         in memory); the contract suite passes SQLite files, PostgreSQL and Redis.
-        ``parts``: what the runtime is built from (:class:`Parts`)."""
+        ``parts``: what the runtime is built from (:class:`Parts`).  ``registry``: the
+        incarnations' handlers (what their production loops run, :mod:`remora.sim.jobs.
+        loops`; None when only single steps are taken)."""
         self.config = config
         self.parts = parts
         self.clock = LogicalClock()
@@ -115,10 +124,13 @@ class Simulation:
         self.reconciler = parts.reconciler(
             self.stores, "reconciler", hook=hook, recorder=self.recorder
         )
-        #: Each incarnation's process, as its context: :meth:`crash` cancels it.
-        self.processes: dict[str, Context] = {w: Context(self.clock) for w in config.workers}
+        #: Each incarnation's process, as its context: :meth:`crash` cancels it.  Its clock
+        #: pauses a handler thread of a loop where it would sleep (time moves by ``Tick``).
+        self.processes: dict[str, Context] = {
+            w: Context(PausingClock(self.clock)) for w in config.workers
+        }
         self.workers: dict[str, Worker] = {
-            w: Worker(
+            w: parts.worker(
                 self.stores,
                 w,
                 concurrency=config.concurrency,
@@ -126,9 +138,14 @@ class Simulation:
                 recorder=self.recorder,
                 links=Links(),
                 ctx=self.processes[w],
+                registry=registry,
+                queues=config.queues,
             )
             for w in config.workers
         }
+        #: The incarnations driven by their production loop: they renew their own
+        #: heartbeat (:meth:`tick` does not).
+        self.looped: set[str] = set()
         self.started: set[str] = set()
         self.down: set[str] = set()
         #: The incarnations whose process was killed (:meth:`crash`).
@@ -213,12 +230,13 @@ class Simulation:
 
     def tick(self) -> None:
         """``Tick``: one tick of logical time (ages of leases and reservations grow).  Every
-        incarnation whose process runs renews its heartbeat on the tick (not a spec step);
-        a killed one does not, so its heartbeat expires."""
+        incarnation whose process runs renews its heartbeat on the tick (not a spec step) —
+        unless its production loop drives it (:attr:`looped`: the loop's heartbeat timing
+        is under test); a killed one does not, so its heartbeat expires."""
         self.clock.advance(self.config.jobs_config.tick_ms)
         self.env.record(self.env.next_seq(), "Tick", {})
         for wk in self.workers.values():
-            if wk.up:
+            if wk.up and wk.id not in self.looped:
                 with contextlib.suppress(RemoraError, NotEnabled):
                     wk.heartbeat()  # a link down: the heartbeat is missed
 

@@ -64,6 +64,10 @@ OPS: dict[str, tuple[str, ...]] = {
     "restore-link": ("worker", "service"),
     "wipe": (),
     "tick": (),
+    # an incarnation's production loop (remora.sim.jobs.loops)
+    "loop-turn": ("worker",),
+    "loop-handler": ("worker", "job", "token"),
+    "loop-reconcile": ("worker",),
     # reconciler: per job
     "enqueue": ("job",),
     "publish-cancel-notice": ("job",),

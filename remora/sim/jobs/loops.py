@@ -1,0 +1,406 @@
+"""The production worker loop (:class:`~remora.jobs.loop.WorkerLoop`) inside the simulation.
+
+Why: the job machines' direct rules call the worker's spec steps one at a time, so the code
+that *drives* those steps in production — the loop's turn (heartbeat timing, dispatch,
+tending, the slot accounting), the attempts' settlement after their handlers and the
+reconciler's schedule — ran in no machine.  Here a :class:`SimLoops` builds, per
+incarnation, the production :class:`WorkerLoop` unchanged, and gives it only what the
+production code is given anyway, through the interfaces that exist:
+
+* the simulation's stores, hook and links (the fault seam), and a reconciler of the
+  simulation's class on the incarnation's links;
+* the :class:`SteppedExecutor`: the executor interface (:mod:`remora.jobs.executor`) over
+  threads run in strict lockstep with the scheduler — a handler thread runs only inside a
+  ``loop-handler`` step, until its next pause, while the scheduler's thread waits; nothing
+  else ever runs concurrently, so a run is deterministic and replays bit for bit;
+* a :class:`PausingClock` under each incarnation's context: a ``sleep`` of a handler
+  thread (the settlement's retry pauses, its wait for a stop condition) is a pause of that
+  thread until its next step, not a jump of the logical clock (time passes only by
+  ``Tick``, which the refinement check sees);
+* the simulation's deterministic handler (:meth:`SimLoops.handler`, registered as the jobs'
+  handler): it stages part of its output, checkpoints, then ends as the run's script says
+  (returning the full output, raising ``Retryable``/``Permanent``), pausing between its
+  calls and stopping cooperatively (``Cancelled``) once ``ctx.cancelled``.
+
+The loop never learns it is simulated: the same :meth:`WorkerLoop.turn`,
+:class:`~remora.jobs.loop.Dispatcher`, :func:`~remora.jobs.settlement.settle` and
+:class:`~remora.jobs.loop.ReconcileSchedule` run as in ``remora jobs worker``; the
+scheduler calls ``turn()`` instead of :meth:`WorkerLoop.run` (which the loop's docstring
+provides for).
+
+The loop's promises that no spec step shows are checked after each loop step
+(:meth:`SimLoops.problems`) — after a *clean* step (no fault fired, the incarnation's links
+all up): the heartbeat is never older than the loop's beat period; a turn that waits for a
+handler to finish has every slot taken by a handler still running; a scheduled reconcile
+pass reads the durable store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from remora.clock import Disarm, LogicalClock
+from remora.errors import NotEnabled
+from remora.jobs.attempt import AttemptContext
+from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
+from remora.jobs.io import JobOperation, Links
+from remora.jobs.loop import Pause, ReconcileSchedule, Wait, WorkerLoop
+from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.reconciler import Reconciler
+from remora.jobs.worker import Worker
+
+#: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
+HANDLER = "noop"
+
+#: Seconds the scheduler waits for a handler thread to pause before it calls the run hung
+#: (a deadlock between the lockstep threads is a bug of this module, never a wait).
+HANDOFF_TIMEOUT = 30.0
+
+
+class LoopHung(AssertionError):
+    """A handler thread did not pause within :data:`HANDOFF_TIMEOUT`."""
+
+
+class _Killed(BaseException):
+    """Raised at a paused handler thread's pause point when its execution is ended (the
+    process is gone, or the loop abandoned it): the thread unwinds and ends."""
+
+
+_current = threading.local()
+
+
+class PausingClock:
+    """A logical clock seen through an incarnation's context: ``now`` and timers are the
+    simulation's clock's; a ``sleep`` in a handler thread of the :class:`SteppedExecutor`
+    pauses that thread until its next step (the scheduler moves time, with ``Tick``), and a
+    sleep anywhere else advances the logical clock as :class:`LogicalClock` does."""
+
+    def __init__(self, clock: LogicalClock) -> None:
+        self.clock = clock
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def call_later(self, seconds: float, callback: Callable[[], None]) -> Disarm:
+        return self.clock.call_later(seconds, callback)
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        execution: SteppedExecution | None = getattr(_current, "execution", None)
+        if execution is None:
+            return self.clock.sleep(seconds, wake)
+        execution.pause()
+        return not wake.is_set()
+
+
+class SteppedExecution:
+    """One attempt's handler (and settlement) in a thread of its own that runs only while
+    the scheduler steps it (:meth:`step`), until it pauses or ends."""
+
+    def __init__(self, attempt: AttemptContext, done: Callable[[], None], name: str) -> None:
+        self.attempt = attempt
+        self._done = done
+        self._go = threading.Semaphore(0)
+        self._back = threading.Semaphore(0)
+        self.finished = False
+        self.abandoned = False
+        self._killed = False
+        #: What the thread raised that the production code did not handle (a bug).
+        self.error: BaseException | None = None
+        #: Steps taken (the first one starts the handler).
+        self.steps = 0
+        self._thread = threading.Thread(target=self._body, name=name, daemon=True)
+        self._thread.start()
+
+    # -- the handler thread --------------------------------------------------------------------
+    def _body(self) -> None:
+        self._go.acquire()
+        _current.execution = self
+        try:
+            if not self._killed:
+                self.attempt.execute()
+        except _Killed:
+            pass
+        except BaseException as exc:  # the loop's executor would swallow it: report it
+            self.error = exc
+        finally:
+            self.finished = True
+            if not self._killed:
+                self._done()  # before the scheduler resumes: nothing runs beside it
+            self._back.release()
+
+    def pause(self) -> None:
+        """Hand control back to the scheduler; return at the next step (raise
+        :class:`_Killed` when the execution was ended meanwhile)."""
+        self._back.release()
+        self._go.acquire()
+        if self._killed:
+            raise _Killed
+
+    # -- the scheduler -------------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        return not (self.finished or self.abandoned)
+
+    def step(self) -> None:
+        """Run the thread until it pauses or ends."""
+        if not self.live:
+            raise NotEnabled(f"the handler of {self.attempt.attempt} is not running")
+        self.steps += 1
+        self._handoff()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def _handoff(self) -> None:
+        self._go.release()
+        if not self._back.acquire(timeout=HANDOFF_TIMEOUT):
+            raise LoopHung(f"the handler thread of {self.attempt.attempt} did not pause")
+
+    def kill(self) -> None:
+        """End the thread (unwinding from its pause point): nothing it would do next runs."""
+        if self.finished:
+            return
+        self._killed = True
+        self._handoff()
+        self._thread.join(HANDOFF_TIMEOUT)
+
+    # -- Execution -----------------------------------------------------------------------------
+    def done(self) -> bool:
+        return self.finished
+
+    def abandon(self) -> None:
+        """The loop stopped waiting on it: end it, as a process executor ends its child
+        (its attempt context is abandoned first: it settles nothing)."""
+        self.abandoned = True
+        self.kill()
+
+
+class SteppedExecutor:
+    """The executor of one incarnation's loop: every attempt in a lockstep thread
+    (:class:`SteppedExecution`), none of them running until it is stepped."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.executions: dict[AttemptId, SteppedExecution] = {}
+
+    def start(self, attempt: AttemptContext, done: Callable[[], None]) -> SteppedExecution:
+        old = self.executions.get(attempt.attempt)
+        if old is not None:
+            old.kill()
+        execution = SteppedExecution(attempt, done, f"{self.name}-{attempt.attempt}")
+        self.executions[attempt.attempt] = execution
+        return execution
+
+    def live(self) -> list[SteppedExecution]:
+        return [e for e in self.executions.values() if e.live]
+
+    def kill_all(self) -> None:
+        for e in self.executions.values():
+            e.kill()
+
+
+@attrs.frozen
+class LoopParts:
+    """What the simulation builds each incarnation's loop from: the loop's class and its
+    reconcile schedule's (production's, unless a test plants a bug in a subclass)."""
+
+    loop: type[WorkerLoop] = WorkerLoop
+    schedule: type[ReconcileSchedule] = ReconcileSchedule
+
+
+PRODUCTION_LOOP = LoopParts()
+
+
+@attrs.frozen
+class LoopOutcome:
+    """What one loop step did, for the machines' reach."""
+
+    what: str  # "turn", "handler", "reconcile"
+    result: str
+
+
+class SimLoops:
+    """The incarnations' production loops in one simulation (module docstring)."""
+
+    def __init__(
+        self, scripted: Callable[[AttemptId], Outcome], parts: LoopParts = PRODUCTION_LOOP
+    ) -> None:
+        #: The simulation (set once it is built: its incarnations are given
+        #: :attr:`registry`).
+        self.sim: Any = None
+        self.scripted = scripted
+        self.parts = parts
+        self.registry = Registry()
+        self.registry.handler(HANDLER)(self.handler)
+        self.loops: dict[str, WorkerLoop] = {}
+        self.executors: dict[str, SteppedExecutor] = {}
+        #: Incarnations whose loop ended (it returned no pause, or its process is gone).
+        self.ended: set[str] = set()
+        #: The last loop step's outcome (reach).
+        self.last: LoopOutcome | None = None
+        #: What the last turn returned (:meth:`problems`).
+        self.pause: Pause | None = None
+
+    # -- the simulation's handler ---------------------------------------------------------
+    def handler(self, ctx: Any) -> bytes:
+        """Deterministic: stage half (checkpointed), pause, end as scripted; stop
+        cooperatively once cancelled.  Runs in a :class:`SteppedExecution`'s thread."""
+        from remora.sim.jobs.run import staged_bytes
+
+        execution: SteppedExecution = _current.execution
+        a = AttemptId(ctx.job_id, ctx.token)
+        top = int(ctx.max_progress)
+
+        def pause() -> None:
+            execution.pause()
+            if ctx.cancelled:
+                raise Cancelled(f"{a} was cancelled")
+
+        if ctx.cancelled:
+            raise Cancelled(f"{a} was cancelled")
+        if top > 1 and ctx.progress < 1:
+            ctx.advance(1, staged_bytes(a, 1))
+            pause()
+            ctx.checkpoint()
+            pause()
+        outcome = self.scripted(a)
+        if outcome is Outcome.RETRYABLE:
+            raise Retryable("scripted")
+        if outcome is Outcome.PERMANENT:
+            raise Permanent("scripted")
+        return staged_bytes(a, top)
+
+    # -- the loops --------------------------------------------------------------------------
+    def loop(self, w: str) -> WorkerLoop:
+        """The loop of incarnation ``w`` (built at its first step: the incarnation must have
+        started and be up); from then on only its loop renews its heartbeat."""
+        if w in self.ended:
+            raise NotEnabled(f"the loop of {w} ended")
+        loop = self.loops.get(w)
+        if loop is not None:
+            return loop
+        sim = self.sim
+        wk: Worker = sim.workers[w]
+        if w not in sim.started or not wk.up:
+            raise NotEnabled(f"{w} is not running")
+        tick = sim.stores.config.tick_ms / 1000
+        links: Links = wk.actor.links
+        reconciler: Reconciler = sim.parts.reconciler(
+            sim.stores,
+            f"{w}.reconciler",
+            hook=sim.hook,
+            recorder=sim.recorder,
+            links=links,
+            incarnation=w,
+        )
+        executor = SteppedExecutor(w)
+        loop = self.parts.loop(wk, poll=tick, reconcile_every=tick, executor=executor)
+        loop.schedule = self.parts.schedule(reconciler, tick, loop.schedule.full_every)
+        self.loops[w] = loop
+        self.executors[w] = executor
+        sim.looped.add(w)
+        return loop
+
+    def turn(self, w: str) -> Pause | None:
+        """One turn of ``w``'s loop; when it ends, the loop closes as :meth:`WorkerLoop.run`
+        does (abandoning what still runs, shutting the incarnation down)."""
+        loop = self.loop(w)
+        pause = self.pause = loop.turn()
+        if pause is None:
+            self.ended.add(w)
+            loop.close()
+            self.last = LoopOutcome("turn", "ended")
+        else:
+            self.last = LoopOutcome("turn", pause.wait.value)
+        return pause
+
+    def handler_step(self, w: str, a: AttemptId) -> bool:
+        """The next step of the handler of ``a`` in ``w``'s loop (until it pauses or
+        ends); True when it ended (its attempt settled)."""
+        self.loop(w)
+        execution = self.executors[w].executions.get(a)
+        if execution is None:
+            raise NotEnabled(f"{w}'s loop does not run {a}")
+        execution.step()
+        self.last = LoopOutcome("handler", "settled" if execution.finished else "paused")
+        return execution.finished
+
+    def reconcile(self, w: str) -> float:
+        """One pass of the reconciler's schedule in ``w``'s loop."""
+        seconds = self.loop(w).schedule.turn()
+        self.last = LoopOutcome("reconcile", "pass")
+        return seconds
+
+    def running(self) -> list[tuple[str, AttemptId]]:
+        """Every handler the loops may step: (incarnation, attempt)."""
+        return [
+            (w, a)
+            for w, ex in sorted(self.executors.items())
+            if w not in self.ended
+            for a, e in sorted(ex.executions.items(), key=lambda x: str(x[0]))
+            if e.live
+        ]
+
+    def stop(self, w: str) -> None:
+        """``w``'s process is gone (a crash): its handler threads end with it."""
+        ex = self.executors.get(w)
+        if ex is not None:
+            ex.kill_all()
+        if w in self.loops:
+            self.ended.add(w)
+        self.sim.looped.discard(w)
+
+    def close(self) -> None:
+        """End every loop's threads (the drain takes over the incarnations, or the run is
+        over)."""
+        for w in list(self.executors):
+            self.stop(w)
+
+    # -- the loop's promises ----------------------------------------------------------------
+    def problems(self, op: str, w: str, faulted: bool) -> list[str]:
+        """The promises a clean loop step (``faulted``: a fault fired in it) of ``w``
+        broke (module docstring)."""
+        sim = self.sim
+        wk: Worker = sim.workers[w]
+        loop = self.loops.get(w)
+        if loop is None or faulted or wk.actor.links.down or not wk.up or w in self.ended:
+            return []
+        out: list[str] = []
+        now = sim.clock.now()
+        result = self.pause
+        if op == "loop-turn" and result is not None:
+            _, rows = sim.stores.durable.liveness(now)
+            seen = {wid: at for wid, up, at in rows if up}
+            if w in seen and now - seen[w] >= loop.beat_every:
+                out.append(
+                    f"the heartbeat of {w} is {now - seen[w]:g}s old after a clean turn of "
+                    f"its loop (it beats every {loop.beat_every:g}s)"
+                )
+            if result.wait is Wait.HANDLER and loop.deadline is None:
+                live = len(self.executors[w].live())
+                if live < wk.concurrency:
+                    out.append(
+                        f"the loop of {w} waits for a handler with {live} of its "
+                        f"{wk.concurrency} slots running one"
+                    )
+        reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
+        if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
+            out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
+        return out
+
+
+__all__ = [
+    "HANDLER",
+    "PRODUCTION_LOOP",
+    "LoopHung",
+    "LoopOutcome",
+    "LoopParts",
+    "PausingClock",
+    "SimLoops",
+    "SteppedExecution",
+    "SteppedExecutor",
+]

@@ -1,0 +1,74 @@
+"""The loop machine kills the planted bugs of the production worker loop
+(``tests/jobs/loop_planted.py``) — a heartbeat counted as renewed though its write failed,
+a finished attempt's slot never freed, a reconcile schedule that gives up after one failed
+pass — each within the budget the suite runs it under
+(:func:`tests.jobs.job_machines.budget_of`), and each survives that budget when the loop
+rules are switched off: no other rule reaches the loop's code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from remora.testing.job_machines import JobLoopMachine, JobScheduleFailure
+from tests.jobs.job_machines import LoopJobs, budget_of
+from tests.jobs.loop_planted import PLANTED
+
+KILLED_BY = {
+    "eager-heartbeat": "ERROR loop: the heartbeat of ",
+    "sticky-slots": "ERROR loop: the loop of ",
+    "schedule-gives-up": "ERROR loop: a scheduled reconcile pass of ",
+}
+"""The failure each planted bug is killed with (the loop's promise it breaks)."""
+
+
+@pytest.fixture(autouse=True)
+def artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+
+
+def hunt(machine: type[JobLoopMachine]) -> settings:
+    """The suite's budget for ``machine`` (:func:`budget_of`), without the shrink (the
+    first failing example is the kill; shrinking it only spends time)."""
+    return settings(budget_of(machine), phases=(Phase.explicit, Phase.generate))
+
+
+def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
+    """The loop machine with bug ``name`` planted (and its loop rules, or none)."""
+    parts, loop_parts = PLANTED[name]
+    body: dict[str, object] = {"parts": parts, "loop_parts": loop_parts}
+    if not loop_rules:
+        body.update(
+            loop_turn=None,
+            loop_handler=None,
+            loop_reconcile=None,
+            loop_round=None,
+            loop_outage=None,
+        )
+    return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_the_loop_machine_kills_a_planted_loop_bug(name: str) -> None:
+    machine = planted(name)
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(machine, settings=hunt(machine))
+    assert info.value.failure.startswith(KILLED_BY[name]), info.value.failure
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_a_planted_loop_bug_survives_without_the_loop_rules(name: str) -> None:
+    """The same budget, the loop rules removed: nothing runs the loop's code, and no
+    check of the loop's promises fails (what kills the bug is the loop rules, not the rest
+    of the machine).  The rest of the machine may still find what it finds elsewhere in
+    the runtime — not this test's subject: only a failure of the loop's checks would say
+    the bug was reached without the loop rules."""
+    machine = planted(name, loop_rules=False)
+    try:
+        run_state_machine_as_test(machine, settings=hunt(machine))
+    except JobScheduleFailure as exc:
+        assert not exc.failure.startswith("ERROR loop"), exc.failure
+    assert not any(r[0] in ("loop", "loop-action") for r in machine.reach)

@@ -328,14 +328,15 @@ class JobParallelMachine:
             setup = [JobStep("submit", job=j) for j in cls.jobs]
             setup += [JobStep("start", worker=w) for w in cls.workers]
             setup += [JobStep("enqueue", job=j) for j in cls.jobs]
+            # Mid-protocol starts: each incarnation may have gone part of an attempt's
+            # life already (a life cut short), and time may have passed.
             more: list[JobStep] = []
-            for _ in range(draw(st.integers(*cls.prefix), label="prefix parts")):
-                if draw(st.booleans(), label="tick"):
-                    more.append(JobStep("tick"))
+            for w in cls.workers:
+                if draw(st.integers(0, 2), label=f"{w} went ahead") == 0:
                     continue
-                a = draw(st.sampled_from(actors), label="prefix actor")
-                part = draw(program(a, cls.jobs, cls.max_attempts, 1, 2), label="prefix")
-                more += part[: draw(st.integers(1, len(part)), label="cut")] if part else []
+                life = draw(worker_program(w, cls.jobs, cls.max_attempts), label=f"{w} ahead")
+                more += life[: draw(st.integers(1, len(life)), label="cut")]
+            more += [JobStep("tick")] * draw(st.integers(*cls.prefix), label="ticks")
             n = draw(st.integers(*cls.branches), label="branches")
             chosen = draw(st.permutations(actors), label="actors")[:n]
             branches = [

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import tempfile
 import threading
 import zlib
@@ -437,7 +438,10 @@ class _Run:
 def run_once(example: JobParallelExample, policy: Policy) -> JobRunResult:
     """One run of ``example`` under ``policy`` on fresh stores."""
     scheduler = Scheduler(policy, stall=example.stall_ms / 1000)
-    with tempfile.TemporaryDirectory(prefix="remora-parjobs-") as where:
+    # in memory where the system has a tmpfs: a run's files are thrown away
+    shm = Path("/dev/shm")
+    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="remora-parjobs-", dir=base) as where:
         run = _Run(example, scheduler, Path(where))
         try:
             try:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import attrs
 
 from remora.clock import LogicalClock
-from remora.errors import UnknownResult
+from remora.errors import Unavailable, UnknownResult
 from remora.jobs.coordination import MemoryCoordination, _Data
 from remora.jobs.durable import DurableStore
 from remora.jobs.guards import Change
@@ -64,12 +64,20 @@ class _SplitTransition(DurableStore):
             change = stamp(fresh, decided)
             return change, apply_change(cur, self.dialect, fresh, change, actor.name, seq)
 
-        change, version = io_call(
-            actor,
-            JobOperation.DURABLE_WRITE,
-            job_id,
-            lambda commit: self.backend.write(actor.ctx, commit, "job transition", body),
-        )
+        try:
+            change, version = io_call(
+                actor,
+                JobOperation.DURABLE_WRITE,
+                job_id,
+                lambda commit: self.backend.write(actor.ctx, commit, "job transition", body),
+            )
+        except UnknownResult:  # resolved from the log, as the real store does
+            found = self.find_log(actor.name, seq)
+            if found is None:
+                raise Unavailable(f"{job_id}: the transition did not commit") from None
+            entry, result = found
+            change = Change(entry.action, entry.params, result=result)
+            version = entry.version
         actor.record(
             seq,
             change.action,
@@ -118,21 +126,33 @@ class CoordinationLockGap(MemoryCoordination):
         def effect(commit: bool) -> Any:
             with self._lock:
                 snap = self._snap()
-                copy = _copy(self._data)
+                original = self._data
+                copy = _copy(original)
                 result = body(copy, snap, snap.now_ms)
-            if not commit or not result:
+                if self._data is not original:  # the body replaced the store (a wipe)
+                    if not commit:
+                        self._data = original
+                    elif result:
+                        order = f"{len(self._log) + 1}-0"
+                        self._log.append(_entry(order, action, params, actor.name, seq))
+                        applied.append(order)
+                    return result
+            if not commit:
                 return result
             with self._lock:  # taken again: whatever happened meanwhile is overwritten
                 self._data = copy
-                order = f"{len(self._log) + 1}-0"
-                self._log.append(_entry(order, action, params, actor.name, seq))
-                applied.append(order)
+                if result:
+                    order = f"{len(self._log) + 1}-0"
+                    self._log.append(_entry(order, action, params, actor.name, seq))
+                    applied.append(order)
             return result
 
         try:
             result = io_call(actor, JobOperation.COORD_WRITE, key, effect)
-        except UnknownResult:
-            result = bool(applied)
+        except UnknownResult:  # resolved from the log, as the real store does
+            if not applied:
+                raise Unavailable(f"memory {action or key}: not applied") from None
+            result = True
         if result and applied:
             actor.record(seq, action, params, store="coordination", order=applied[0])
         return result

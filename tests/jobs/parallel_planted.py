@@ -54,27 +54,30 @@ class _SplitTransition(DurableStore):
     ) -> Change:
         seq = actor.next_seq()
         now = self.injected_now()
-        stale = self.backend.read(
-            "job rows", lambda cur: read_locked(cur, self.dialect, job_id, also=also, now=now)
-        )
-        decided = decide(stale)  # the guard, on a read outside the write's transaction
 
-        def body(cur: Any) -> tuple[Change, int]:
-            fresh = read_locked(cur, self.dialect, job_id, also=also, now=now)
-            change = stamp(fresh, decided)
-            return change, apply_change(cur, self.dialect, fresh, change, actor.name, seq)
+        def effect(commit: bool) -> tuple[Change, int]:
+            # the guard, on a read in a transaction of its own ...
+            stale = self.backend.read(
+                "job rows", lambda cur: read_locked(cur, self.dialect, job_id, also=also, now=now)
+            )
+            decided = decide(stale)
+
+            def body(cur: Any) -> tuple[Change, int]:  # ... acted on in a second one
+                fresh = read_locked(cur, self.dialect, job_id, also=also, now=now)
+                change = stamp(fresh, decided)
+                return change, apply_change(cur, self.dialect, fresh, change, actor.name, seq)
+
+            return self.backend.write(actor.ctx, commit, "job transition", body)
 
         try:
-            change, version = io_call(
-                actor,
-                JobOperation.DURABLE_WRITE,
-                job_id,
-                lambda commit: self.backend.write(actor.ctx, commit, "job transition", body),
-            )
+            change, version = io_call(actor, JobOperation.DURABLE_WRITE, job_id, effect)
         except UnknownResult:  # resolved from the log, as the real store does
             found = self.find_log(actor.name, seq)
             if found is None:
-                raise Unavailable(f"{job_id}: the transition did not commit") from None
+                raise Unavailable(
+                    f"{job_id}: the transition's COMMIT reply was lost and a re-read shows it "
+                    "did not commit"
+                ) from None
             entry, result = found
             change = Change(entry.action, entry.params, result=result)
             version = entry.version

@@ -61,6 +61,19 @@ def register(sub: Any) -> None:
         help="a parallel example (job-parallel-v1): how often to re-run its recorded "
         "schedule (default 5)",
     )
+    p.add_argument(
+        "--dsn",
+        default=None,
+        help="a postgres parallel example: a PostgreSQL database it may empty of its "
+        "remora_jobs rows",
+    )
+    p.add_argument(
+        "--redis",
+        default="redis://127.0.0.1:6379/0",
+        metavar="URL",
+        help="a postgres parallel example: the Redis server (default %(default)s; a "
+        "namespace of its own per run)",
+    )
     p.set_defaults(func=sim_jobs)
 
 
@@ -80,7 +93,10 @@ def replay_parallel(args: argparse.Namespace) -> int:
     example = read_input(args.replay, parallel.loads)
     if args.runs is not None and args.runs < 1:
         raise InvalidInput("--runs must be at least 1")
-    report = parallel.replay(example, args.runs)
+    if (example.store == "postgres") != (args.dsn is not None):
+        raise InvalidInput("--dsn is required for a postgres example, and only then")
+    services = None if args.dsn is None else parallel.Services(args.dsn, args.redis)
+    report = parallel.replay(example, args.runs, services=services)
     print(json.dumps(report.document(example), indent=2, ensure_ascii=False))
     if report.first is not None:
         print(
@@ -97,8 +113,8 @@ def sim_jobs(args: argparse.Namespace) -> int:
 
     if is_parallel_file(args.replay):
         return replay_parallel(args)
-    if args.runs is not None:
-        raise InvalidInput("--runs applies to a parallel example (job-parallel-v1) only")
+    if args.runs is not None or args.dsn is not None:
+        raise InvalidInput("--runs and --dsn apply to a parallel example (job-parallel-v1) only")
     trace = read_job_trace(args.replay)
     out = run_trace(trace)
     report = {

@@ -44,6 +44,7 @@ from remora.sim.jobs.parallel import (
     DurableFactory,
     JobParallelExample,
     JobRunResult,
+    Services,
     example_for,
     explore,
     run_once,
@@ -284,6 +285,10 @@ class JobParallelMachine:
     lease_ticks: ClassVar[int] = 1
     reservation_ticks: ClassVar[int] = 1
     global_limit: ClassVar[int] = 3
+    #: ``sqlite`` (a file, the memory coordination store) or ``postgres`` (the database and
+    #: Redis of :attr:`services`, which the caller sets).
+    store: ClassVar[str] = "sqlite"
+    services: ClassVar[Services | None] = None
     durable: ClassVar[DurableFactory | None] = None
     coordination: ClassVar[type[MemoryCoordination] | None] = None
     branches: ClassVar[tuple[int, int]] = (2, 3)
@@ -363,6 +368,7 @@ class JobParallelMachine:
                 durable=durable,
                 coordination=coordination,
                 generator=f"hypothesis:{cls.__name__}",
+                store=cls.store,
             )
             return attrs.evolve(example, stall_ms=cls.stall_ms)
 
@@ -374,7 +380,7 @@ class JobParallelMachine:
         :class:`JobParallelFailure`."""
         note(describe(example))
         stats = cls.stats
-        ran, results = explore(example, cls.runs, cls.depth)
+        ran, results = explore(example, cls.runs, cls.depth, cls.services)
         for result in results:
             stats["runs"] = stats.get("runs", 0) + 1
             stats["steps"] = stats.get("steps", 0) + result.steps
@@ -398,7 +404,7 @@ class JobParallelMachine:
         if final:
             runs = cls.reproduce
             reproduced = sum(
-                run_once(ran, ran.schedule_policy(recorded=True)).failure is not None
+                run_once(ran, ran.schedule_policy(recorded=True), cls.services).failure is not None
                 for _ in range(runs)
             )
         recorded = attrs.evolve(ran, failure=result.failure, detail=result.detail)

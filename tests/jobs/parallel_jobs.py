@@ -26,6 +26,10 @@ class JobsInParallel(JobParallelMachine):
 REAL_BUDGET = 40
 """Examples of :class:`JobsInParallel` on the real stores under ``ci`` (k = 4 each)."""
 
+PG_BUDGET = 5
+"""Examples of the machine over PostgreSQL + Redis (``tests/postgres/
+test_parallel_jobs_pg.py``; k = 3 each, ~0.6 s a run)."""
+
 HUNT_BUDGET = 400
 """Examples a planted bug gets before it is said to survive (a hunt stops at the first
 failure; the campaign gives the sequential machines as many)."""
@@ -114,4 +118,13 @@ def hunt(case: PlantedJobs, budget: int, folder: Path, shrink: bool = False) -> 
     return Hunt(False, seen.get("n", 0), time.perf_counter() - started)
 
 
-__all__ = ["CASES", "HUNT_BUDGET", "REAL_BUDGET", "Hunt", "JobsInParallel", "PlantedJobs", "hunt"]
+__all__ = [
+    "CASES",
+    "HUNT_BUDGET",
+    "PG_BUDGET",
+    "REAL_BUDGET",
+    "Hunt",
+    "JobsInParallel",
+    "PlantedJobs",
+    "hunt",
+]

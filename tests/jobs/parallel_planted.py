@@ -97,6 +97,16 @@ def split_transition(path: str | Path) -> DurableStore:
     return _SplitTransition(SqliteJobsBackend(path))
 
 
+def split_transition_pg(dsn: str) -> DurableStore:
+    """:func:`split_transition` on PostgreSQL (the backend imported when called: this
+    module collects without psycopg)."""
+    from remora.jobs.postgres import PostgresJobsBackend
+
+    backend = PostgresJobsBackend(dsn, migrate=False)
+    backend.dialect = backend.dialect.with_injected_clock()
+    return _SplitTransition(backend)
+
+
 class _UnlockedHold(DurableStore):
     def _holding(
         self, actor: Actor, job_id: str, lock: Callable[[Any], L], block: Callable[[L], T]

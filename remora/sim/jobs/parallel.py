@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import secrets
 import tempfile
 import threading
 import zlib
@@ -52,7 +53,7 @@ import attrs
 
 from remora.errors import InvalidInput, RemoraError
 from remora.jobs.coordination import MemoryCoordination
-from remora.jobs.durable import DurableStore, open_sqlite
+from remora.jobs.durable import DurableStore, open_postgres, open_sqlite
 from remora.jobs.model import AttemptId, JobsConfig, NotEnabled
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
@@ -103,6 +104,10 @@ DEFAULT_RUNS = 5
 RECONCILER = "reconciler"
 MAX_BRANCHES = 4
 MAX_STEPS = 64
+STORES = ("sqlite", "postgres")
+"""``sqlite``: an SQLite file (a connection per actor) and the memory coordination store;
+``postgres``: a PostgreSQL database (a connection per actor) and Redis (a namespace of its
+own per run)."""
 
 DurableFactory = Callable[[str], DurableStore]
 """Opens a connection to the durable store at a path (``open_sqlite`` or a planted one)."""
@@ -125,6 +130,7 @@ class JobParallelExample:
     stall_ms: int = round(DEFAULT_STALL * 1000)
     failure: str | None = None
     detail: str = ""
+    store: str = "sqlite"
 
     def schedule_policy(self, recorded: bool) -> Policy:
         if recorded and self.decisions:
@@ -145,6 +151,7 @@ class JobParallelExample:
             "policy": self.policy,
             "decisions": list(self.decisions),
             "stall_ms": self.stall_ms,
+            "store": self.store,
         }
         if self.durable is not None:
             out["durable"] = self.durable
@@ -177,7 +184,7 @@ def _list(value: Any, path: str, low: int, high: int) -> list[Any]:
 def from_json(doc: Any) -> JobParallelExample:
     """Parse and validate an example; :class:`TraceError` names the JSON path of a defect."""
     required = ["version", "implementation", "toolchain", "config", "prefix", "branches"]
-    required += ["policy", "decisions", "stall_ms"]
+    required += ["policy", "decisions", "stall_ms", "store"]
     d = read_object(doc, "$", required, ["durable", "coordination", "failure"])
     toolchain = parse_header(d, VERSION, IMPLEMENTATION)
     config = _parse_config(d["config"], "$.config")
@@ -216,6 +223,11 @@ def from_json(doc: Any) -> JobParallelExample:
         read_int(x, f"$.decisions[{i}]", 0, len(branches) - 1)
         for i, x in enumerate(_list(d["decisions"], "$.decisions", 0, 1_000_000))
     )
+    store = read_str(d["store"], "$.store")
+    if store not in STORES:
+        raise TraceError("$.store", f"expected one of {', '.join(STORES)}, got {store!r}")
+    if store == "postgres" and "coordination" in d:
+        raise TraceError("$.coordination", "a planted memory coordination runs on sqlite only")
     failure = None
     detail = ""
     if "failure" in d:
@@ -234,6 +246,7 @@ def from_json(doc: Any) -> JobParallelExample:
         read_int(d["stall_ms"], "$.stall_ms", 1, 10_000),
         failure,
         detail,
+        store,
     )
 
 
@@ -293,17 +306,80 @@ def _kind(result: Any) -> str:
     return classify(result)
 
 
-class _Run:
-    """The system under test for one run: fresh stores in a scratch directory."""
+class Services:
+    """Where a ``postgres`` example runs: a PostgreSQL database the runs may empty (its
+    ``remora_jobs_*`` rows are deleted before each run) and a Redis server (a namespace of
+    its own per run, deleted after it)."""
 
-    def __init__(self, example: JobParallelExample, scheduler: Scheduler, where: Path) -> None:
+    def __init__(self, dsn: str, redis_url: str) -> None:
+        self.dsn = dsn
+        self.redis_url = redis_url
+        self._tables: list[str] | None = None
+        self._namespaces: list[Any] = []
+
+    def reset(self) -> None:
+        import psycopg
+
+        open_postgres(self.dsn, injected_clock=True).close()  # migrates on first use
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            if self._tables is None:
+                rows = conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                    "AND tablename LIKE 'remora_jobs_%' AND tablename <> 'remora_jobs_config'"
+                ).fetchall()
+                self._tables = sorted(str(r[0]) for r in rows)
+            if self._tables:
+                conn.execute(f"TRUNCATE {', '.join(self._tables)} RESTART IDENTITY")
+
+    def coordination(self, clock: Any, config: JobsConfig) -> Any:
+        from remora.jobs.redis_coordination import RedisCoordination
+
+        coord = RedisCoordination(
+            self.redis_url, config, namespace=f"remora-parjobs:{secrets.token_hex(6)}", clock=clock
+        )
+        self._namespaces.append(coord)
+        return coord
+
+    def release(self) -> None:
+        from remora.jobs.redis_coordination import namespace_keys
+
+        while self._namespaces:
+            coord = self._namespaces.pop()
+            keys = namespace_keys(coord.client, coord.ns)
+            if keys:
+                coord.client.delete(*keys)
+
+
+def _open_postgres(dsn: str) -> DurableStore:
+    return open_postgres(dsn, migrate=False, injected_clock=True)
+
+
+class _Run:
+    """The system under test for one run: fresh stores in a scratch directory, or on the
+    services."""
+
+    def __init__(
+        self,
+        example: JobParallelExample,
+        scheduler: Scheduler,
+        where: Path,
+        services: Services | None = None,
+    ) -> None:
         self.example = example
         self.scheduler = scheduler
         self.hook = ParallelHook(scheduler)
         cfg = example.config
-        self.path = str(where / "durable.sqlite3")
+        if example.store == "postgres":
+            if services is None:
+                raise InvalidInput("a postgres example needs a database and Redis (--dsn)")
+            services.reset()
+            self.path = services.dsn
+            real: DurableFactory = _open_postgres
+        else:
+            self.path = str(where / "durable.sqlite3")
+            real = open_sqlite
         self.connect: DurableFactory = (
-            open_sqlite
+            real
             if example.durable is None
             else import_reference(example.durable, "example.durable")
         )
@@ -330,9 +406,14 @@ class _Run:
         )
 
         def stores(clock: Any, config: JobsConfig) -> Stores:
+            coord = (
+                services.coordination(clock, config)
+                if services is not None and example.store == "postgres"
+                else coordination(clock, config, SPEC_PARTS.guards)
+            )
             return Stores(
                 durable=self.connect(self.path),
-                coordination=coordination(clock, config, SPEC_PARTS.guards),
+                coordination=coord,
                 target=MemoryTarget(),
                 vault=MemoryVault(),
                 clock=clock,
@@ -435,14 +516,17 @@ class _Run:
         self.sim.close()
 
 
-def run_once(example: JobParallelExample, policy: Policy) -> JobRunResult:
-    """One run of ``example`` under ``policy`` on fresh stores."""
+def run_once(
+    example: JobParallelExample, policy: Policy, services: Services | None = None
+) -> JobRunResult:
+    """One run of ``example`` under ``policy`` on fresh stores (``services``: where a
+    ``postgres`` example runs)."""
     scheduler = Scheduler(policy, stall=example.stall_ms / 1000)
     # in memory where the system has a tmpfs: a run's files are thrown away
     shm = Path("/dev/shm")
     base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix="remora-parjobs-", dir=base) as where:
-        run = _Run(example, scheduler, Path(where))
+        run = _Run(example, scheduler, Path(where), services)
         try:
             try:
                 schedule = run.execute()
@@ -451,6 +535,8 @@ def run_once(example: JobParallelExample, policy: Policy) -> JobRunResult:
             return run.judge(schedule)
         finally:
             run.close()
+            if services is not None:
+                services.release()
 
 
 def schedule_variants(example: JobParallelExample, steps: int, depth: int) -> Iterator[PCT]:
@@ -462,16 +548,16 @@ def schedule_variants(example: JobParallelExample, steps: int, depth: int) -> It
 
 
 def explore(
-    example: JobParallelExample, runs: int, depth: int
+    example: JobParallelExample, runs: int, depth: int, services: Services | None = None
 ) -> tuple[JobParallelExample, list[JobRunResult]]:
     """The example's own schedule, then up to ``runs - 1`` variants, stopping at the first
     failure; returns the example as it ran last (policy and recorded choices)."""
-    results = [run_once(example, example.schedule_policy(recorded=False))]
+    results = [run_once(example, example.schedule_policy(recorded=False), services)]
     last = attrs.evolve(example, decisions=results[0].schedule.decisions)
     variants = schedule_variants(example, len(results[0].schedule.decisions), depth)
     while results[-1].failure is None and len(results) < runs:
         variant = attrs.evolve(example, policy=next(variants).to_json())
-        results.append(run_once(variant, variant.schedule_policy(recorded=False)))
+        results.append(run_once(variant, variant.schedule_policy(recorded=False), services))
         last = attrs.evolve(variant, decisions=results[-1].schedule.decisions)
     return last, results
 
@@ -509,7 +595,11 @@ class JobReplayReport:
 
 
 def replay(
-    example: JobParallelExample, runs: int | None = None, *, recorded: bool = True
+    example: JobParallelExample,
+    runs: int | None = None,
+    *,
+    recorded: bool = True,
+    services: Services | None = None,
 ) -> JobReplayReport:
     """Run ``example``'s recorded schedule ``runs`` times (default :data:`DEFAULT_RUNS`)."""
     count = DEFAULT_RUNS if runs is None else runs
@@ -519,7 +609,7 @@ def replay(
     failed = 0
     last: JobRunResult | None = None
     for _ in range(count):
-        last = run_once(example, example.schedule_policy(recorded))
+        last = run_once(example, example.schedule_policy(recorded), services)
         if last.failure is not None:
             failed += 1
             first = first or last
@@ -536,6 +626,7 @@ def example_for(
     durable: str | None = None,
     coordination: str | None = None,
     generator: str | None = None,
+    store: str = "sqlite",
 ) -> JobParallelExample:
     """An example before it ran (no recorded choices yet)."""
     return JobParallelExample(
@@ -546,6 +637,7 @@ def example_for(
         policy.to_json(),
         durable=durable,
         coordination=coordination,
+        store=store,
     )
 
 
@@ -553,6 +645,8 @@ __all__ = [
     "DEFAULT_RUNS",
     "IMPLEMENTATION",
     "RECONCILER",
+    "STORES",
+    "Services",
     "JobParallelExample",
     "JobReplayReport",
     "JobRunResult",

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("psycopg", reason="the parallel job machine over PostgreSQL needs psycopg")
+
 from remora.sim.jobs.parallel import Services, example_for, explore
 from remora.sim.jobs.trace import JobConfig, JobStep
 from remora.sim.schedule import PCT

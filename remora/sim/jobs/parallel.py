@@ -78,7 +78,7 @@ from remora.sim.jobs.refinement import (
     target_staging,
     validate_run,
 )
-from remora.sim.jobs.run import dispatch
+from remora.sim.jobs.run import classify, dispatch
 from remora.sim.jobs.simulation import SPEC_PARTS, SimConfig, Simulation
 from remora.sim.jobs.trace import JobConfig, JobStep, _parse_config, _parse_step
 from remora.sim.parallel import ParallelHook
@@ -300,12 +300,6 @@ class JobRunResult:
     results: tuple[tuple[str, str], ...] = ()  # (actor: step, result kind)
 
 
-def _kind(result: Any) -> str:
-    from remora.sim.jobs.run import classify
-
-    return classify(result)
-
-
 class Services:
     """Where a ``postgres`` example runs: a PostgreSQL database the runs may empty (its
     ``remora_jobs_*`` rows are deleted before each run) and a Redis server (a namespace of
@@ -460,7 +454,7 @@ class _Run:
         finally:
             self.hook.begin({})
         with self._lock:
-            self.results.append((f"{who}: {step.label()}", _kind(result)))
+            self.results.append((f"{who}: {step.label()}", classify(result)))
 
     def execute(self) -> ScheduleRecord:
         for step in self.example.prefix:

@@ -24,7 +24,8 @@ class JobsInParallel(JobParallelMachine):
 
 
 REAL_BUDGET = 40
-"""Examples of :class:`JobsInParallel` on the real stores under ``ci`` (k = 4 each)."""
+"""Examples of :class:`JobsInParallel` on the real stores under ``ci`` (k = 4 each; twenty
+times as many under ``nightly``: :func:`run_share`)."""
 
 PG_BUDGET = 5
 """Examples of the machine over PostgreSQL + Redis (``tests/postgres/
@@ -72,6 +73,27 @@ def hunt_settings(budget: int, shrink: bool = False) -> settings:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         print_blob=False,
     )
+
+
+def run_share(machine: type[JobParallelMachine], ci_examples: int) -> dict[str, int]:
+    """Run ``machine`` for its share of the loaded profile — ``ci_examples`` under ``ci``,
+    twenty times that under ``nightly``, in proportion under ``default`` — and return its
+    counters (runs, steps, decisions, stalls, results by kind)."""
+    from remora.testing.profiles import CI_EXAMPLES
+
+    budget = settings.default
+    assert budget is not None
+    examples = max(1, ci_examples * budget.max_examples // CI_EXAMPLES)
+    machine.stats.clear()
+    machine.run(
+        settings(
+            budget,
+            max_examples=examples,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+    )
+    assert machine.stats["runs"] >= examples
+    return machine.stats
 
 
 @attrs.define

@@ -2,6 +2,11 @@
 (memory stores, logical time, every step refinement-checked, the fair drain judged); and
 the job-trace half of ``remora reduce``.
 
+A ``job-parallel-v1`` example (a parallel job machine's failure,
+:mod:`remora.sim.jobs.parallel`) is recognized and its recorded schedule re-run ``--runs K``
+times (default 5), each on fresh stores; the report says in how many the failure came back
+(``reproduced``).
+
 Exit codes: 0 the run refines the spec and drains to quiescence; 1 it fails (the failure
 string is printed in the JSON report, the same string the Hypothesis machine raised); 2 the
 trace is rejected (one line naming the JSON path) or bad usage.
@@ -48,12 +53,68 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("--replay", metavar="FILE", required=True, help="the job trace to replay")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        metavar="K",
+        help="a parallel example (job-parallel-v1): how often to re-run its recorded "
+        "schedule (default 5)",
+    )
+    p.add_argument(
+        "--dsn",
+        default=None,
+        help="a postgres parallel example: a PostgreSQL database it may empty of its "
+        "remora_jobs rows",
+    )
+    p.add_argument(
+        "--redis",
+        default="redis://127.0.0.1:6379/0",
+        metavar="URL",
+        help="a postgres parallel example: the Redis server (default %(default)s; a "
+        "namespace of its own per run)",
+    )
     p.set_defaults(func=sim_jobs)
+
+
+def is_parallel_file(path: str) -> bool:
+    from remora.sim.jobs.parallel import is_job_parallel
+
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            return is_job_parallel(f.read(400))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def replay_parallel(args: argparse.Namespace) -> int:
+    from remora.sim.jobs import parallel
+
+    example = read_input(args.replay, parallel.loads)
+    if args.runs is not None and args.runs < 1:
+        raise InvalidInput("--runs must be at least 1")
+    if (example.store == "postgres") != (args.dsn is not None):
+        raise InvalidInput("--dsn is required for a postgres example, and only then")
+    services = None if args.dsn is None else parallel.Services(args.dsn, args.redis)
+    report = parallel.replay(example, args.runs, services=services)
+    print(json.dumps(report.document(example), indent=2, ensure_ascii=False))
+    if report.first is not None:
+        print(
+            f"remora sim-jobs: {report.first.failure}: reproduced in {report.failed} of "
+            f"{report.runs} runs of the recorded schedule",
+            file=sys.stderr,
+        )
+        print(f"remora sim-jobs: {report.first.detail}", file=sys.stderr)
+    return EXIT_OK if report.status == "PASS" else EXIT_FAILED
 
 
 def sim_jobs(args: argparse.Namespace) -> int:
     from remora.sim.jobs.run import run_trace
 
+    if is_parallel_file(args.replay):
+        return replay_parallel(args)
+    if args.runs is not None or args.dsn is not None:
+        raise InvalidInput("--runs and --dsn apply to a parallel example (job-parallel-v1) only")
     trace = read_job_trace(args.replay)
     out = run_trace(trace)
     report = {

@@ -534,19 +534,22 @@ class ParallelHook:
         self.scheduler = scheduler
         self._local = threading.local()
 
-    def begin(self, faults: Mapping[tuple[Operation, int], FaultOutcome]) -> None:
+    def begin(self, faults: Mapping[tuple[Any, int], FaultOutcome]) -> None:
+        """The calling thread's command starts: ``faults`` maps (operation, n) — a
+        :class:`~remora.faults.Operation` or the job runtime's
+        :class:`~remora.jobs.io.JobOperation` — to the n-th such call's outcome."""
         self._local.faults = dict(faults)
         self._local.counts = {}
 
     def decide(self, call: IOCall, ctx: Context) -> FaultDecision:
         # no point here: nothing runs between the decision and the boundary before
-        faults: dict[tuple[Operation, int], FaultOutcome] = getattr(self._local, "faults", {})
+        faults: dict[tuple[Any, int], FaultOutcome] = getattr(self._local, "faults", {})
         counts: dict[Any, int] = getattr(self._local, "counts", {})
         number = counts.get(call.operation, 0) + 1
         counts[call.operation] = number
         self._local.counts = counts
         op = call.operation
-        outcome = faults.get((op, number)) if isinstance(op, Operation) else None
+        outcome = faults.get((op, number))
         if outcome is None:
             return COMMIT
         return FaultDecision(outcome, 0, selected=True)

@@ -323,6 +323,40 @@ def check_transition(model: Remora, s: State, t: State) -> list[str]:
     return [name for name, _ in S.ACTION_PROPERTIES.items() if not getattr(model, name)(s, t)]
 
 
+def runtime_view(
+    sim: Any, activated: frozenset[AttemptId], durable: DurableSnapshot | None = None
+) -> RuntimeView:
+    """What alpha reads of a simulation (:class:`~remora.sim.jobs.simulation.Simulation`):
+    its stores, its incarnations' local records and links; ``activated``: the attempts an
+    ``ActivateAttempt`` record names; ``durable``: the durable snapshot (read if not given)."""
+    if durable is None:
+        durable = sim.stores.durable.snapshot()
+    durable_up = {row.id: row.up for row in durable.workers}
+    workers = {
+        w: WorkerView(
+            started=w in sim.started,
+            # ``workerState`` is the durable store's: a process that died without a
+            # record (a SIGKILL) is still up — a stutter — until another incarnation
+            # declares it down (that declaration is the ``CrashWorker`` step).
+            up=durable_up.get(w, False),
+            attempts={a: la.state for a, la in wk.attempts.items()},
+            down_links=frozenset(wk.actor.links.down),
+            recovered_links=frozenset(wk.actor.links.recovered),
+        )
+        for w, wk in sim.workers.items()
+    }
+    return RuntimeView(
+        durable=durable,
+        coordination=sim.stores.coordination.snapshot(),
+        activated=activated,
+        target=sim.stores.target.snapshot(),
+        vault=sim.stores.vault.snapshot(),
+        workers=workers,
+        wipes=sim.wipes,
+        partitions=sim.partitions,
+    )
+
+
 class RefinementChecker:
     """Checks a simulation step by step: wrap every step in :meth:`step`."""
 
@@ -385,33 +419,7 @@ class RefinementChecker:
         return self._snap
 
     def view(self) -> RuntimeView:
-        sim = self.sim
-        activated = self._activated()
-        durable = self._durable()
-        durable_up = {row.id: row.up for row in durable.workers}
-        workers = {
-            w: WorkerView(
-                started=w in sim.started,
-                # ``workerState`` is the durable store's: a process that died without a
-                # record (a SIGKILL) is still up — a stutter — until another incarnation
-                # declares it down (that declaration is the ``CrashWorker`` step).
-                up=durable_up.get(w, False),
-                attempts={a: la.state for a, la in wk.attempts.items()},
-                down_links=frozenset(wk.actor.links.down),
-                recovered_links=frozenset(wk.actor.links.recovered),
-            )
-            for w, wk in sim.workers.items()
-        }
-        return RuntimeView(
-            durable=durable,
-            coordination=sim.stores.coordination.snapshot(),
-            activated=activated,
-            target=sim.stores.target.snapshot(),
-            vault=sim.stores.vault.snapshot(),
-            workers=workers,
-            wipes=sim.wipes,
-            partitions=sim.partitions,
-        )
+        return runtime_view(self.sim, self._activated(), self._durable())
 
     def _diff(self, s: State, t: State) -> dict[str, Any]:
         return {"expected": self.renderer.changes(t, s), "actual": self.renderer.changes(s, t)}
@@ -577,12 +585,17 @@ def validate_run(
     config: JobsConfig,
     *,
     budget: int = 2_000_000,
+    final: State | None = None,
 ) -> ValidationReport:
     """Search an interleaving of ``records`` consistent with the durable order (per key, by
     version), the coordination order, every actor's program order, and the lock positions
     of steps taken under a durable lock, in which every step is a spec step from ``Init``
     and every invariant and action property holds (``Tick`` is inserted where a step needs
     time to have passed).  Raises :class:`RefinementViolation` when none exists.
+
+    ``final``: the spec state the run's stores ended in (alpha of them): an interleaving
+    that places every step but ends elsewhere is a dead end too — the stores must be what
+    the accepted interleaving implies (the parallel runs, :mod:`remora.sim.jobs.parallel`).
 
     Depth-first, trying ready steps in wall-clock order first (a hint only), remembering
     dead ends as ``(placed steps, spec state)``."""
@@ -637,6 +650,8 @@ def validate_run(
         st = steps[i]
         if st is None:
             return s, 0
+        if st.name == "Tick" and model.Tick(s) is None:
+            return s, 0  # time passed with nothing to age: a stutter (as step checking)
         cur, used = s, 0
         while True:
             t = model.apply(cur, st)
@@ -672,6 +687,8 @@ def validate_run(
 
     failed: set[tuple[int, State]] = set()
     s0 = model.Init()[0]
+    if n == 0 and final is not None and final != s0:
+        raise RefinementViolation("no step was recorded, yet the stores are not in Init")
     # frame: [state before, remaining options, chosen node, ticks used]
     frames: list[list[Any]] = [[s0, options(), None, 0]]
     done = 0
@@ -692,6 +709,9 @@ def validate_run(
             nd = done | (1 << i)
             if (nd, t) in failed:
                 continue
+            if nd == full and final is not None and t != final:
+                failed.add((nd, t))
+                continue
             f[2], f[3] = i, used
             done = nd
             place(i)
@@ -704,8 +724,9 @@ def validate_run(
                 break
     if done != full:
         stuck = [nodes[i] for i in sorted(i for i in range(n) if indeg[i] == 0)[:3]]
+        ending = " ending in the stores' final state" if final is not None else ""
         raise RefinementViolation(
-            "no interleaving of the recorded run is a behaviour of the spec "
+            f"no interleaving of the recorded run is a behaviour of the spec{ending} "
             f"({n} steps, {explored} candidates; first ready: "
             f"{[f'{x.actor}:{x.action}{x.params}' for x in stuck]})"
         )
@@ -756,6 +777,7 @@ __all__ = [
     "constants_for",
     "constants_of_run",
     "merge_records",
+    "runtime_view",
     "target_staging",
     "validate_run",
 ]

@@ -329,20 +329,9 @@ class JobRun:
         return any(r.id == a for r in self.sim.stores.durable.snapshot().attempts)
 
     def _dispatch(self, s: JobStep) -> Any:
-        sim, r = self.sim, self.sim.reconciler
-        op, j = s.op, str(s.job)
-        if op == "submit":
-            if j in self.submitted:
-                raise NotEnabled(f"{j} was submitted")
-            self.submit(j)
-            self.submitted.add(j)
-            return True
-        if op == "cancel":
-            return sim.cancel(j)
-        if op == "start":
-            return sim.start(str(s.worker))
+        op = s.op
         if op == "crash":
-            sim.crash(str(s.worker))
+            self.sim.crash(str(s.worker))
             self.loops.stop(str(s.worker))  # its handler threads die with the process
             return None
         if op == "loop-turn":
@@ -354,77 +343,7 @@ class JobRun:
         if op == "loop-handler":
             self.loops.handler_step(str(s.worker), self._attempt(s))
             return True
-        if op == "shutdown":
-            return sim.shutdown(str(s.worker))
-        if op == "drop-link":
-            assert s.service is not None
-            return sim.drop_link(str(s.worker), s.service)
-        if op == "restore-link":
-            assert s.service is not None
-            return sim.restore_link(str(s.worker), s.service)
-        if op == "wipe":
-            return sim.wipe()
-        if op == "tick":
-            return sim.tick()
-        if op == "reconcile":
-            return r.reconcile_once()
-        per_job: dict[str, Callable[[str], Any]] = {
-            "enqueue": r.enqueue,
-            "publish-cancel-notice": r.publish_cancel_notice,
-            "clean-terminal": r.clean_terminal,
-            "clear-stale-progress": r.clear_stale_progress,
-            "reconciler-release-reservation": r.release_reservation,
-            "expire-reservation": r.expire_reservation,
-            "schedule-retry": r.schedule_retry,
-            "finalize-cancel": r.finalize_cancel,
-            "invalidate-checkpoint": r.invalidate_checkpoint,
-        }
-        if op in per_job:
-            if j not in self.submitted:
-                raise NotEnabled(f"{j} is not submitted")
-            return per_job[op](j)
-        a = self._attempt(s)
-        per_attempt: dict[str, Callable[[AttemptId], Any]] = {
-            "expire-lease": r.expire_lease,
-            "reap": r.reap,
-            "cleanup-stage": r.cleanup_stage,
-            "reconciler-process-outcome": r.process_outcome,
-            "reconciler-release-lease": r.release_lease,
-        }
-        if op in per_attempt:
-            # The reconciler only ever addresses attempts it read from the durable store.
-            if not self._exists(a):
-                raise NotEnabled(f"{a} does not exist")
-            return per_attempt[op](a)
-        wk = self.worker(s.worker)
-        if op == "reserve":
-            rid = wk.reserve(j)
-            return rid if rid is not None else False  # refused
-        if op == "authorize":
-            return wk.authorize(j)
-        if op == "release-reservation":
-            return wk.release_reservation(j)
-        if a not in wk.attempts:
-            raise NotEnabled(f"{wk.id} does not run {a}")
-        if op == "advance":
-            return wk.advance(a, int(s.amount or 0), staged_bytes(a, int(s.amount or 0)))
-        if op == "send-outcome":
-            assert s.outcome is not None
-            return wk.send_outcome(a, s.outcome)
-        if op == "put-secret":
-            wk._executing(a)  # the handler runs: only an executing attempt writes secrets
-            return write_credential(sim.stores, wk.actor, a, secret_bytes(a))
-        simple: dict[str, Callable[[AttemptId], Any]] = {
-            "activate": wk.activate,
-            "renew": wk.renew,
-            "report-progress": wk.report_progress,
-            "checkpoint": wk.checkpoint,
-            "process-outcome": wk.process_outcome,
-            "cooperative-stop": wk.cooperative_stop,
-            "record-stop": wk.record_stop,
-            "release-lease": wk.release_lease,
-        }
-        return simple[op](a)
+        return dispatch(self.sim, s, self.submitted, self.submit)
 
     # -- the fair drain ---------------------------------------------------------------------
     def scripted(self, a: AttemptId) -> Outcome:
@@ -642,6 +561,100 @@ class JobRun:
         bad = self.result_problems()
         if bad:
             raise JobRunFailure(f"ERROR result: {bad[0]}", "; ".join(bad))
+
+
+def dispatch(
+    sim: Simulation, s: JobStep, submitted: set[str], submit: Callable[[str], None]
+) -> Any:
+    """Run one :class:`JobStep` on ``sim`` (the machines', the replay's and the parallel
+    runs' one executor of a step); ``submitted``: the jobs submitted so far (updated),
+    ``submit``: how a job is submitted.  A step the runtime refuses raises or returns a
+    refusal (:func:`classify`)."""
+    r = sim.reconciler
+    op, j = s.op, str(s.job)
+    if op == "submit":
+        if j in submitted:
+            raise NotEnabled(f"{j} was submitted")
+        submit(j)
+        submitted.add(j)
+        return True
+    if op == "cancel":
+        return sim.cancel(j)
+    if op == "start":
+        return sim.start(str(s.worker))
+    if op == "crash":
+        return sim.crash(str(s.worker))
+    if op == "shutdown":
+        return sim.shutdown(str(s.worker))
+    if op == "drop-link":
+        assert s.service is not None
+        return sim.drop_link(str(s.worker), s.service)
+    if op == "restore-link":
+        assert s.service is not None
+        return sim.restore_link(str(s.worker), s.service)
+    if op == "wipe":
+        return sim.wipe()
+    if op == "tick":
+        return sim.tick()
+    if op == "reconcile":
+        return r.reconcile_once()
+    per_job: dict[str, Callable[[str], Any]] = {
+        "enqueue": r.enqueue,
+        "publish-cancel-notice": r.publish_cancel_notice,
+        "clean-terminal": r.clean_terminal,
+        "clear-stale-progress": r.clear_stale_progress,
+        "reconciler-release-reservation": r.release_reservation,
+        "expire-reservation": r.expire_reservation,
+        "schedule-retry": r.schedule_retry,
+        "finalize-cancel": r.finalize_cancel,
+        "invalidate-checkpoint": r.invalidate_checkpoint,
+    }
+    if op in per_job:
+        if j not in submitted:
+            raise NotEnabled(f"{j} is not submitted")
+        return per_job[op](j)
+    a = AttemptId(str(s.job), int(s.token or 0))
+    per_attempt: dict[str, Callable[[AttemptId], Any]] = {
+        "expire-lease": r.expire_lease,
+        "reap": r.reap,
+        "cleanup-stage": r.cleanup_stage,
+        "reconciler-process-outcome": r.process_outcome,
+        "reconciler-release-lease": r.release_lease,
+    }
+    if op in per_attempt:
+        # The reconciler only ever addresses attempts it read from the durable store.
+        if not any(row.id == a for row in r.stores.durable.snapshot().attempts):
+            raise NotEnabled(f"{a} does not exist")
+        return per_attempt[op](a)
+    wk = sim.workers[str(s.worker)]
+    if op == "reserve":
+        rid = wk.reserve(j)
+        return rid if rid is not None else False  # refused
+    if op == "authorize":
+        return wk.authorize(j)
+    if op == "release-reservation":
+        return wk.release_reservation(j)
+    if a not in wk.attempts:
+        raise NotEnabled(f"{wk.id} does not run {a}")
+    if op == "advance":
+        return wk.advance(a, int(s.amount or 0), staged_bytes(a, int(s.amount or 0)))
+    if op == "send-outcome":
+        assert s.outcome is not None
+        return wk.send_outcome(a, s.outcome)
+    if op == "put-secret":
+        wk._executing(a)  # the handler runs: only an executing attempt writes secrets
+        return write_credential(wk.stores, wk.actor, a, secret_bytes(a))
+    simple: dict[str, Callable[[AttemptId], Any]] = {
+        "activate": wk.activate,
+        "renew": wk.renew,
+        "report-progress": wk.report_progress,
+        "checkpoint": wk.checkpoint,
+        "process-outcome": wk.process_outcome,
+        "cooperative-stop": wk.cooperative_stop,
+        "record-stop": wk.record_stop,
+        "release-lease": wk.release_lease,
+    }
+    return simple[op](a)
 
 
 def cred_id(job: str, sequence: int) -> Any:

@@ -18,17 +18,18 @@ it is simulated.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from remora.clock import LogicalClock
+from remora.clock import Clock, Disarm, LogicalClock
 from remora.context import Context
 from remora.errors import Canceled, RemoraError, WorkerDown
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.coordination import MemoryCoordination
-from remora.jobs.durable import open_sqlite
+from remora.jobs.durable import DurableStore, open_sqlite
 from remora.jobs.guards import SPEC_GUARDS, Guards
 from remora.jobs.handlers import Registry
 from remora.jobs.io import Actor, Links, MemoryRecorder
@@ -95,15 +96,25 @@ class Simulation:
         backends: Callable[[LogicalClock, JobsConfig], Stores] | None = None,
         parts: Parts = SPEC_PARTS,
         registry: Registry | None = None,
+        connect: Callable[[str], DurableStore] | None = None,
+        waits: Clock | None = None,
     ) -> None:
         """``backends`` builds the stores on the simulation's clock (default: everything
         in memory); the contract suite passes SQLite files, PostgreSQL and Redis.
         ``parts``: what the runtime is built from (:class:`Parts`).  ``registry``: the
         incarnations' handlers (what their production loops run, :mod:`remora.sim.jobs.
-        loops`; None when only single steps are taken)."""
+        loops`; None when only single steps are taken).
+
+        ``connect`` and ``waits`` are for runs whose actors run on threads of their own
+        (:mod:`remora.sim.jobs.parallel`): ``connect(actor)`` opens a connection of its own
+        to the durable store for each actor (the client, the reconciler, each incarnation),
+        as separate processes would have; ``waits`` is the clock of the actors' contexts
+        (what a busy-lock poll or a retry wait sleeps on — the run's scheduler yields there
+        instead of letting logical time pass).  Time itself stays the logical clock's."""
         self.config = config
         self.parts = parts
         self.clock = LogicalClock()
+        ctx_clock: Clock = self.clock if waits is None else _Waits(self.clock, waits)
         jc = config.jobs_config
         if backends is not None:
             self.stores = attrs.evolve(backends(self.clock, jc), guards=parts.guards)
@@ -119,19 +130,35 @@ class Simulation:
             )
         self.recorder = MemoryRecorder()
         self.hook = hook
-        self.env = Actor("env", Context(self.clock), recorder=self.recorder)
-        self.client = Actor("client", Context(self.clock), hook=hook, recorder=self.recorder)
+        #: Each actor's stores: the shared ones, with a durable connection of its own when
+        #: ``connect`` is given.
+        self.connections: list[DurableStore] = []
+
+        def own(actor: str) -> Stores:
+            if connect is None:
+                return self.stores
+            durable = connect(actor)
+            self.connections.append(durable)
+            return attrs.evolve(self.stores, durable=durable)
+
+        self.env = Actor("env", Context(ctx_clock), recorder=self.recorder)
+        self.client = Actor("client", Context(ctx_clock), hook=hook, recorder=self.recorder)
+        self.client_stores = own("client")
         self.reconciler = parts.reconciler(
-            self.stores, "reconciler", hook=hook, recorder=self.recorder
+            own("reconciler"), "reconciler", hook=hook, recorder=self.recorder
         )
+        if connect is not None:
+            self.reconciler.actor.ctx = Context(ctx_clock)
         #: Each incarnation's process, as its context: :meth:`crash` cancels it.  Its clock
-        #: pauses a handler thread of a loop where it would sleep (time moves by ``Tick``).
+        #: pauses a handler thread of a loop where it would sleep (time moves by ``Tick``);
+        #: a parallel run's actors wait on ``waits`` instead.
         self.processes: dict[str, Context] = {
-            w: Context(PausingClock(self.clock)) for w in config.workers
+            w: Context(PausingClock(self.clock) if waits is None else ctx_clock)
+            for w in config.workers
         }
         self.workers: dict[str, Worker] = {
             w: parts.worker(
-                self.stores,
+                own(w),
                 w,
                 concurrency=config.concurrency,
                 hook=hook,
@@ -165,12 +192,12 @@ class Simulation:
         delay: float | None = None,
     ) -> None:
         """Submit ``job`` (``delay``: seconds on the clock before it may be enqueued)."""
-        self.stores.submit(
+        self.client_stores.submit(
             self.client, job, handler, payload, queue=queue, priority=priority, delay=delay
         )
 
     def cancel(self, job: str) -> None:
-        self.stores.request_cancel(self.client, job)
+        self.client_stores.request_cancel(self.client, job)
 
     # -- environment steps ------------------------------------------------------------------
     def worker(self, w: str) -> Worker:
@@ -241,7 +268,27 @@ class Simulation:
                     wk.heartbeat()  # a link down: the heartbeat is missed
 
     def close(self) -> None:
+        for durable in self.connections:
+            durable.close()
         self.stores.close()
+
+
+class _Waits:
+    """The actors' clock when their waits are another clock's (``Simulation(waits=...)``):
+    the time is the logical clock's, a sleep is ``waits``'."""
+
+    def __init__(self, time: LogicalClock, waits: Clock) -> None:
+        self.time = time
+        self.waits = waits
+
+    def now(self) -> float:
+        return self.time.now()
+
+    def call_later(self, seconds: float, callback: Callable[[], None]) -> Disarm:
+        return self.time.call_later(seconds, callback)
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        return self.waits.sleep(seconds, wake)
 
 
 __all__ = ["SMALL", "SPEC_PARTS", "Parts", "SimConfig", "Simulation"]

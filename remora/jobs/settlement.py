@@ -95,14 +95,17 @@ def settle(
     error: str,
     shutting_down: Callable[[], bool] = lambda: False,
 ) -> None:
-    """After the handler: send and process the outcome, or stop cooperatively; then record
-    the stop and release the lease (each step under :func:`retry_step`).
+    """After the handler: send and process the outcome — one transaction, with the
+    handler's deferred output staged in it (:func:`complete`) — or stop cooperatively; then
+    record the stop and release the lease (each step under :func:`retry_step`).
 
     Without a stop condition yet (the handler gave up on its own) the worker waits: it no
     longer renews the lease, so the lease expires within a lease period — unless the worker
     shuts down first, which stops the attempt anyway (``CrashWorker``)."""
     local = w.attempts[a]
-    stage, local.deferred_stage = local.deferred_stage, None
+    # A deferred stage goes with a success only (a timeout turned it into a failure).
+    stage = local.deferred_stage if outcome is Outcome.SUCCESS else None
+    local.deferred_stage = None
     sending = outcome is not None and local.state == EXECUTING and not local.cancel_seen
     if sending:
         assert outcome is not None

@@ -20,6 +20,7 @@ from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_postgres
 from remora.jobs.model import JobsConfig, NotEnabled, Outcome, Phase
 from remora.jobs.postgres import PostgresTarget
+from remora.jobs.settlement import settle
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryVault
 from tests.jobs import scenarios as A
@@ -104,6 +105,28 @@ def test_a_refused_fused_stage_write_rolls_every_step_back(on_postgres: str) -> 
         assert run.ok(lambda: run.w1.complete(a, Outcome.RETRYABLE, "refused")) == (
             "AcceptRetryableFailureWithBudget"
         )
+    finally:
+        run.sim.close()
+
+
+def test_the_settlement_ends_a_refused_deferred_stage_as_a_retryable_failure(
+    on_postgres: str,
+) -> None:
+    """The production settlement (``settle``) with a successful handler's output deferred
+    to the fused transaction: the stage write refused, the attempt ends as a handler that
+    failed to stage does — a retryable failure, sent and accepted in one transaction."""
+    run = A.Run()
+    try:
+        a = run.running()
+        run.sim.stores.target.fence(run.w1.actor, "w1")
+        run.w1.attempts[a].deferred_stage = b"the output"
+        run.ok(lambda: settle(run.w1, a, Outcome.SUCCESS, ""))
+        assert run.chk.actions.get("AcceptSuccess", 0) == 0
+        assert run.chk.actions["AcceptRetryableFailureWithBudget"] == 1
+        job = run.sim.stores.durable.job("j1")
+        assert job.phase is Phase.RETRY_WAIT
+        assert "refused" in job.error, job.error
+        assert run.w1.attempts[a].deferred_stage is None
     finally:
         run.sim.close()
 

@@ -108,5 +108,5 @@ def test_a_completer_that_drops_the_accept_on_a_lost_commit_reply_is_killed(
         return [done[0], *((Change("", {}), version) for _, version in done[1:])]
 
     monkeypatch.setattr(Transactions, "resolve_steps", dropping)
-    failure = hunted(SpecSizedJobs)
+    failure = hunted(SpecSizedJobs, 400)
     assert failure.startswith("ERROR refinement"), failure

@@ -145,6 +145,12 @@ class AttemptContext:
             and local.state == EXECUTING
             and local.progress < self.max_progress
         ):
+            if self.complete is settle:
+                # The default settlement stages it in the transaction that sends and
+                # accepts the outcome (one commit fewer; a refusal there becomes the same
+                # retryable failure: :func:`~remora.jobs.settlement.settle`).
+                self.local.deferred_stage = output
+                return result
             try:
                 self.stage(output)
             except Exception as exc:  # as the handler's own failure would be

@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
 import psycopg
 
 from remora.context import Context
@@ -29,7 +30,8 @@ from remora.errors import InvalidInput
 from remora.jobs.durable import DurableStore
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
-from remora.jobs.sql import EXTRA_TABLES, PG_SCHEMA, SCHEMA_VERSION, Also
+from remora.jobs.sql import EXTRA_TABLES, PG_SCHEMA, SCHEMA_VERSION, Also, Locked
+from remora.jobs.transactions import Prepare
 from remora.store.dialect import POSTGRES
 from remora.store.postgres import PostgresBackend, _rollback_quietly
 
@@ -259,6 +261,37 @@ class PostgresTarget(_PgStore):
         if not isinstance(backend, PostgresJobsBackend) or backend.dsn != self.backend.dsn:
             return None
         return _info_query(a)
+
+    def locked_write(
+        self, durable: DurableStore, a: AttemptId, progress: int, data: bytes, worker: str
+    ) -> Prepare | None:
+        """:meth:`write` as the first write of a fused durable transaction
+        (:meth:`~remora.jobs.transactions.Transactions.transact_steps`'s ``prepare``) when
+        this target lives in the durable store's database (``None`` otherwise): the stage
+        write then commits with the ``SendOutcome`` and ``ProcessOutcome`` that need it —
+        one COMMIT instead of two.  Taken after the job's row lock (the order every other
+        holder of both takes them in: the reconciler's cleanup runs under the job's lock),
+        with the same refusal condition and the same advisory lock as :meth:`write`; a
+        refusal raises :class:`~remora.errors.NotEnabled` and rolls the whole transaction
+        back.  The locked read's ``also`` becomes the stage row as written."""
+        if self.locked_info(durable, a) is None:
+            return None
+
+        def prepare(cur: Any, locked: Locked) -> Locked:
+            _lock_attempt(cur, a)
+            inserted = cur.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
+                "AND NOT EXISTS (SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s) "
+                "RETURNING 1",
+                (a.job, a.token, progress, data, a.job, a.token, progress, worker),
+            ).fetchone()
+            if inserted is None:
+                raise NotEnabled(f"{a}: the stage write at {progress} was refused")
+            return attrs.evolve(locked, also=cur.execute(*_info_query(a)).fetchone())
+
+        return prepare
 
     def info_from(self, actor: Actor, a: AttemptId, row: Any) -> StageInfo | None:
         """:meth:`info` from the row :meth:`locked_info`'s read returned: the same modeled

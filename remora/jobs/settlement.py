@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from remora.errors import NotEnabled, RemoraError, Unavailable, UnknownResult, WorkerDown
+from remora.jobs.handlers import describe
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.worker import EXECUTING, STEP_RETRY, STOPPED, Worker
 from remora.worker.retry import RetryPolicy
@@ -94,24 +95,43 @@ def settle(
     error: str,
     shutting_down: Callable[[], bool] = lambda: False,
 ) -> None:
-    """After the handler: send and process the outcome, or stop cooperatively; then record
-    the stop and release the lease (each step under :func:`retry_step`).
+    """After the handler: send and process the outcome — one transaction, with the
+    handler's deferred output staged in it (:func:`complete`) — or stop cooperatively; then
+    record the stop and release the lease (each step under :func:`retry_step`).
 
     Without a stop condition yet (the handler gave up on its own) the worker waits: it no
     longer renews the lease, so the lease expires within a lease period — unless the worker
     shuts down first, which stops the attempt anyway (``CrashWorker``)."""
     local = w.attempts[a]
+    # A deferred stage goes with a success only (a timeout turned it into a failure).
+    stage = local.deferred_stage if outcome is Outcome.SUCCESS else None
+    local.deferred_stage = None
     sending = outcome is not None and local.state == EXECUTING and not local.cancel_seen
     if sending:
-        sent = outcome
-        assert sent is not None
-        if retry_step(w, lambda: w.send_outcome(a, sent, error)):
-            retry_step(w, lambda: w.process_outcome(a, error))
+        assert outcome is not None
+        complete(w, a, outcome, error, stage)
     while local.state == EXECUTING and not local.finished and w.up and not shutting_down():
         if retry_step(w, lambda: w.cooperative_stop(a)):
             break
         w.ctx.sleep(STOP_POLL)
     release(w, a)
+
+
+def complete(w: Worker, a: AttemptId, outcome: Outcome, error: str, stage: bytes | None) -> None:
+    """Send and accept ``outcome`` in one transaction (:meth:`Worker.complete
+    <remora.jobs.worker.Worker.complete>`), with the deferred ``stage`` written first.  A
+    refused stage write ends the attempt as the handler's own failure to stage would: a
+    retryable failure, sent and accepted the same way.  Under :func:`ride_out`; given up
+    (nothing sent) when the store stays unavailable or the worker went down — the lease is
+    no longer renewed, so the reconciler reaps the attempt and retries the job."""
+    try:
+        ride_out(w, lambda: w.complete(a, outcome, error, stage))
+    except NotEnabled as exc:
+        if stage is not None:
+            reason = describe(exc)
+            retry_step(w, lambda: w.complete(a, Outcome.RETRYABLE, reason))
+    except (Unavailable, UnknownResult, WorkerDown):
+        pass
 
 
 def release(w: Worker, a: AttemptId) -> None:
@@ -128,6 +148,7 @@ __all__ = [
     "SETTLE_RETRY",
     "STOP_POLL",
     "Settle",
+    "complete",
     "quietly",
     "release",
     "retry_step",

@@ -493,6 +493,16 @@ def stamp(locked: Locked, change: Change) -> Change:
     return attrs.evolve(change, job=job, attempts=attempts)
 
 
+def advanced(locked: Locked, change: Change, version: int) -> Locked:
+    """The locked read as it stands after ``change`` (written at ``version``) in the same
+    transaction: what the next step of a fused transaction decides on
+    (:meth:`remora.jobs.transactions.Transactions.transact_steps`)."""
+    job = attrs.evolve(change.job or locked.job, version=version)
+    attempts = {**locked.attempts, **{a.token: a for a in change.attempts}}
+    credentials = {**locked.credentials, **{c.sequence: c for c in change.credentials}}
+    return attrs.evolve(locked, job=job, attempts=attempts, credentials=credentials)
+
+
 def apply_change(
     cur: Any, dialect: Dialect, locked: Locked, change: Change, actor: str, seq: int
 ) -> int:
@@ -541,6 +551,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TABLES",
     "TERMINAL_SQL",
+    "advanced",
     "apply_change",
     "attempt_row",
     "credential_row",

@@ -27,7 +27,9 @@ from remora.jobs.model import (
     JobsConfig,
     Phase,
 )
+from remora.jobs.sql import Also
 from remora.jobs.target import Target, Vault, check_id
+from remora.jobs.transactions import Decide
 
 #: The outcomes that accept a failure: the error the attempt reported is a fact of the step.
 FAILURES = frozenset(
@@ -156,6 +158,15 @@ class Stores:
         """``ProcessOutcome(a)`` (by the attempt's worker, or the reconciler for an outcome
         whose sender went away): the target's record of the attempt is read under the
         job's lock."""
+        decide, also = self.outcome_decision(actor, a, error)
+        return self.durable.transact(actor, a.job, decide, also=also)
+
+    def outcome_decision(
+        self, actor: Actor, a: AttemptId, error: str = ""
+    ) -> tuple[Decide, Also | None]:
+        """``ProcessOutcome(a)``'s guard as a decision on the locked rows, with the extra
+        read it needs under the lock (alone: :meth:`process_outcome`; after ``SendOutcome``
+        in one transaction: :meth:`remora.jobs.worker.Worker.complete`)."""
 
         # A target in the durable store's database (PostgresTarget on the same DSN) is read
         # with the job's locked read, in its round trip; any other target by its own call.
@@ -172,7 +183,7 @@ class Stores:
                 change = attrs.evolve(change, facts={**change.facts, "error": error})
             return change
 
-        return self.durable.transact(actor, a.job, decide, also=also)
+        return decide, also
 
     def result(self, job_id: str) -> bytes | None:
         """The committed result: the winning attempt's staged output, or None."""

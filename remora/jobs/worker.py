@@ -94,6 +94,9 @@ class LocalAttempt:
     #: When this worker activated it (its own clock; None: not activated): the attempt's
     #: durable steps report how long it has run (``ran``, a fact of the step).
     activated_at: float | None = None
+    #: A successful handler's output not staged yet: the settlement stages it in the
+    #: transaction that sends and accepts the outcome (:meth:`Worker.complete`).
+    deferred_stage: bytes | None = None
 
     def ran(self, now: float) -> dict[str, float]:
         """The ``ran`` fact of a durable step of this attempt (seconds since activation,
@@ -439,6 +442,62 @@ class Worker:
                 local.state, local.finished = STOPPED, True
                 local.stop_recorded = True  # the durable store knows: the attempt failed
         return change.action
+
+    @serial
+    def complete(
+        self, a: AttemptId, outcome: Outcome, error: str = "", stage: bytes | None = None
+    ) -> str:
+        """``SendOutcome(a, o)`` then ``ProcessOutcome(a)`` — the sending worker accepts its
+        own outcome — in **one** durable transaction (two spec steps, each decided by its
+        own guard, logged and recorded in order:
+        :meth:`~remora.jobs.transactions.Transactions.transact_steps`); returns the action
+        ``ProcessOutcome`` took.  With ``stage`` (a success whose stage is not complete
+        yet) ``AdvanceAttempt(a, MaxProgress)`` comes first: in the same transaction when
+        the target lives in the durable store's database (``PostgresTarget.locked_write``),
+        else as its own write before.  Nothing is sent when a step is refused (the whole
+        transaction rolls back): the caller may send a failure instead."""
+        local = self._executing(a)
+        prepare = None
+        if stage is not None:
+            if outcome is not Outcome.SUCCESS or local.progress >= local.max_progress:
+                raise NotEnabled(f"{a}: nothing to stage")
+            locked_write = getattr(self.stores.target, "locked_write", None)
+            if locked_write is not None:
+                prepare = locked_write(self.stores.durable, a, local.max_progress, stage, self.id)
+            if prepare is None:
+                self.advance(a, local.max_progress, stage)
+        elif outcome is Outcome.SUCCESS and local.progress != local.max_progress:
+            raise NotEnabled(f"{a}: success needs a complete stage")
+        ran = local.ran(self.stores.clock.now())
+        worker = self.id
+
+        def send(lk: Locked) -> Change:
+            change = self.stores.guards.send_outcome(
+                lk.job,
+                lk.attempts,
+                a.token,
+                outcome,
+                worker_up=worker not in lk.workers_down,
+                error=error,
+            )
+            return attrs.evolve(change, facts=ran)
+
+        decide, also = self.stores.outcome_decision(self.actor, a, error)
+        prepared = None
+        if prepare is not None:
+            prepared = (Action.ADVANCE_ATTEMPT, {"a": str(a), "amount": local.max_progress})
+        _, processed = self.stores.durable.transact_steps(
+            self.actor, a.job, (send, decide), also=also, prepare=prepare, prepared=prepared
+        )
+        if prepare is not None:
+            local.progress = local.max_progress
+        local.outcome_sent = False
+        if processed.action == Action.ACCEPT_SUCCESS:
+            local.state, local.finished = COMMITTED, True
+        elif processed.action.startswith("Accept"):
+            local.state, local.finished = STOPPED, True
+            local.stop_recorded = True  # the durable store knows: the attempt failed
+        return processed.action
 
     @serial
     def cooperative_stop(self, a: AttemptId) -> bool:

@@ -117,6 +117,7 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "advance": (_O.TARGET_WRITE,),
     "send-outcome": (_O.DURABLE_WRITE,),
     "process-outcome": (_O.DURABLE_WRITE, _O.TARGET_READ),
+    "complete": (_O.DURABLE_WRITE, _O.TARGET_READ),
     "record-stop": (_O.DURABLE_READ, _O.DURABLE_WRITE),
     "release-lease": (_O.COORD_WRITE,),
     "put-secret": (_O.DURABLE_READ, _O.DURABLE_WRITE, _O.VAULT_READ, _O.VAULT_WRITE),
@@ -406,7 +407,7 @@ class JobMachineBase(RuleBasedStateMachine):
             self._cache.clear()
         reach = type(self).reach
         reach.add(("op", step.op, kind))
-        if step.op == "send-outcome" and step.outcome is not None and kind == "ok":
+        if step.op in ("send-outcome", "complete") and step.outcome is not None and kind == "ok":
             reach.add(("sent", step.outcome.value))
         if step.service is not None and kind == "ok":
             reach.add(("link", step.op, str(step.worker), step.service.value))
@@ -775,6 +776,13 @@ class JobRuntimeMachine(JobMachineBase):
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
         self._do(self._attempt_step("send-outcome", pick, fs, outcome=outcome))
 
+    @precondition(has_executing)
+    @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=step_faults("complete"))
+    def complete(self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]) -> None:
+        """``SendOutcome`` and ``ProcessOutcome`` fused in one durable transaction."""
+        pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        self._do(self._attempt_step("complete", pick, fs, outcome=outcome))
+
     @precondition(has_local)
     @rule(
         data=st.data(),
@@ -786,11 +794,12 @@ class JobRuntimeMachine(JobMachineBase):
         self._do(self._attempt_step(op, pick, fs))
 
     @precondition(has_executing)
-    @rule(data=st.data(), fs=step_faults("process-outcome"))
-    def run_to_outcome(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+    @rule(data=st.data(), fs=step_faults("process-outcome"), fused=st.booleans())
+    def run_to_outcome(self, data: st.DataObject, fs: tuple[JobFault, ...], fused: bool) -> None:
         """A handler running to its end: a partial stage checkpointed and reported, a tick
-        and a lease renewal, the full stage, the scripted outcome sent and processed
-        (faults apply to the last of these steps)."""
+        and a lease renewal, the full stage, the scripted outcome sent and processed — in
+        one transaction when ``fused``, as the production loop does (faults apply to the
+        last of these steps)."""
         assert self.run is not None
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
         w, a = pick
@@ -804,6 +813,9 @@ class JobRuntimeMachine(JobMachineBase):
         self._do(self._attempt_step("put-secret", pick, ()))
         if local.progress < self.max_progress:
             self._do(self._attempt_step("advance", pick, (), amount=self.max_progress))
+        if fused:
+            self._do(self._attempt_step("complete", pick, fs, outcome=self.run.scripted(a)))
+            return
         self._do(self._attempt_step("send-outcome", pick, (), outcome=self.run.scripted(a)))
         self._do(self._attempt_step("process-outcome", pick, fs))
 
@@ -834,6 +846,7 @@ class JobRuntimeMachine(JobMachineBase):
                 "checkpoint",
                 "advance",
                 "send-outcome",
+                "complete",
                 "put-secret",
             ]
         ),
@@ -870,7 +883,7 @@ class JobRuntimeMachine(JobMachineBase):
         kw: dict[str, Any] = {}
         if then == "advance":
             kw["amount"] = self.max_progress
-        elif then == "send-outcome":
+        elif then in ("send-outcome", "complete"):
             kw["outcome"] = self.run.scripted(a)
         fs = data.draw(step_faults(then), label="faults")
         self._do(self._attempt_step(then, pick, fs, **kw))
@@ -953,7 +966,15 @@ RACES: tuple[str, ...] = (
     "credential-then-shutdown",
 )
 """Every race the race machine composes (its reach names each one it reached)."""
-LATE_STEPS = ("checkpoint", "renew", "report-progress", "send-outcome", "put-secret", "advance")
+LATE_STEPS = (
+    "checkpoint",
+    "renew",
+    "report-progress",
+    "send-outcome",
+    "complete",
+    "put-secret",
+    "advance",
+)
 RUNNING_RECONCILER = (
     "schedule-retry",
     "reconciler-release-lease",
@@ -1130,7 +1151,7 @@ class JobRaceMachine(JobMachineBase):
         kw: dict[str, Any] = {}
         if then == "advance":
             kw["amount"] = self.max_progress
-        elif then == "send-outcome":
+        elif then in ("send-outcome", "complete"):
             kw["outcome"] = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
         self._at(then, w, a, **kw)
 
@@ -1220,8 +1241,13 @@ class JobRaceMachine(JobMachineBase):
         self._raced(kind)
         outcome = data.draw(st.sampled_from(list(JobOutcome)), label="outcome")
         processor = data.draw(
-            st.sampled_from(["process-outcome", "reconciler-process-outcome"]), label="by"
+            st.sampled_from(["process-outcome", "reconciler-process-outcome", "complete"]),
+            label="by",
         )
+        # the sender accepting its own outcome in the same transaction (no cancel between)
+        fused = processor == "complete" and kind != "cancel-then-outcome"
+        if processor == "complete" and not fused:
+            processor = "process-outcome"
         if kind == "stale-outcome":
             self._at("advance", w, a, amount=self.max_progress)
             self._lose_lease(a)
@@ -1231,17 +1257,17 @@ class JobRaceMachine(JobMachineBase):
             if other is not None:
                 self._do(JobStep("reserve", worker=other, job=j))
                 self._do(JobStep("authorize", worker=other, job=j))
-            self._at("send-outcome", w, a, outcome=outcome)
+            self._at("complete" if fused else "send-outcome", w, a, outcome=outcome)
         elif kind == "cancel-then-outcome":
             self._at("advance", w, a, amount=self.max_progress)
             self._at("send-outcome", w, a, outcome=outcome)
             self._do(JobStep("cancel", job=j))
         else:  # finish-then-reconcile
             self._at("advance", w, a, amount=self.max_progress)
-            self._at("send-outcome", w, a, outcome=outcome)
+            self._at("complete" if fused else "send-outcome", w, a, outcome=outcome)
         if processor == "process-outcome":
             self._at("process-outcome", w, a)
-        else:
+        elif not fused:
             self._do(JobStep(processor, job=a.job, token=a.token))
         if kind == "cancel-then-outcome":
             self._do(JobStep("finalize-cancel", job=j))

@@ -47,8 +47,8 @@ def test_the_sites_cover_every_kind_of_call_of_a_job_s_life() -> None:
     steps = {s.step for s, _ in SITES}
     for step in (
         "Worker.reserve", "Worker.authorize", "Worker.activate", "Worker.renew",
-        "Worker.advance", "Worker.checkpoint", "prepare_credential", "Worker.send_outcome",
-        "Stores.process_outcome", "Worker.release_lease", "Worker.heartbeat",
+        "Worker.advance", "Worker.checkpoint", "prepare_credential", "Worker.complete",
+        "Worker.release_lease", "Worker.heartbeat",
         "Worker.shutdown", "Stores.enqueue",
     ):  # fmt: skip
         assert step in steps, step

@@ -87,6 +87,9 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     "advance": ("AdvanceAttempt", "advance"),
     "checkpoint": ("PersistCheckpoint", "attempt"),
     "send-outcome": ("SendOutcome", "outcome"),
+    # SendOutcome then ProcessOutcome, one transaction: ProcessOutcome is enabled whenever
+    # SendOutcome was, so the fused step is refused exactly when SendOutcome is
+    "complete": ("SendOutcome", "outcome"),
     "put-secret": ("", "credential"),
 }
 
@@ -280,6 +283,7 @@ REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
     ),
     "checkpoint": (IN_FLIGHT,),
     "send-outcome": (IN_FLIGHT,),
+    "complete": (IN_FLIGHT,),
     "put-secret": (
         Reason(
             "not the handler",

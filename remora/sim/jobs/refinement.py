@@ -459,6 +459,14 @@ class RefinementChecker:
             bad = check_transition(self.model, s, t)
             if bad:
                 raise RefinementViolation(f"{label} violates {', '.join(bad)}")
+            if record is not records[-1] and t != s:
+                # A fused transaction's intermediate state (several spec steps, one
+                # commit): no other actor observes it, but it is still a spec state.
+                bad = check_state(self.model, t)
+                if bad:
+                    raise RefinementViolation(
+                        f"invariants violated on the state after {label}: {', '.join(bad)}"
+                    )
             self.actions[record.action] = self.actions.get(record.action, 0) + 1
             s = t
         if s != after:

@@ -641,6 +641,9 @@ def dispatch(
     if op == "send-outcome":
         assert s.outcome is not None
         return wk.send_outcome(a, s.outcome)
+    if op == "complete":
+        assert s.outcome is not None
+        return wk.complete(a, s.outcome)
     if op == "put-secret":
         wk._executing(a)  # the handler runs: only an executing attempt writes secrets
         return write_credential(wk.stores, wk.actor, a, secret_bytes(a))

@@ -98,6 +98,8 @@ OPS: dict[str, tuple[str, ...]] = {
     "checkpoint": ("worker", "job", "token"),
     "send-outcome": ("worker", "job", "token", "outcome"),
     "process-outcome": ("worker", "job", "token"),
+    # SendOutcome and ProcessOutcome in one durable transaction
+    "complete": ("worker", "job", "token", "outcome"),
     "cooperative-stop": ("worker", "job", "token"),
     "record-stop": ("worker", "job", "token"),
     "release-lease": ("worker", "job", "token"),

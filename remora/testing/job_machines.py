@@ -126,7 +126,7 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     # checkpoints, then the settlement; it writes no secret), its reconcile schedule
     "loop-turn": _NO_VAULT,
     "loop-handler": _NO_VAULT,
-    "loop-reconcile": tuple(JobOperation),
+    "loop-reconcile": _NO_VAULT,  # the loop machine writes no secret: no vault call
 }
 """The operations each step kind may call (environment steps — crash, wipe, link
 changes — call none; a tick renews the running incarnations' heartbeats).  Fault
@@ -779,8 +779,16 @@ class JobRuntimeMachine(JobMachineBase):
     @precondition(has_executing)
     @rule(data=st.data(), outcome=st.sampled_from(list(JobOutcome)), fs=step_faults("complete"))
     def complete(self, data: st.DataObject, outcome: JobOutcome, fs: tuple[JobFault, ...]) -> None:
-        """``SendOutcome`` and ``ProcessOutcome`` fused in one durable transaction."""
+        """``SendOutcome`` and ``ProcessOutcome`` fused in one durable transaction.  A
+        success is sent as a handler sends it, its output staged in full first (else the
+        step is refused before its transaction and its faults never fire)."""
         pick = data.draw(st.sampled_from(self._local("executing")), label="attempt")
+        w, a = pick
+        local = self.sim.workers[w].attempts[a]
+        full = self._attempt_step("advance", pick, (), amount=local.max_progress)
+        short = outcome is JobOutcome.SUCCESS and local.progress < local.max_progress
+        if short and self._do(full) != "ok":
+            return
         self._do(self._attempt_step("complete", pick, fs, outcome=outcome))
 
     @precondition(has_local)
@@ -1531,6 +1539,7 @@ class JobLoopMachine(JobRuntimeMachine):
     tend = None  # type: ignore[assignment]
     advance = None  # type: ignore[assignment]
     send_outcome = None  # type: ignore[assignment]
+    complete = None  # type: ignore[assignment]
     finish = None  # type: ignore[assignment]
     run_to_outcome = None  # type: ignore[assignment]
     reconcile_job = None  # type: ignore[assignment]

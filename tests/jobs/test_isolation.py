@@ -152,14 +152,15 @@ def test_a_timeout_kills_the_child_and_the_retry_succeeds(tmp_path: Path) -> Non
         assert first != os.getpid()
         run.wait_terminal("t")
         assert run.phase("t") is Phase.SUCCEEDED
-        assert run.stores.result("t") == b"attempt 2"
         assert run.error("t") == "timed out after 0.3s"
         wait_for(lambda: not alive(first), "the timed-out child to be gone")
         snap = run.stores.durable.snapshot()
-        assert [a.committed for a in sorted(snap.attempts, key=lambda a: a.token)] == [
-            False,
-            True,
-        ]
+        committed = [a.committed for a in sorted(snap.attempts, key=lambda a: a.token)]
+        # the first attempt timed out and staged nothing that counts; a later one won (on a
+        # loaded machine a fresh child can take longer than 0.3 s to start, so a retry may
+        # time out too: attempt 3 then wins)
+        assert committed[0] is False and committed[-1] is True and sum(committed) == 1
+        assert run.stores.result("t") == f"attempt {len(committed)}".encode()
     finally:
         run.finish()
 

@@ -435,10 +435,16 @@ def test_a_link_cut_at_a_call_site_is_ridden_out(
         report, merged = batch.verify()
         assert cutter.fired_at is not None, f"{site} was never called"
         assert cutter.severed >= 1 or cutter.refused >= 1, "the cut hit no connection"
-        store = "the durable store" if service == "postgres" else "the coordination store"
+        # the stores on the cut server: PostgreSQL holds the durable store and the target
+        # staging (a success's stage write travels with its fused completion)
+        stores = (
+            ("the durable store", "the target staging")
+            if service == "postgres"
+            else ("the coordination store",)
+        )
         notices = [line for line in err.splitlines() if line.startswith("remora jobs worker:")]
-        waiting = [line for line in notices if f"waiting for {store}" in line]
-        back = [line for line in notices if f"{store} is back after" in line]
+        waiting = [ln for ln in notices if any(f"waiting for {s}" in ln for s in stores)]
+        back = [ln for ln in notices if any(f"{s} is back after" in ln for s in stores)]
         assert len(waiting) == len(back) >= 1, notices
         attempts = sum(1 for r in merged if r.action == "AuthorizeAttempt")
         print(

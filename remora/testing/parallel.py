@@ -370,16 +370,22 @@ class ParallelMachine:
 
     @classmethod
     def test_case(cls) -> type[unittest.TestCase]:
-        machine = cls
-
-        class TestCase(unittest.TestCase):
-            def runTest(self) -> None:
-                machine.run()
-
-        TestCase.__name__ = TestCase.__qualname__ = f"{cls.__name__}.TestCase"
-        return TestCase
+        return machine_test_case(cls.__name__, cls.run)
 
     TestCase: ClassVar[type[unittest.TestCase]]
+
+
+def machine_test_case(name: str, run: Callable[[], None]) -> type[unittest.TestCase]:
+    """A :class:`unittest.TestCase` named ``NAME.TestCase`` whose one test calls ``run`` —
+    what a parallel machine's ``TestCase`` is, as Hypothesis's
+    ``RuleBasedStateMachine.TestCase``."""
+
+    class TestCase(unittest.TestCase):
+        def runTest(self) -> None:
+            run()
+
+    TestCase.__name__ = TestCase.__qualname__ = f"{name}.TestCase"
+    return TestCase
 
 
 def _describe(example: ParallelExample) -> str:
@@ -403,6 +409,7 @@ ParallelMachine.TestCase = _TestCaseDescriptor()  # type: ignore[assignment]
 
 __all__ = [
     "PG_DSN_ENV",
+    "machine_test_case",
     "STEPS_PER_COMMAND",
     "store_commands",
     "lifecycle_program",

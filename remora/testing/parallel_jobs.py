@@ -53,6 +53,7 @@ from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.sim.runs import reference_of
 from remora.sim.schedule import PCT
 from remora.testing.machines import _final_run
+from remora.testing.parallel import machine_test_case
 
 #: Scheduling points a step takes, about (the change points' horizon before a run).
 STEPS_PER_STEP = 4
@@ -428,14 +429,7 @@ class JobParallelMachine:
 
     @classmethod
     def test_case(cls) -> type[unittest.TestCase]:
-        machine = cls
-
-        class TestCase(unittest.TestCase):
-            def runTest(self) -> None:
-                machine.run()
-
-        TestCase.__name__ = TestCase.__qualname__ = f"{cls.__name__}.TestCase"
-        return TestCase
+        return machine_test_case(cls.__name__, cls.run)
 
 
 def describe(example: JobParallelExample) -> str:

@@ -10,11 +10,13 @@ survives the same budget without the loop rules."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from remora.jobs.loop import ReconcileSchedule, WorkerLoop
-from remora.jobs.settlement import quietly
-from remora.jobs.worker import Worker
+from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.settlement import STOP_POLL, complete, quietly, retry_step
+from remora.jobs.worker import EXECUTING, STOPPED, Worker
 from remora.sim.jobs.loops import LoopParts
 from remora.sim.jobs.simulation import Parts
 
@@ -62,9 +64,45 @@ class GivesUpSchedule(ReconcileSchedule):
         return self.every
 
 
+def _settle_keeping_stopped_leases(
+    w: Worker,
+    a: AttemptId,
+    outcome: Outcome | None,
+    error: str,
+    shutting_down: Callable[[], bool] = lambda: False,
+) -> None:
+    """:func:`remora.jobs.settlement.settle` with (d)'s release: the stop is recorded, but
+    the lease is released only when the attempt finished."""
+    local = w.attempts[a]
+    stage = local.deferred_stage if outcome is Outcome.SUCCESS else None
+    local.deferred_stage = None
+    if outcome is not None and local.state == EXECUTING and not local.cancel_seen:
+        complete(w, a, outcome, error, stage)
+    while local.state == EXECUTING and not local.finished and w.up and not shutting_down():
+        if retry_step(w, lambda: w.cooperative_stop(a)):
+            break
+        w.ctx.sleep(STOP_POLL)
+    if local.state == STOPPED:
+        retry_step(w, lambda: w.record_stop(a))
+    if local.finished:  # the bug: a stopped attempt's lease is kept until it expires
+        retry_step(w, lambda: w.release_lease(a))
+
+
+class KeepsStoppedLeases(WorkerLoop):
+    """(d) A cancelled (cooperatively stopped) attempt's lease is not released after its
+    stop is recorded: the job's cancellation waits a whole lease period for nothing.  No
+    spec step is wrong — ``ReleaseLease`` is merely never taken — so only the settlement's
+    promise (a settled attempt holds no lease) sees it."""
+
+    def __init__(self, worker: Worker, **kwargs: Any) -> None:
+        kwargs["complete"] = _settle_keeping_stopped_leases
+        super().__init__(worker, **kwargs)
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
     "schedule-gives-up": (None, LoopParts(schedule=GivesUpSchedule)),
+    "keeps-stopped-leases": (None, LoopParts(loop=KeepsStoppedLeases)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

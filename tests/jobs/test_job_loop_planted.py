@@ -21,6 +21,7 @@ KILLED_BY = {
     "eager-heartbeat": "ERROR loop: the heartbeat of ",
     "sticky-slots": "ERROR loop: the loop of ",
     "schedule-gives-up": "ERROR loop: a scheduled reconcile pass of ",
+    "keeps-stopped-leases": "ERROR loop: the lease of ",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks)."""
 

@@ -6,7 +6,7 @@ stretches and the settlement, and the reconciler's schedule alone — no single 
 from __future__ import annotations
 
 from remora.jobs.loop import Wait
-from remora.jobs.model import Outcome
+from remora.jobs.model import Outcome, Service
 from remora.sim.jobs.run import JobRun, run_trace
 from remora.sim.jobs.trace import JobConfig, JobStep, new_trace
 
@@ -53,3 +53,32 @@ def test_a_job_runs_through_the_production_loop() -> None:
         run.close()
     replayed = run_trace(trace)
     assert replayed.failure is None and replayed.actions == dict(actions)
+
+
+def test_a_link_of_an_incarnation_declared_down_is_not_the_specs_to_cut() -> None:
+    """Another incarnation's reconciler declared w2 down (its loop stopped turning, its
+    heartbeat expired); w2 itself still believes it is up until its loop learns.  The
+    environment's ``DropLink(w2, …)`` is the spec's only while ``workerState[w2] =
+    WorkerUp`` — the durable store's word, not w2's: the cut is refused (found by the loop
+    machine as ``DropLink(w2, Durable) by env is not enabled in alpha(before)``)."""
+    run = JobRun(JobConfig(jobs=("j1",), workers=("w1", "w2"), concurrency=1), {})
+    s = JobStep
+    try:
+        for step in [s("start", worker="w1"), s("start", worker="w2")]:
+            run.execute(step)
+        run.execute(s("loop-turn", worker="w2"))  # w2's loop beats once, then never again
+        for _ in range(40):
+            run.execute(s("tick"))
+            run.execute(s("loop-turn", worker="w1"))
+            run.execute(s("loop-reconcile", worker="w1"))
+            if run.chk.actions.get("CrashWorker"):
+                break
+        assert run.chk.actions.get("CrashWorker") == 1
+        assert run.sim.workers["w2"].up  # w2 has not learned it yet
+        assert not run.sim.durably_up("w2") and run.sim.durably_up("w1")
+        assert run.execute(s("drop-link", worker="w2", service=Service.DURABLE)) != "ok"
+        assert "DropLink" not in run.chk.actions
+        assert run.execute(s("drop-link", worker="w1", service=Service.DURABLE)) == "ok"
+        assert run.chk.actions.get("DropLink") == 1
+    finally:
+        run.close()

@@ -32,7 +32,8 @@ The loop's promises that no spec step shows are checked after each loop step
 (:meth:`SimLoops.problems`) — after a *clean* step (no fault fired, the incarnation's links
 all up): the heartbeat is never older than the loop's beat period; a turn that waits for a
 handler to finish has every slot taken by a handler still running; a scheduled reconcile
-pass reads the durable store.
+pass reads the durable store; an attempt settled by its handler's last stretch holds no
+lease any more.
 """
 
 from __future__ import annotations
@@ -244,6 +245,9 @@ class SimLoops:
         self.last: LoopOutcome | None = None
         #: What the last turn returned (:meth:`problems`).
         self.pause: Pause | None = None
+        #: The attempt whose handler and settlement the last loop step ended
+        #: (:meth:`problems`), else None.
+        self.settled: AttemptId | None = None
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -327,6 +331,7 @@ class SimLoops:
             raise NotEnabled(f"{w}'s loop does not run {a}")
         execution.step()
         self.last = LoopOutcome("handler", "settled" if execution.finished else "paused")
+        self.settled = a if execution.finished else None
         return execution.finished
 
     def reconcile(self, w: str) -> float:
@@ -387,10 +392,27 @@ class SimLoops:
                         f"the loop of {w} waits for a handler with {live} of its "
                         f"{wk.concurrency} slots running one"
                     )
+        if op == "loop-handler" and self.settled is not None:
+            out.extend(self._unreleased(w, self.settled))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
         if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
         return out
+
+    def _unreleased(self, w: str, a: AttemptId) -> list[str]:
+        """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an
+        attempt whose handler and settlement ended while its incarnation stayed up and
+        connected was finished or stopped, and its lease is released — else a cancelled or
+        stopped attempt keeps its job's lease until it expires, delaying the job's next
+        step by a lease period for nothing."""
+        lease = self.sim.stores.coordination.snapshot().leases.get(a)
+        if lease is None or not lease.live or lease.worker != w:
+            return []
+        state = self.sim.workers[w].attempts[a].state
+        return [
+            f"the lease of {a} is still held after its settlement in the loop of {w} "
+            f"({state}): a clean settlement releases it"
+        ]
 
 
 __all__ = [

@@ -232,13 +232,22 @@ class Simulation:
     def drop_link(self, w: str, service: Service) -> None:
         """``DropLink(w, service)``."""
         links = self.workers[w].actor.links
-        if not self.workers[w].up or service in links.down:
+        if not self.durably_up(w) or service in links.down:
             raise ValueError(f"DropLink({w}, {service.value}) is not enabled")
         if self.partitions >= self.config.max_partitions:
             raise ValueError("the partition budget is spent")
         links.drop(service)
         self.partitions += 1
         self.env.record(self.env.next_seq(), "DropLink", {"w": w, "service": service.value})
+
+    def durably_up(self, w: str) -> bool:
+        """``workerState[w] = WorkerUp`` as the durable store says — not the
+        incarnation's own ``up``, which stays True until its loop learns that another
+        process declared it down: a link of such an incarnation is the spec's no longer."""
+        if not self.workers[w].up:
+            return False
+        _, rows = self.stores.durable.liveness(self.clock.now())
+        return any(wid == w and up for wid, up, _ in rows)
 
     def restore_link(self, w: str, service: Service) -> None:
         """``RestoreLink(w, service)``."""

@@ -14,6 +14,8 @@ executor (:class:`~remora.sim.jobs.run.JobRun`) on the schedules that cut the st
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from remora.clock import LogicalClock
@@ -25,6 +27,7 @@ from remora.jobs.model import JobsConfig, Outcome, Service
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from tests.jobs.between_planted import PLANTED
+from tests.jobs.statement_kills import StatementKills
 
 S = JobStep
 FINDING: tuple[JobStep, ...] = (
@@ -108,11 +111,12 @@ CASES = {
 }
 
 
-def run_cut(cut: JobFault, bug: str | None) -> JobRun:
+def run_cut(cut: JobFault, bug: str | None, backends: Any = None) -> JobRun:
     run = JobRun(
         JobConfig(jobs=("j1",), workers=("w1", "w2")),
         {"j1": (Outcome.SUCCESS,)},
         parts=None if bug is None else PLANTED[bug],
+        backends=backends,
     )
     for step in live_declared(cut):
         run.execute(step)
@@ -188,3 +192,53 @@ def test_parse_accepts_kill_only_after_a_write() -> None:
         _parse_fault({"operation": "coord-read", "call": 1, "outcome": "abort", "kill": True}, "f")
     with pytest.raises(TraceError):
         _parse_fault({"operation": "coord-write", "call": 1, "outcome": "commit"}, "f")
+
+
+# -- kill between statements: every multi-statement durable step is all or nothing ----------
+STATEMENT_RUN: tuple[JobStep, ...] = (
+    S("start", worker="w1"),
+    S("start", worker="w2"),
+    S("submit", job="j1"),
+    S("submit", job="j2"),
+    S("submit", job="j3"),
+    S("cancel", job="j3"),
+    S("crash", worker="w2"),
+    *(S("tick"),) * 7,
+    S("reconcile"),
+)
+"""Registrations, submissions, a cancel, a crash declared down; the fair drain then takes
+every job to its end (authorize, checkpoint, the fused complete, retries, the reconciler's
+duties, a shutdown-free finish)."""
+
+
+def statement_kills(backends: Any = None, *, split: bool = False) -> StatementKills:
+    run = JobRun(
+        JobConfig(jobs=("j1", "j2", "j3"), workers=("w1", "w2")),
+        {
+            "j1": (Outcome.SUCCESS,),
+            "j2": (Outcome.RETRYABLE, Outcome.SUCCESS),
+            "j3": (Outcome.SUCCESS,),
+        },
+        backends=backends,
+    )
+    kills = StatementKills(run.sim.stores.durable.backend, split)
+    run.sim.stores.durable.backend = kills
+    for step in STATEMENT_RUN:
+        run.execute(step)
+    drained(run)
+    return kills
+
+
+def test_a_kill_between_statements_of_a_durable_step_leaves_nothing() -> None:
+    """SQLite: every committing durable write of the run, killed after each of its
+    statements in turn, leaves the store as it was."""
+    kills = statement_kills()
+    assert kills.multi >= 15, kills.points
+    assert {"job transition", "job write"} <= set(kills.points), kills.points
+
+
+def test_a_durable_step_split_in_two_transactions_is_caught() -> None:
+    """The planted bug: a transaction committed after its first statement (a step cut in
+    two) — the first kill after it finds the store changed."""
+    with pytest.raises(AssertionError, match="kept part of the transaction"):
+        statement_kills(split=True)

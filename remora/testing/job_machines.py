@@ -145,12 +145,13 @@ _step_faults: dict[str, st.SearchStrategy[tuple[JobFault, ...]]] = {}
 
 
 def kill_point(ops: tuple[JobOperation, ...]) -> st.SearchStrategy[JobFault] | None:
-    """A kill point among ``ops`` (None when the step writes neither store a cross-store
-    step orders): the process dies right after the 1st or 2nd call of a durable or a
-    coordination write, which committed (the cut between the two stores), failed, or lost
-    its reply — nothing more of the step runs, not even the resolution of that reply."""
+    """A kill point of a step that writes both stores (``ops``: its calls; None for any
+    other step — a kill after a single store's write is a crash after the step): the
+    process dies right after the 1st or 2nd call of its durable or coordination write,
+    which committed (the cut between the two stores), failed, or lost its reply —
+    nothing more of the step runs, not even the resolution of that reply."""
     writes = sorted((o for o in ops if o in KILL_OPERATIONS), key=lambda o: o.value)
-    if not writes:
+    if len(writes) < len(KILL_OPERATIONS):
         return None
     outcomes = [IOOutcome.COMMIT, IOOutcome.ABORT, *sorted(UNKNOWN_OUTCOMES, key=str)]
     return st.tuples(st.sampled_from(writes), st.integers(1, 2), st.sampled_from(outcomes)).map(
@@ -194,7 +195,10 @@ def cut_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
     )
     kill = kill_point(ops)
     assert kill is not None, f"{op} writes neither store"
-    return st.one_of(st.tuples(kill), st.tuples(one))
+    alts = [st.tuples(kill), st.tuples(one)]
+    if JobOperation.DURABLE_WRITE in ops:  # the durable COMMIT's reply lost, either way
+        alts.append(st.tuples(_durable_unknown))
+    return st.one_of(alts)
 
 
 SWARM = ("crash", "wipe", "links", "cancel", "faults", "reconcile")
@@ -722,12 +726,16 @@ class JobRuntimeMachine(JobMachineBase):
         time passes (ticks) until the incarnation's heartbeat expired — a live one first
         loses its durable link when ``cut_off`` (it keeps running, unable to beat: the
         declaration of a live incarnation) — then its fence and its mark, then its
-        durable declaration, with a kill point or a failed write among them."""
+        durable declaration, with a kill point or a failed write among them; a live one
+        then gets its link back and beats (a mark its declaration did not make durable
+        must not outlive the next fault-free pass: ``stale_marks``)."""
         w = data.draw(st.sampled_from(self._started()), label="declared")
         wk = self.sim.workers[w]
         live = wk.up and w not in self.sim.killed
-        if cut_off and live and self.on("links") and Service.DURABLE not in wk.actor.links.down:
-            self._do(JobStep("drop-link", worker=w, service=Service.DURABLE))
+        cut_off = cut_off and live and self.on("links")
+        cut_off = cut_off and Service.DURABLE not in wk.actor.links.down
+        if cut_off:
+            cut_off = self._do(JobStep("drop-link", worker=w, service=Service.DURABLE)) == "ok"
         after = self.sim.config.jobs_config.down_after_s
         for _ in range(16):
             at, rows = self.sim.stores.durable.liveness(self.sim.clock.now())
@@ -736,6 +744,9 @@ class JobRuntimeMachine(JobMachineBase):
                 break
             self._do(JobStep("tick"))
         self._do(JobStep("declare-down", worker=w, faults=fs))
+        if cut_off:  # it comes back and beats: durably up unless the declaration committed
+            self._do(JobStep("restore-link", worker=w, service=Service.DURABLE))
+            self._do(JobStep("tick"))
 
     @precondition(lambda self: self.has_up() and self.on("links"))
     @rule(data=st.data(), service=st.sampled_from(list(Service)))
@@ -1628,6 +1639,9 @@ class JobLoopMachine(JobRuntimeMachine):
     # links are cut and restored around the loop's steps (:meth:`loop_outage`)
     drop_link = None  # type: ignore[assignment]
     restore_link = None  # type: ignore[assignment]
+    # the reconciler's declarations cut between the stores: the general machines' (the
+    # loops' reconcile schedules declare expired incarnations down by themselves)
+    declare_down = None  # type: ignore[assignment]
 
     def _looping(self) -> list[str]:
         """The incarnations whose loop runs: started, their process alive, the loop not

@@ -232,7 +232,10 @@ class Simulation:
     def drop_link(self, w: str, service: Service) -> None:
         """``DropLink(w, service)``."""
         links = self.workers[w].actor.links
-        if not self.workers[w].up or service in links.down:
+        # the spec's guard: the incarnation is up — durably (one declared down that has not
+        # learned so yet is still up locally)
+        up = self.workers[w].up and self.stores.durable.worker_up(w)
+        if not up or service in links.down:
             raise ValueError(f"DropLink({w}, {service.value}) is not enabled")
         if self.partitions >= self.config.max_partitions:
             raise ValueError("the partition budget is spent")

@@ -438,7 +438,12 @@ class JobRun:
         return outs[min(a.token, len(outs)) - 1]
 
     def _drain_step(self, op: Callable[[], Any], label: str) -> str:
-        return self._checked(op, (), f"drain: {label}")
+        kind = self._checked(op, (), f"drain: {label}")
+        if label == "reconcile" and "state" in self.judging:  # a fault-free pass
+            stale = stale_marks(self)
+            if stale:
+                raise JobRunFailure(f"ERROR marks: {stale[0]}", f"after step drain: {label}")
+        return kind
 
     def drain(self, rounds: int = DRAIN_ROUNDS) -> None:
         """The fault-free fair drain (module docstring); every step refinement-checked."""

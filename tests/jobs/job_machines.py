@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import settings
 
 from remora.testing.job_machines import (
+    JobCutMachine,
     JobLoopMachine,
     JobMachineBase,
     JobRaceMachine,
@@ -79,7 +80,28 @@ class LoopJobs(JobLoopMachine):
     queues = ("default",)
 
 
-JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs, LoopJobs)
+class CutJobs(JobCutMachine):
+    """The cut machine (:class:`~remora.testing.job_machines.JobCutMachine`: steps that
+    write both stores cut between their writes): two jobs, two incarnations (so that one
+    is up while the other is declared down), one slot, two attempts, one-tick leases (a
+    heartbeat expires three ticks after the last beat)."""
+
+    jobs = ("j1", "j2")
+    workers = ("w1", "w2")
+    concurrency = 1
+    max_attempts = 2
+    lease_ticks = 1
+    reservation_ticks = 1
+    global_limit = 2
+
+
+JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
+    SpecSizedJobs,
+    LargerJobs,
+    RaceJobs,
+    LoopJobs,
+    CutJobs,
+)
 """Every job machine of the suite (``test_job_machines.py`` judges their reach together)."""
 
 SHARES: dict[type[JobMachineBase], float] = {LoopJobs: 1.0, RaceJobs: 2.0}

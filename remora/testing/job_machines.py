@@ -193,8 +193,9 @@ def cut_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
     kill = kill_point(ops)
     assert kill is not None, f"{op} writes neither store"
     alts = [st.tuples(kill), st.tuples(one)]
-    if JobOperation.DURABLE_WRITE in ops:  # the durable COMMIT's reply lost, either way
-        alts.append(st.tuples(_durable_unknown))
+    if JobOperation.DURABLE_WRITE in ops:  # the first durable COMMIT's reply lost, either way
+        lost = st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED])
+        alts.append(st.tuples(lost.map(lambda o: JobFault(JobOperation.DURABLE_WRITE, 1, o))))
     return st.one_of(alts)
 
 

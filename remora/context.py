@@ -59,6 +59,14 @@ class Context:
             deadline = self._deadline
         return Context(self._clock, parent=self, deadline=deadline)
 
+    def root(self) -> Context:
+        """The outermost scope this one descends from (a process's own context): what a
+        kill of the process cancels, whichever child scope the call ran under."""
+        ctx = self
+        while ctx._parent is not None:
+            ctx = ctx._parent
+        return ctx
+
     def close(self) -> None:
         """Detach a finished child from its parent so the parent does not grow."""
         parent = self._parent

@@ -166,6 +166,8 @@ class Coordination(Protocol):
 
     def mark_down(self, actor: Actor, worker: str) -> None: ...
 
+    def unmark_down(self, actor: Actor, workers: Iterable[str]) -> None: ...
+
     def publish_down(self, actor: Actor, workers: Iterable[str]) -> None: ...
 
     def is_marked(self, actor: Actor) -> bool: ...
@@ -211,6 +213,10 @@ class Coordination(Protocol):
     def close(self) -> None: ...
 
 
+DURABLE_MARK = "@durable"
+"""The holder of a down mark republished from the durable store (no actor is named so)."""
+
+
 @attrs.define
 class _Data:
     queued: set[str] = attrs.field(factory=set)
@@ -221,6 +227,11 @@ class _Data:
     floors: dict[str, int] = attrs.field(factory=dict)
     cancels: set[str] = attrs.field(factory=set)
     down: set[str] = attrs.field(factory=set)
+    #: Who holds each down mark up: the declaring actors whose declaration may still
+    #: commit, and :data:`DURABLE_MARK` for a mark republished from the durable store.
+    #: A mark is lifted when its last holder lets go (:meth:`~MemoryCoordination.
+    #: unmark_down`), so one declarer's failure never lifts another's mark.
+    down_by: dict[str, set[str]] = attrs.field(factory=dict)
     #: The queue and rank of each queued job (an index of ``queued``, not a spec variable).
     ranks: dict[str, tuple[str, Rank]] = attrs.field(factory=dict)
     #: The down marks are in place (a fresh store: nothing was declared down before it
@@ -290,6 +301,7 @@ class MemoryCoordination:
                     floors=dict(self._data.floors),
                     cancels=set(self._data.cancels),
                     down=set(self._data.down),
+                    down_by={w: set(b) for w, b in self._data.down_by.items()},
                     ranks=dict(self._data.ranks),
                 )
                 result = body(self._data, snap, snap.now_ms)
@@ -484,9 +496,30 @@ class MemoryCoordination:
 
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
             d.down.add(worker)
+            d.down_by.setdefault(worker, set()).add(actor.name)
             return False
 
         self._op(actor, "", {"w": worker, "down": True}, "", body)
+
+    def unmark_down(self, actor: Actor, workers: Iterable[str]) -> None:
+        """Let go of ``actor``'s own down marks of ``workers``: its declarations of them
+        did not commit (they are durably up), so the marks would claim more than the
+        durable store holds.  A mark another declarer — or the durable store, after a
+        wipe — still holds stays.  Not a spec step."""
+        ids = sorted(workers)
+
+        def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
+            for w in ids:
+                holders = d.down_by.get(w)
+                if holders is None:
+                    continue
+                holders.discard(actor.name)
+                if not holders:
+                    del d.down_by[w]
+                    d.down.discard(w)
+            return False
+
+        self._op(actor, "", {"up": ids}, "", body)
 
     def publish_down(self, actor: Actor, workers: Iterable[str]) -> None:
         """Republish the down marks of ``workers`` (every incarnation the durable store
@@ -495,6 +528,8 @@ class MemoryCoordination:
 
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
             d.down.update(ids)
+            for w in ids:
+                d.down_by.setdefault(w, set()).add(DURABLE_MARK)
             d.marked = True
             return False
 

@@ -17,14 +17,15 @@ scanned and every queued job is enqueued again, every cancel notice republished.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
 import attrs
 
 from remora.context import Context
-from remora.errors import RemoraError
+from remora.errors import RemoraError, Unavailable
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.actions import Action
 from remora.jobs.guards import Change, durably_stopped
@@ -190,8 +191,37 @@ class Reconciler:
                 self.actor, worker, by, after, now, guard=stores.guards.declare_down
             )
         except NotEnabled:
+            self._let_go((worker,))  # not committed: the guard was false (see below)
             return False
+        except Unavailable:
+            # Not committed (the guard was false, or the call failed — a lost reply the
+            # re-read resolved as not committed): the mark would claim more than the
+            # durable store holds, and an incarnation durably up but marked down could
+            # never reserve again.  Let go of this declarer's mark (another declarer's
+            # stays); if that fails too, the next full pass sweeps it (:meth:`_pass`).
+            # An unresolved reply (UnknownResult) keeps the mark: it may have committed.
+            self._let_go((worker,))
+            raise
         return True
+
+    def _let_go(self, workers: Iterable[str]) -> None:
+        """Lift this declarer's down marks of ``workers`` (durably up: its declarations of
+        them did not commit), best effort — a failure leaves them to the next pass."""
+        with contextlib.suppress(RemoraError):
+            self.stores.coordination.unmark_down(self.actor, workers)
+
+    def sweep_marks(self, marked: Iterable[str], down: Iterable[str]) -> None:
+        """Let go of this declarer's down marks of incarnations the durable store holds up
+        (``marked``: the coordination read's marks, ``down``: the durable read's
+        incarnations down, read after it): a declaration of them that did not commit and
+        whose mark stayed — the declarer was killed between the mark and the commit, or
+        its reply was lost and could not be resolved, or its let-go failed.  Another
+        declarer's mark (its declaration may still commit) stays; so does every mark
+        republished from the durable store.  One coordination write, only when a mark is
+        stale."""
+        stale = set(marked) - set(down)
+        if stale:
+            self._let_go(stale)
 
     def declare_expired(self) -> int:
         """Declare down every other incarnation whose heartbeat expired (one durable read
@@ -380,6 +410,7 @@ class Reconciler:
         cfg = stores.config
         steps = self.declare_expired()
         snap, down = reads.start()
+        self.sweep_marks(snap.down, down)
         gone: set[AttemptId] = set()  # leases this pass expired or released
         unreserved: set[str] = set()  # reservations this pass expired
         for a, lease in sorted(snap.leases.items()):

@@ -19,7 +19,10 @@ index of ``queued`` for :meth:`RedisCoordination.candidates`, kept by ``Enqueue`
 ``Reserve`` and ``CleanTerminalCoordination``), ``down`` (set: incarnations declared
 down — marked before the declaration commits;
 ``Reserve``, ``ActivateAttempt``, ``RenewLease`` and ``ReportProgress`` of a marked
-incarnation are refused), ``marks`` (present while the down marks are in place: a wipe
+incarnation are refused), ``downby`` (set of ``<worker>\\n<holder>``: who holds each
+down mark — a declarer whose declaration may still commit, or ``@durable`` for a mark
+republished from the durable store; ``UnmarkDown`` lets go of one declarer's marks and
+lifts a mark none holds any more), ``marks`` (present while the down marks are in place: a wipe
 removes it, and ``Enqueue`` is refused until the marks are republished),
 ``rid`` (counter), ``log`` (stream).
 
@@ -277,12 +280,35 @@ if not dry then redis.call('SADD', k('cancel'), ARGV[7]) end
 return {0, ''}
 """,
     "MarkDown": r"""
-if not dry then redis.call('SADD', k('down'), ARGV[7]) end
+if not dry then
+  redis.call('SADD', k('down'), ARGV[7])
+  redis.call('SADD', k('downby'), ARGV[7] .. '\n' .. ARGV[8])
+end
+return {0, ''}
+""",
+    "UnmarkDown": r"""
+if not dry then
+  local by = ARGV[7]
+  for i = 8, #ARGV do
+    local w = ARGV[i]
+    redis.call('SREM', k('downby'), w .. '\n' .. by)
+    local held = false
+    for _, m in ipairs(redis.call('SMEMBERS', k('downby'))) do
+      if string.sub(m, 1, #w + 1) == w .. '\n' then held = true break end
+    end
+    if not held then
+      redis.call('SREM', k('down'), w)
+    end
+  end
+end
 return {0, ''}
 """,
     "PublishDown": r"""
 if not dry then
-  for i = 7, #ARGV do redis.call('SADD', k('down'), ARGV[i]) end
+  for i = 7, #ARGV do
+    redis.call('SADD', k('down'), ARGV[i])
+    redis.call('SADD', k('downby'), ARGV[i] .. '\n@durable')
+  end
   redis.call('SET', k('marks'), '1')
 end
 return {0, ''}
@@ -357,6 +383,7 @@ KEY_NAMES = (
     "floor",
     "cancel",
     "down",
+    "downby",
     "marks",
     "rid",
     "log",
@@ -624,7 +651,14 @@ class RedisCoordination:
         self._op(actor, "", {"j": job, "cancel": True}, job, "MarkCancel", [job])
 
     def mark_down(self, actor: Actor, worker: str) -> None:
-        self._op(actor, "", {"w": worker, "down": True}, "", "MarkDown", [worker])
+        self._op(actor, "", {"w": worker, "down": True}, "", "MarkDown", [worker, actor.name])
+
+    def unmark_down(self, actor: Actor, workers: Iterable[str]) -> None:
+        """Let go of ``actor``'s own down marks of ``workers`` (see
+        :meth:`MemoryCoordination.unmark_down`): the ``downby`` set names each mark's
+        holders (``<worker>\\n<declarer>``); a mark with none left is lifted."""
+        ids = sorted(workers)
+        self._op(actor, "", {"up": ids}, "", "UnmarkDown", [actor.name, *ids])
 
     def publish_down(self, actor: Actor, workers: Iterable[str]) -> None:
         ids = sorted(workers)

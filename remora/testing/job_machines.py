@@ -56,6 +56,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from remora.clock import LogicalClock
+from remora.faults import UNKNOWN_OUTCOMES
 from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
 from remora.jobs.model import DEFAULT_QUEUE, AttemptId, JobsConfig, Service
@@ -69,6 +70,7 @@ from remora.sim.jobs.run import LOOP_OPS, JobRun, JobRunFailure
 from remora.sim.jobs.simulation import Parts
 from remora.sim.jobs.trace import (
     FAULT_OUTCOMES,
+    KILL_OPERATIONS,
     PLAIN,
     JobConfig,
     JobFault,
@@ -91,6 +93,8 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "start": (_O.DURABLE_WRITE,),
     "shutdown": (_O.DURABLE_WRITE,),
     "reconcile": tuple(JobOperation),
+    # the mark, the fence, the declaration; the let-go of a mark whose declaration failed
+    "declare-down": (_O.COORD_WRITE, _O.TARGET_WRITE, _O.DURABLE_WRITE),
     "enqueue": (_O.COORD_READ, _O.COORD_WRITE, _O.DURABLE_READ),
     "tick": (_O.DURABLE_WRITE,),  # the running incarnations' heartbeats
     "publish-cancel-notice": (_O.COORD_WRITE, _O.DURABLE_READ),
@@ -140,6 +144,21 @@ _durable_unknown = st.tuples(
 _step_faults: dict[str, st.SearchStrategy[tuple[JobFault, ...]]] = {}
 
 
+def kill_point(ops: tuple[JobOperation, ...]) -> st.SearchStrategy[JobFault] | None:
+    """A kill point of a step that writes both stores (``ops``: its calls; None for any
+    other step — a kill after a single store's write is a crash after the step): the
+    process dies right after the 1st or 2nd call of its durable or coordination write,
+    which committed (the cut between the two stores), failed, or lost its reply —
+    nothing more of the step runs, not even the resolution of that reply."""
+    writes = sorted((o for o in ops if o in KILL_OPERATIONS), key=lambda o: o.value)
+    if len(writes) < len(KILL_OPERATIONS):
+        return None
+    outcomes = [IOOutcome.COMMIT, IOOutcome.ABORT, *sorted(UNKNOWN_OUTCOMES, key=str)]
+    return st.tuples(st.sampled_from(writes), st.integers(1, 2), st.sampled_from(outcomes)).map(
+        lambda t: JobFault(t[0], t[1], t[2], kill=True)
+    )
+
+
 def step_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
     """A step's fault selectors: none half the time, else (for a step that writes
     durably) a lost durable COMMIT reply, or one or two selectors on the operations the
@@ -159,6 +178,25 @@ def step_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
             alts.append(st.lists(one, min_size=1, max_size=2).map(tuple))
             _step_faults[op] = st.one_of(alts)
     return _step_faults[op]
+
+
+def cut_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
+    """A cross-store step's cut, always: a kill point after one of its writes, or one
+    selector on one of its writes (the second store's write fails or loses its reply, or
+    the first's) — for the rules that exist to cut a step between its stores (a fault-free
+    run of the step is the reconcile pass's)."""
+    ops = tuple(o for o in STEP_CALLS[op] if not o.value.endswith("-read"))
+    choices = [(o, out) for (o, out) in FAULT_CHOICES if o in ops]
+    one = st.tuples(st.sampled_from(choices), st.integers(1, 2)).map(
+        lambda t: JobFault(t[0][0], t[1], t[0][1])
+    )
+    kill = kill_point(ops)
+    assert kill is not None, f"{op} writes neither store"
+    alts = [st.tuples(kill), st.tuples(one)]
+    if JobOperation.DURABLE_WRITE in ops:  # the first durable COMMIT's reply lost, either way
+        lost = st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED])
+        alts.append(st.tuples(lost.map(lambda o: JobFault(JobOperation.DURABLE_WRITE, 1, o))))
+    return st.one_of(alts)
 
 
 SWARM = ("crash", "wipe", "links", "cancel", "faults", "reconcile")
@@ -251,6 +289,10 @@ class JobMachineBase(RuleBasedStateMachine):
     #: config's mutation's parts; a planted bug's test gives a subclass here).
     parts: ClassVar[Parts | None] = None
     loop_parts: ClassVar[LoopParts] = PRODUCTION_LOOP
+    #: Whether a drawn selector's kill point kills its process (off: the kill is dropped,
+    #: and a selector that only killed after a commit with it — what a test shows a bug
+    #: survives without).
+    kill_points: ClassVar[bool] = True
     reach: ClassVar[set[tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -263,6 +305,7 @@ class JobMachineBase(RuleBasedStateMachine):
         self.twin: JobRun | None = None
         self.failed = False
         self._fired = 0
+        self._kills = 0
         self.off: frozenset[str] = frozenset()
         self._cache: dict[str, Any] = {}
 
@@ -396,6 +439,11 @@ class JobMachineBase(RuleBasedStateMachine):
         self._cache.clear()
         if step.faults and "faults" in self.off:
             step = attrs.evolve(step, faults=())
+        if not self.kill_points and any(f.kill for f in step.faults):
+            kept = (attrs.evolve(f, kill=False) for f in step.faults)
+            step = attrs.evolve(
+                step, faults=tuple(f for f in kept if f.outcome in FAULT_OUTCOMES[f.operation])
+            )
         try:
             kind = self.run.execute(step)
             if self.twin is not None:
@@ -421,6 +469,11 @@ class JobMachineBase(RuleBasedStateMachine):
                 action = getattr(record.action, "value", record.action)
                 reach.add(("loop-action", step.op, str(action)))
         self._reach_kinds(step, kind)
+        for name in self.run.kills[self._kills :]:
+            who = "worker" if name in self.sim.workers else name
+            reach.add(("kill", step.op, who))
+            event(f"kill in {step.op}: {who}")
+        self._kills = len(self.run.kills)
         fired = self.run.hook.fired[self._fired :]
         self._fired = len(self.run.hook.fired)
         for op, outcome in fired:
@@ -459,6 +512,12 @@ class JobMachineBase(RuleBasedStateMachine):
     def _submitted(self) -> list[str]:
         assert self.run is not None
         return [j for j in self.jobs if j in self.run.submitted]
+
+    def _started(self) -> list[str]:
+        return [w for w in self.workers if w in self.sim.started]
+
+    def has_started(self) -> bool:
+        return self.run is not None and bool(self._started())
 
     def has_up(self) -> bool:
         return self.run is not None and bool(self._up())
@@ -914,6 +973,57 @@ LOST_CREDENTIAL_COMMITS: tuple[JobFault, ...] = tuple(
 """What the durable credential race loses: the COMMIT reply of commit (4), record (3),
 begin (2) or prepare (1) — the commit's first: lost before it committed, it leaves a
 written intent with a live secret, the reconciler's cleanup case."""
+
+
+class JobCutMachine(JobRuntimeMachine):
+    """:class:`JobRuntimeMachine` with the steps that write both stores cut between their
+    writes by construction (issue 21, item 3): every ``cut_*`` rule's step carries a kill
+    point or a failed / reply-lost write (:func:`cut_faults`) — a cancel (the mirror's
+    cancel mark, then the durable request), a reconcile pass (floors, marks, then durable
+    steps), and the reconciler's ``CrashWorker`` of one incarnation (:meth:`declare_down`).
+    A machine of its own, so that the general machines' draws (what their budgets and
+    planted-bug hunts were measured with) stay as they were."""
+
+    @precondition(lambda self: self.has_started() and self.on("reconcile"))
+    @rule(data=st.data(), fs=cut_faults("declare-down"), cut_off=st.booleans())
+    def declare_down(self, data: st.DataObject, fs: tuple[JobFault, ...], cut_off: bool) -> None:
+        """The reconciler's ``CrashWorker`` of one incarnation, cut between its stores:
+        time passes (ticks) until the incarnation's heartbeat expired — a live one first
+        loses its durable link when ``cut_off`` (it keeps running, unable to beat: the
+        declaration of a live incarnation) — then its fence and its mark, then its
+        durable declaration, with a kill point or a failed write among them; a live one
+        then gets its link back and beats (a mark its declaration did not make durable
+        must not outlive the next fault-free pass: ``stale_marks``)."""
+        w = data.draw(st.sampled_from(self._started()), label="declared")
+        wk = self.sim.workers[w]
+        live = wk.up and w not in self.sim.killed
+        cut_off = cut_off and live and self.on("links")
+        cut_off = cut_off and Service.DURABLE not in wk.actor.links.down
+        if cut_off:
+            cut_off = self._do(JobStep("drop-link", worker=w, service=Service.DURABLE)) == "ok"
+        after = self.sim.config.jobs_config.down_after_s
+        for _ in range(16):
+            at, rows = self.sim.stores.durable.liveness(self.sim.clock.now())
+            seen = {x: t for x, _, t in rows}
+            if w not in seen or at - seen[w] >= after:
+                break
+            self._do(JobStep("tick"))
+        self._do(JobStep("declare-down", worker=w, faults=fs))
+        if cut_off:  # it comes back and beats: durably up unless the declaration committed
+            self._do(JobStep("restore-link", worker=w, service=Service.DURABLE))
+            self._do(JobStep("tick"))
+
+    @precondition(lambda self: self.can_cancel())
+    @rule(data=st.data(), fs=cut_faults("cancel"))
+    def cut_cancel(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        j = data.draw(st.sampled_from(self._cancellable()), label="job")
+        self._do(JobStep("cancel", job=j, faults=fs))
+
+    @precondition(lambda self: self.run is not None and self.on("reconcile"))
+    @rule(fs=cut_faults("reconcile"))
+    def cut_reconcile(self, fs: tuple[JobFault, ...]) -> None:
+        self._do(JobStep("reconcile", faults=fs))
+
 
 DURABLE_STEPS: tuple[str, ...] = tuple(
     op

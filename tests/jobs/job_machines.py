@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import settings
 
 from remora.testing.job_machines import (
+    JobCutMachine,
     JobLoopMachine,
     JobMachineBase,
     JobRaceMachine,
@@ -79,16 +80,39 @@ class LoopJobs(JobLoopMachine):
     queues = ("default",)
 
 
-JOB_MACHINES: tuple[type[JobMachineBase], ...] = (SpecSizedJobs, LargerJobs, RaceJobs, LoopJobs)
+class CutJobs(JobCutMachine):
+    """The cut machine (:class:`~remora.testing.job_machines.JobCutMachine`: steps that
+    write both stores cut between their writes): two jobs, two incarnations (so that one
+    is up while the other is declared down), one slot, two attempts, one-tick leases (a
+    heartbeat expires three ticks after the last beat)."""
+
+    jobs = ("j1", "j2")
+    workers = ("w1", "w2")
+    concurrency = 1
+    max_attempts = 2
+    lease_ticks = 1
+    reservation_ticks = 1
+    global_limit = 2
+
+
+JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
+    SpecSizedJobs,
+    LargerJobs,
+    RaceJobs,
+    LoopJobs,
+    CutJobs,
+)
 """Every job machine of the suite (``test_job_machines.py`` judges their reach together)."""
 
-SHARES: dict[type[JobMachineBase], float] = {LoopJobs: 1.0, RaceJobs: 2.0}
+SHARES: dict[type[JobMachineBase], float] = {LoopJobs: 1.0, RaceJobs: 2.0, CutJobs: 2.0}
 """Each machine's share of the profile's examples in the suite (default 1).  The race
 machine runs twice the profile: its sweep hands each step kind's lost replies out in
 turn, and the fused ``complete``'s lost COMMIT reply (committed) came up in fewer than one
 run of 200 after the loop machine and the fused step joined.  The loop machine runs the
 whole profile: with the general rules' draws shifted by the fused step, a handler ran to
-its accept in none of 100 examples."""
+its accept in none of 100 examples.  The cut machine runs twice the profile: its
+``declare_down`` meets an expired heartbeat with another incarnation up seldom enough that
+one profile left one of the two lost COMMIT replies of the declaration unreached."""
 
 
 def budget_of(machine: type[JobMachineBase]) -> settings:

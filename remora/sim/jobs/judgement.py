@@ -202,8 +202,9 @@ def _not_due(run: JobRun, step: JobStep, b: Before) -> bool:
 DOWN = Reason(
     "marked down",
     "the incarnation is marked down in the coordination store while it is still up "
-    "durably: a declaration is under way, or its durable commit failed after the mark "
-    "was raised (the mark is never taken back: 'What the fences cannot cover')",
+    "durably: a declaration is under way, or it did not commit and its mark is not "
+    "lifted yet (its let-go failed, or its declarer was killed between the mark and the "
+    "commit: the declarer's next full pass sweeps it — judged by stale_marks)",
     _coord_down,
 )
 IN_FLIGHT = Reason(
@@ -561,6 +562,22 @@ def coordination_marks(coordination: Any) -> frozenset[str]:
     return frozenset(coordination.snapshot().down)
 
 
+def stale_marks(run: JobRun) -> list[str]:
+    """The down marks of incarnations the durable store holds up — after a reconcile pass
+    in which no fault fired, there must be none: a declaration that did not commit lets
+    go of its mark, and a mark left behind (its declarer killed between the mark and the
+    commit, its reply unresolved, its let-go failed) is swept by the declarer's next full
+    pass (:meth:`~remora.jobs.reconciler.Reconciler.sweep_marks`).  A mark that stays
+    claims more than the durable store holds: the incarnation, durably up, could never
+    reserve again."""
+    st = run.sim.stores
+    down = {w.id for w in st.durable.snapshot().workers if not w.up}
+    return [
+        f"the down mark of {w} is not durable after a fault-free reconcile pass"
+        for w in sorted(coordination_marks(st.coordination) - down)
+    ]
+
+
 def drained_coordination_problems(run: JobRun, complete: bool = True) -> list[str]:
     """The coordination store after the drain equals what the durable store implies
     (beyond :meth:`JobRun.quiescence`'s queue, reservations, live leases, notices and
@@ -578,6 +595,7 @@ def drained_coordination_problems(run: JobRun, complete: bool = True) -> list[st
 
 
 __all__ = [
+    "stale_marks",
     "Before",
     "JUDGEMENTS",
     "JUDGED_REFUSALS",

@@ -258,6 +258,11 @@ class Alpha:
         if wv is None or not wv.up:
             return S.AttemptStopped
         local = wv.attempts.get(row.id)
+        if local in (None, "authorized") and row.id in v.activated:
+            # Its activation took effect (the coordination script) but the process died
+            # before it learned so (a kill point between the script and its record, taken
+            # from the coordination log): executing, as the spec's ActivateAttempt left it.
+            return S.AttemptExecuting
         if local is None:
             return S.AttemptAuthorized  # the worker has not learned of it yet
         return {

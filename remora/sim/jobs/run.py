@@ -33,9 +33,10 @@ from typing import Any
 import attrs
 
 from remora.clock import LogicalClock
-from remora.errors import RemoraError, Unavailable, UnknownResult
-from remora.faults import FaultDecision
-from remora.jobs.io import JobOperation
+from remora.context import Context
+from remora.errors import Canceled, RemoraError, Unavailable, UnknownResult
+from remora.faults import At, FaultDecision
+from remora.jobs.io import JobOperation, StepRecord
 from remora.jobs.model import (
     DEFAULT_QUEUE,
     AttemptId,
@@ -63,6 +64,7 @@ from remora.sim.jobs.judgement import (
     excused,
     overreach,
     spec_step_of,
+    stale_marks,
     state_problems,
 )
 from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts, SimLoops
@@ -157,6 +159,10 @@ class JobRun:
         #: account, independent of what the runtime stored).
         self.due: dict[str, float] = {}
         self.hook = ScriptedFaults()
+        #: The processes a selector's kill point killed in the current step (root contexts).
+        self._killed: list[Context] = []
+        #: Every process a kill point killed, by actor name, in order (reach).
+        self.kills: list[str] = []
         #: The incarnations' production loops (the ``loop-*`` steps).
         self.loops = SimLoops(self.scripted, loop_parts)
         queues = sorted({k.queue for k in self.kinds.values()} | {DEFAULT_QUEUE})
@@ -218,6 +224,10 @@ class JobRun:
             broken = self.loops.problems(step.op, str(step.worker), faulted)
             if broken:
                 raise JobRunFailure(f"ERROR loop: {broken[0]}", f"after step {step.label()}")
+        if step.op == "reconcile" and "state" in self.judging and len(self.hook.fired) == fired:
+            stale = stale_marks(self)
+            if stale:
+                raise JobRunFailure(f"ERROR marks: {stale[0]}", f"after step {step.label()}")
         if kind not in ("refused", "noop") or spec is None:
             return kind
         if credential:  # a credential write: where it stopped, in the state after it
@@ -286,17 +296,94 @@ class JobRun:
                 return f"{j} was {where} at {now:g}, before it was due at {self.due[j]:g}"
         return None
 
+    # -- kill points ------------------------------------------------------------------------------
+    def _kill(self, ctx: Context) -> None:
+        """A fault selector's kill: the process the call ran in dies right after the call
+        (its root context is canceled, so no further call of it reaches a store)."""
+        root = ctx.root()
+        if root not in self._killed:
+            self._killed.append(root)
+        root.cancel(Canceled("the process was killed (a fault selector's kill point)"))
+
+    def _store_keys(self) -> set[tuple[str, int]]:
+        """Every ``(actor, seq)`` the durable and the coordination logs hold."""
+        stores = self.sim.stores
+        keys = {(e.actor, e.actor_seq) for e in stores.durable.log()}
+        return keys | {(c.actor, c.actor_seq) for c in stores.coordination.log() if c.action}
+
+    def _bury(self, known: set[tuple[str, int]]) -> None:
+        """After a kill: the killed process is gone — an incarnation as after a ``crash``
+        (a stutter until it is declared down), the reconciler or the client restarted as a
+        new process (a fresh context; its sequence numbers go on, as a new name's would).
+        What it wrote but never recorded (it died first) is taken from the stores' logs,
+        as trace validation does (:func:`~remora.sim.jobs.refinement.merge_records`)."""
+        sim = self.sim
+        names: set[str] = set()
+        durable = sim.stores.durable.snapshot()
+        registered = {row.id for row in durable.workers}
+        # a submission that committed before its client died is submitted (the drain
+        # does not submit it again)
+        self.submitted |= {row.id for row in durable.jobs}
+        for root in self._killed:
+            for w, process in sim.processes.items():
+                if process is root:
+                    sim.killed.add(w)
+                    sim.down.add(w)
+                    names.add(sim.workers[w].actor.name)
+                    if w in registered:  # killed after its registration committed
+                        sim.started.add(w)
+            if sim.reconciler.actor.ctx.root() is root:
+                sim.reconciler.actor.ctx = Context(sim.clock)
+                names.add(sim.reconciler.actor.name)
+            if sim.client.ctx.root() is root:
+                sim.client.ctx = Context(sim.clock)
+                names.add(sim.client.name)
+        self._killed.clear()
+        self.kills.extend(sorted(names))
+        recorded = {(r.actor, r.seq) for r in sim.recorder.steps}
+        stores = sim.stores
+        lost: dict[tuple[str, int], StepRecord] = {}
+        for e in stores.durable.log():
+            k = (e.actor, e.actor_seq)
+            if e.actor in names and k not in known and k not in recorded:
+                lost[k] = StepRecord(
+                    e.actor, e.actor_seq, e.action, e.params, "durable", e.key, e.version
+                )
+        for c in stores.coordination.log():
+            k = (c.actor, c.actor_seq)
+            if c.action and c.actor in names and k not in known and k not in recorded:
+                lost[k] = StepRecord(
+                    c.actor, c.actor_seq, c.action, c.params, "coordination", order=c.order
+                )
+        for k in sorted(lost):
+            sim.recorder.record(lost[k])
+
     def _checked(self, op: Callable[[], Any], faults: tuple[JobFault, ...], label: str) -> str:
         """One refinement-checked step, then the judgement of the spec actions it took
         (:func:`~remora.sim.jobs.judgement.overreach`) and of the state it left
-        (:func:`~remora.sim.jobs.judgement.state_problems`)."""
+        (:func:`~remora.sim.jobs.judgement.state_problems`).  A selector's ``kill`` kills
+        the calling process right after its call (:meth:`_kill`, :meth:`_bury`)."""
         self.hook.arm(script_of(faults))
+        kills = [(f.operation, f.call, At.AFTER) for f in faults if f.kill]
+        known = self._store_keys() if kills else set()
+        for key in kills:
+            self.hook.boundaries[key] = self._kill
+
+        def run() -> Any:
+            try:
+                return op()
+            finally:
+                if self._killed:
+                    self._bury(known)
+
         try:
-            result = self.chk.step(op)
+            result = self.chk.step(run)
         except RefinementViolation as exc:
             raise JobRunFailure(f"ERROR refinement: {exc}", f"at step {label}") from None
         finally:
             self.hook.arm({})
+            for key in kills:
+                self.hook.boundaries.pop(key, None)
         kind = classify(result)
         self.trail.append((label, kind))
         if kind == "crash":
@@ -351,7 +438,12 @@ class JobRun:
         return outs[min(a.token, len(outs)) - 1]
 
     def _drain_step(self, op: Callable[[], Any], label: str) -> str:
-        return self._checked(op, (), f"drain: {label}")
+        kind = self._checked(op, (), f"drain: {label}")
+        if label == "reconcile" and "state" in self.judging:  # a fault-free pass
+            stale = stale_marks(self)
+            if stale:
+                raise JobRunFailure(f"ERROR marks: {stale[0]}", f"after step drain: {label}")
+        return kind
 
     def drain(self, rounds: int = DRAIN_ROUNDS) -> None:
         """The fault-free fair drain (module docstring); every step refinement-checked."""
@@ -598,6 +690,8 @@ def dispatch(
         return sim.tick()
     if op == "reconcile":
         return r.reconcile_once()
+    if op == "declare-down":
+        return r.declare_down(str(s.worker))
     per_job: dict[str, Callable[[str], Any]] = {
         "enqueue": r.enqueue,
         "publish-cancel-notice": r.publish_cancel_notice,

@@ -86,6 +86,9 @@ OPS: dict[str, tuple[str, ...]] = {
     "reconciler-release-lease": ("job", "token"),
     # reconciler: one pass of everything enabled (includes credential cleanup)
     "reconcile": (),
+    # reconciler: CrashWorker of an incarnation whose heartbeat expired (the mark and the
+    # fence, then the durable declaration: a cross-store step of its own)
+    "declare-down": ("worker",),
     # worker: per job
     "reserve": ("worker", "job"),
     "authorize": ("worker", "job"),
@@ -117,18 +120,38 @@ FAULT_OUTCOMES: dict[JobOperation, frozenset[Outcome]] = {
 """What a fault selector may choose per operation: a read can only fail; a write can fail
 or lose its reply after committing or after aborting."""
 MAX_CALL = 64
+KILL_OPERATIONS = frozenset({JobOperation.DURABLE_WRITE, JobOperation.COORD_WRITE})
+"""The calls after which a fault selector may kill the calling process: the writes of the
+two stores a cross-store step orders (a kill there cuts the step between its writes).  Its
+outcome may also be ``commit`` (the write landed, the process died before the next one)."""
 
 
 @attrs.frozen
 class JobFault:
-    """The ``call``-th call of ``operation`` within the step gets ``outcome``."""
+    """The ``call``-th call of ``operation`` within the step gets ``outcome``; with
+    ``kill``, the calling process is killed right after that call (whatever its outcome):
+    nothing more of the step runs — no second store's write, no resolution, no record.  A
+    kill after a cross-store step's first write is the cut between the two stores (docs/
+    jobs.md, *Linearization points of cross-store steps*)."""
 
     operation: JobOperation
     call: int
     outcome: Outcome
+    kill: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"operation": self.operation.value, "call": self.call, "outcome": self.outcome.value}
+        out: dict[str, Any] = {
+            "operation": self.operation.value,
+            "call": self.call,
+            "outcome": self.outcome.value,
+        }
+        if self.kill:
+            out["kill"] = True
+        return out
+
+    def label(self) -> str:
+        text = f"{self.operation.value}#{self.call}={self.outcome.value}"
+        return text + "+kill" if self.kill else text
 
 
 @attrs.frozen
@@ -160,11 +183,7 @@ class JobStep:
                 parts.append(str(v.value if isinstance(v, JobOutcome | Service) else v))
         text = " ".join(parts)
         if self.faults:
-            text += (
-                " ["
-                + ", ".join(f"{f.operation.value}#{f.call}={f.outcome.value}" for f in self.faults)
-                + "]"
-            )
+            text += " [" + ", ".join(f.label() for f in self.faults) + "]"
         return text
 
 
@@ -307,12 +326,17 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
 
 
 def _parse_fault(doc: Any, path: str) -> JobFault:
-    d = read_object(doc, path, ["operation", "call", "outcome"])
+    d = read_object(doc, path, ["operation", "call", "outcome"], ["kill"])
     op = read_choice(d["operation"], f"{path}.operation", JobOperation, "operation")
     outcome = read_choice(d["outcome"], f"{path}.outcome", Outcome, "outcome")
-    if outcome not in FAULT_OUTCOMES[op]:
+    kill = "kill" in d
+    if kill and d["kill"] is not True:
+        raise TraceError(f"{path}.kill", "a kill is written as true (or no field)")
+    if kill and op not in KILL_OPERATIONS:
+        raise TraceError(f"{path}.kill", f"no kill point after {op.value}")
+    if outcome not in FAULT_OUTCOMES[op] and not (kill and outcome is Outcome.COMMIT):
         raise TraceError(f"{path}.outcome", f"{outcome.value!r} is not an outcome of {op.value}")
-    return JobFault(op, read_int(d["call"], f"{path}.call", 1, MAX_CALL), outcome)
+    return JobFault(op, read_int(d["call"], f"{path}.call", 1, MAX_CALL), outcome, kill)
 
 
 def _parse_step(doc: Any, path: str, c: JobConfig) -> JobStep:
@@ -434,6 +458,7 @@ def validate(trace: JobTrace) -> JobTrace:
 
 __all__ = [
     "FAULT_OUTCOMES",
+    "KILL_OPERATIONS",
     "IMPLEMENTATION",
     "OPS",
     "VERSION",

@@ -1,0 +1,244 @@
+"""Faults between the stores (issue 21, item 3): a cross-store step cut between its two
+stores' writes — the second write failing, its reply lost, the process killed in between
+(a fault selector's ``kill``: :class:`~remora.sim.jobs.trace.JobFault`) — and the finding
+it reproduces: ``declare_down`` raised the coordination down mark, its durable declaration
+did not commit, and the mark stayed (``ERROR not-quiescent: the down mark of w1 is not
+durable``).  Fixed at its cause: a declaration that did not commit lets go of its
+declarer's mark (:meth:`~remora.jobs.coordination.MemoryCoordination.unmark_down`, keyed by
+declarer on memory and in Redis Lua), and each full pass sweeps the declarer's stale marks
+(:meth:`~remora.jobs.reconciler.Reconciler.sweep_marks`), judged after every fault-free
+reconcile pass (:func:`~remora.sim.jobs.judgement.stale_marks`).
+
+The planted bugs (``tests/jobs/between_planted.py``) are killed by the machines' own
+executor (:class:`~remora.sim.jobs.run.JobRun`) on the schedules that cut the step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from remora.clock import LogicalClock
+from remora.context import Context
+from remora.faults import Outcome as IO
+from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.io import Actor, JobOperation
+from remora.jobs.model import JobsConfig, Outcome, Service
+from remora.sim.jobs.run import JobRun, JobRunFailure
+from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
+from tests.jobs.between_planted import PLANTED
+from tests.jobs.statement_kills import StatementKills
+
+S = JobStep
+FINDING: tuple[JobStep, ...] = (
+    S("start", worker="w1"),
+    S("submit", job="j3"),
+    S("cancel", job="j3"),
+    S("start", worker="w2"),
+    S("crash", worker="w1"),
+    S("submit", job="j1"),
+    S("tick"),
+    S("tick"),
+    S("submit", job="j2"),
+    S("cancel", job="j1"),
+    S("tick"),
+    S("cancel", job="j2"),
+    S("tick"),
+    S("tick"),
+    S("tick"),
+    S("reconcile", faults=(JobFault(JobOperation.DURABLE_WRITE, 1, IO.UNKNOWN_ABORTED),)),
+)
+"""The machine's 16-step finding (after ``remora reduce``): the reconcile pass declares the
+killed w1 down, the declaration's COMMIT reply is lost and it did not commit."""
+
+
+def drained(run: JobRun) -> None:
+    run.drain()
+    run.judge()
+
+
+def test_the_lost_declaration_leaves_no_down_mark() -> None:
+    """The finding, as a deterministic example: the drain is quiescent (the mark was let
+    go of when the re-read showed the declaration had not committed)."""
+    run = JobRun(JobConfig(), {j: (Outcome.SUCCESS,) for j in ("j1", "j2", "j3")})
+    for step in FINDING:
+        run.execute(step)
+    assert run.sim.stores.coordination.snapshot().down == frozenset()
+    drained(run)
+
+
+def test_the_finding_is_the_runtime_before_the_fix() -> None:
+    """The same schedule on the runtime before the fix (a declarer that never lets go)."""
+    run = JobRun(
+        JobConfig(),
+        {j: (Outcome.SUCCESS,) for j in ("j1", "j2", "j3")},
+        parts=PLANTED["forgetful-declarer"],
+    )
+    for step in FINDING:
+        run.execute(step)
+    with pytest.raises(JobRunFailure, match="the down mark of w1 is not durable"):
+        drained(run)
+
+
+def live_declared(cut: JobFault, then: tuple[JobStep, ...] = ()) -> tuple[JobStep, ...]:
+    """A live incarnation w1 cut off from the durable store until its heartbeat expired,
+    declared down with ``cut`` — then its link back, a beat, a reconcile pass."""
+    return (
+        S("start", worker="w1"),
+        S("start", worker="w2"),
+        S("drop-link", worker="w1", service=Service.DURABLE),
+        *(S("tick"),) * 7,
+        S("declare-down", worker="w1", faults=(cut,)),
+        S("submit", job="j1"),
+        S("restore-link", worker="w1", service=Service.DURABLE),
+        S("tick"),
+        S("reconcile"),
+        *then,
+    )
+
+
+DURABLE_FAILS = JobFault(JobOperation.DURABLE_WRITE, 1, IO.ABORT)
+KILLED_AFTER_MARK = JobFault(JobOperation.COORD_WRITE, 1, IO.COMMIT, kill=True)
+KILLED_AFTER_COMMIT = JobFault(JobOperation.DURABLE_WRITE, 1, IO.COMMIT, kill=True)
+CASES = {
+    # bug → (the cut that kills it, the failure it is killed with)
+    "forgetful-declarer": (DURABLE_FAILS, "ERROR marks: the down mark of w1 is not durable"),
+    "no-sweep": (KILLED_AFTER_MARK, "ERROR marks: the down mark of w1 is not durable"),
+    "commit-before-mark": (
+        KILLED_AFTER_COMMIT,
+        "ERROR not-quiescent: w1 was declared down but is not marked",
+    ),
+}
+
+
+def run_cut(cut: JobFault, bug: str | None, backends: Any = None) -> JobRun:
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1", "w2")),
+        {"j1": (Outcome.SUCCESS,)},
+        parts=None if bug is None else PLANTED[bug],
+        backends=backends,
+    )
+    for step in live_declared(cut):
+        run.execute(step)
+    drained(run)
+    return run
+
+
+@pytest.mark.parametrize("cut", [DURABLE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT])
+def test_a_declaration_cut_between_the_stores_leaves_the_stores_agreeing(cut: JobFault) -> None:
+    """Unmutated: each cut of ``CrashWorker``'s cross-store step ends consistent — no
+    stale mark after the clean pass, quiescent after the drain, every step refined."""
+    run = run_cut(cut, None)
+    assert run.kills == (["reconciler"] if cut.kill else [])
+
+
+@pytest.mark.parametrize("bug", sorted(CASES))
+def test_a_planted_ordering_bug_is_killed_by_its_cut(bug: str) -> None:
+    cut, failure = CASES[bug]
+    with pytest.raises(JobRunFailure) as info:
+        run_cut(cut, bug)
+    assert info.value.failure.startswith(failure), info.value.failure
+
+
+def test_no_sweep_survives_without_the_kill_point() -> None:
+    """The pass without its sweep is only reachable through a kill point: the same cut
+    without the kill (the mark's write commits, the declaration too) leaves nothing
+    stale, and a failed declaration's own let-go lifts the mark."""
+    for cut in (JobFault(JobOperation.DURABLE_WRITE, 1, IO.UNKNOWN_ABORTED), DURABLE_FAILS):
+        run_cut(cut, "no-sweep")
+
+
+def test_a_kill_selector_round_trips_through_the_trace_format() -> None:
+    step = S("declare-down", worker="w1", faults=(KILLED_AFTER_MARK,))
+    assert step.label() == "declare-down w1 [coord-write#1=commit+kill]"
+    assert KILLED_AFTER_MARK.to_json() == {
+        "operation": "coord-write",
+        "call": 1,
+        "outcome": "commit",
+        "kill": True,
+    }
+
+
+# -- the keyed down marks (memory; Redis in test_between_stores_services.py) -------------------
+def marks_contract(make: object) -> None:
+    """One declarer's let-go never lifts another's mark, nor one republished from the
+    durable store; a mark with no holder left is lifted."""
+    coord = make()  # type: ignore[operator]
+    ctx = Context(LogicalClock())
+    a, b, env = Actor("rec-a", ctx), Actor("rec-b", ctx), Actor("env", ctx)
+    coord.mark_down(a, "w1")
+    coord.mark_down(b, "w1")
+    coord.unmark_down(a, ["w1"])
+    assert coord.snapshot().down == {"w1"}
+    coord.unmark_down(b, ["w1"])
+    assert coord.snapshot().down == frozenset()
+    coord.mark_down(a, "w2")
+    coord.publish_down(env, ["w2"])
+    coord.unmark_down(a, ["w2"])
+    assert coord.snapshot().down == {"w2"}
+    coord.unmark_down(a, ["w9"])  # nothing held: nothing changes
+    assert coord.snapshot().down == {"w2"}
+
+
+def test_memory_marks_are_keyed_by_declarer() -> None:
+    marks_contract(lambda: MemoryCoordination(LogicalClock(), JobsConfig()))
+
+
+def test_parse_accepts_kill_only_after_a_write() -> None:
+    from remora.sim.jobs.trace import TraceError, _parse_fault
+
+    assert _parse_fault(KILLED_AFTER_MARK.to_json(), "f") == KILLED_AFTER_MARK
+    with pytest.raises(TraceError):
+        _parse_fault({"operation": "coord-read", "call": 1, "outcome": "abort", "kill": True}, "f")
+    with pytest.raises(TraceError):
+        _parse_fault({"operation": "coord-write", "call": 1, "outcome": "commit"}, "f")
+
+
+# -- kill between statements: every multi-statement durable step is all or nothing ----------
+STATEMENT_RUN: tuple[JobStep, ...] = (
+    S("start", worker="w1"),
+    S("start", worker="w2"),
+    S("submit", job="j1"),
+    S("submit", job="j2"),
+    S("submit", job="j3"),
+    S("cancel", job="j3"),
+    S("crash", worker="w2"),
+    *(S("tick"),) * 7,
+    S("reconcile"),
+)
+"""Registrations, submissions, a cancel, a crash declared down; the fair drain then takes
+every job to its end (authorize, checkpoint, the fused complete, retries, the reconciler's
+duties, a shutdown-free finish)."""
+
+
+def statement_kills(backends: Any = None, *, split: bool = False) -> StatementKills:
+    run = JobRun(
+        JobConfig(jobs=("j1", "j2", "j3"), workers=("w1", "w2")),
+        {
+            "j1": (Outcome.SUCCESS,),
+            "j2": (Outcome.RETRYABLE, Outcome.SUCCESS),
+            "j3": (Outcome.SUCCESS,),
+        },
+        backends=backends,
+    )
+    kills = StatementKills(run.sim.stores.durable.backend, split)
+    run.sim.stores.durable.backend = kills
+    for step in STATEMENT_RUN:
+        run.execute(step)
+    drained(run)
+    return kills
+
+
+def test_a_kill_between_statements_of_a_durable_step_leaves_nothing() -> None:
+    """SQLite: every committing durable write of the run, killed after each of its
+    statements in turn, leaves the store as it was."""
+    kills = statement_kills()
+    assert kills.multi >= 15, kills.points
+    assert {"job transition", "job write"} <= set(kills.points), kills.points
+
+
+def test_a_durable_step_split_in_two_transactions_is_caught() -> None:
+    """The planted bug: a transaction committed after its first statement (a step cut in
+    two) — the first kill after it finds the store changed."""
+    with pytest.raises(AssertionError, match="kept part of the transaction"):
+        statement_kills(split=True)

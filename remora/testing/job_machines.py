@@ -1630,6 +1630,28 @@ class JobLoopMachine(JobRuntimeMachine):
             if w in self._looping():
                 self._do(JobStep("loop-reconcile", worker=w))
 
+    @precondition(lambda self: self.has_handler() and len(self._looping()) > 1)
+    @rule(data=st.data())
+    def loop_stall(self, data: st.DataObject) -> None:
+        """A stalled incarnation (a long pause of its process: a collector, a starved
+        host): for a few ticks its loop takes no turn while the others take their rounds
+        (their reconcilers may reap its attempts, their dispatchers authorize
+        replacements, declare it down); then its handlers go on — before its loop turns
+        again, so no tend has noticed what changed: what they finished is settled as it
+        stands (a batching completer's rows are stale or current, each judged by its own
+        guard)."""
+        assert self.run is not None
+        busy = sorted({w for w, _ in self.run.loops.running()})
+        w = data.draw(st.sampled_from(busy), label="worker")
+        others = tuple(x for x in self._looping() if x != w)
+        for _ in range(data.draw(st.integers(1, 2 * self.lease_ticks + 1), label="ticks")):
+            self._do(JobStep("tick"))
+            self._round(others)
+        for _ in range(data.draw(st.integers(1, 3), label="stretches")):
+            for x, a in self.run.loops.running():
+                if x == w:
+                    self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+
     @precondition(lambda self: self.has_loop())
     @rule()
     def loop_round(self) -> None:

@@ -304,9 +304,7 @@ class SimLoops:
         )
         executor = SteppedExecutor(w)
         batch = self.parts.batches[len(self.loops) % len(self.parts.batches)]
-        loop = self.parts.loop(
-            wk, poll=tick, reconcile_every=tick, executor=executor, batch=batch
-        )
+        loop = self.parts.loop(wk, poll=tick, reconcile_every=tick, executor=executor, batch=batch)
         loop.schedule = self.parts.schedule(reconciler, tick, loop.schedule.full_every)
         self.loops[w] = loop
         self.executors[w] = executor

@@ -234,6 +234,11 @@ class Simulation:
         links = self.workers[w].actor.links
         if not self.workers[w].up or service in links.down:
             raise ValueError(f"DropLink({w}, {service.value}) is not enabled")
+        # Declared down by another incarnation, which it has not learned yet: down in the
+        # spec (its local ``up`` lags until its next heartbeat).
+        _, live = self.stores.durable.liveness(self.clock.now())
+        if w not in {wid for wid, _, _ in live}:
+            raise ValueError(f"DropLink({w}, {service.value}): {w} was declared down")
         if self.partitions >= self.config.max_partitions:
             raise ValueError("the partition budget is spent")
         links.drop(service)

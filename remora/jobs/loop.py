@@ -66,6 +66,12 @@ class Pause:
 
 AGAIN = Pause(Wait.NOTHING)
 
+#: ``remora jobs worker``'s ``--batch`` (at most its ``--concurrency``): enough to fold the
+#: transitions of a worker's slots freed together into one transaction each way
+#: (docs/jobs.md, *Batched transitions*), small enough that a refused row's savepoint and
+#: a batch's locks stay cheap; a library loop defaults to 1 (every transition alone).
+DEFAULT_BATCH = 8
+
 
 class Dispatcher:
     """Chooses and starts the worker's next attempts: an authorized attempt whose
@@ -324,10 +330,14 @@ class WorkerLoop:
         self.executor: Executor = executor or ThreadExecutor(worker.id)
         #: Jobs reserved and authorized per dispatch, finished attempts completed per
         #: transaction (1: each in a transaction of its own; capped by the free slots).
-        self.batch = batch
-        self.dispatcher = dispatcher or Dispatcher(worker, batch)
+        if batch < 1:
+            raise ValueError(f"a batch of {batch}")
+        # Never more than the slots: with one slot there is nothing to batch, and the
+        # loop takes exactly the unbatched path.
+        self.batch = min(batch, worker.concurrency)
+        self.dispatcher = dispatcher or Dispatcher(worker, self.batch)
         if complete is None:
-            complete = settle if batch == 1 else BatchCompleter(batch)
+            complete = settle if self.batch == 1 else BatchCompleter(self.batch)
         self.complete: Settle = complete
         self.schedule = ReconcileSchedule(
             reconciler
@@ -487,6 +497,7 @@ class WorkerLoop:
 
 __all__ = [
     "AGAIN",
+    "DEFAULT_BATCH",
     "Dispatcher",
     "Pause",
     "ReconcileSchedule",

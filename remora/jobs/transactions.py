@@ -274,7 +274,8 @@ class Transactions:
         other in a cycle); each row — one job's steps, as :meth:`transact_steps` runs them,
         its ``prepare`` included — runs under a savepoint of its own: a row whose guard is
         false (:class:`~remora.errors.NotEnabled`) is rolled back to it and reported as
-        refused, the other rows still commit.  So every row is guarded by its own
+        refused, the other rows still commit (a batch of one row needs no savepoint: its
+        refusal rolls the transaction back).  So every row is guarded by its own
         condition (its own attempt token, its own reservation): a stale attempt in a batch
         changes nothing.  Each step is logged with its own version and ``actor_seq`` and
         recorded in commit order, so the refinement checker validates each.
@@ -305,6 +306,8 @@ class Transactions:
             return done
 
         def body(cur: Any) -> dict[int, list[tuple[Change, int]] | Refused]:
+            if len(order) == 1:  # one row: its refusal rolls the transaction back
+                return {order[0]: row(cur, order[0])}
             out: dict[int, list[tuple[Change, int]] | Refused] = {}
             for i in order:
                 cur.execute(f"SAVEPOINT {ROW_SAVEPOINT}")
@@ -324,6 +327,8 @@ class Transactions:
                 jobs,
                 lambda commit: self.backend.write(actor.ctx, commit, "batched transitions", body),
             )
+        except NotEnabled as exc:  # the only row was refused (no savepoint: all rolled back)
+            done = {order[0]: exc}
         except UnknownResult:
             done = self.resolve_batch(actor, jobs, {i: seqs[i] for i in order})
         results: list[list[Change] | Refused] = [NotEnabled("not run")] * len(items)

@@ -2,9 +2,10 @@
 transaction, each row guarded by its own condition
 (:meth:`remora.jobs.transactions.Transactions.transact_batch`: the loop's dispatcher
 authorizing the jobs it reserved, its :class:`~remora.jobs.settlement.BatchCompleter`
-settling finished attempts) — each killed by the loop machine (the production loop, its
-incarnations alternating batch 2 and 1: :class:`~remora.sim.jobs.loops.LoopParts`),
-refinement-checked step by step.
+settling finished attempts) — each killed by the loop machine with every incarnation's
+loop batching (:class:`AllBatched`: ``LoopParts(batches=(2,))``; the suite's machine
+alternates batch 2 and 1), refinement-checked step by step, within 1,000 derandomized
+examples.
 
 Each bug is planted by monkeypatching inside its test (never through a production flag),
 on a subclass of the machine of its own: a batch whose rows after the first skip their
@@ -26,6 +27,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from remora.jobs.guards import Change
 from remora.jobs.sql import Locked
 from remora.jobs.transactions import Batched, Decide, Refused, Transactions
+from remora.sim.jobs.loops import LoopParts
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.jobs.job_machines import LoopJobs
 from tests.jobs.job_services import HUNT
@@ -42,6 +44,12 @@ def hunted(base: type[JobMachineBase], examples: int) -> str:
     with pytest.raises(JobScheduleFailure) as info:
         run_state_machine_as_test(machine, settings=settings(HUNT, max_examples=examples))
     return info.value.failure
+
+
+class AllBatched(LoopJobs):
+    """The loop machine with every incarnation's loop batching (batch 2)."""
+
+    loop_parts = LoopParts(batches=(2,))
 
 
 def blind(decide: Decide, fired: list[str]) -> Decide:
@@ -84,7 +92,7 @@ def test_a_batch_whose_later_rows_skip_their_token_compare_is_killed(
         return real(self, actor, rows)
 
     monkeypatch.setattr(Transactions, "transact_batch", skipping)
-    failure = hunted(LoopJobs, 400)
+    failure = hunted(AllBatched, 1000)
     assert failure.startswith("ERROR refinement"), failure
     assert fired, "the kill did not come from a batch's skipped compare"
 
@@ -112,6 +120,6 @@ def test_a_completer_that_drops_an_accept_on_a_lost_batched_commit_reply_is_kill
         return done
 
     monkeypatch.setattr(Transactions, "resolve_batch", dropping)
-    failure = hunted(LoopJobs, 400)
+    failure = hunted(AllBatched, 1000)
     assert failure.startswith("ERROR refinement"), failure
     assert fired, "the kill did not come from a batch's resolution"

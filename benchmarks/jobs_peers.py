@@ -6,7 +6,8 @@ asserts nothing.
 
     python benchmarks/jobs_peers.py --jobs 500 --repeat 3 [--json FILE]
 
-Systems (every worker process executes one job at a time), each with its guarantee:
+Systems (every worker process executes one job at a time — so Remora's ``--batch``, passed
+through, never forms a batch of more than one), each with its guarantee:
 
 * ``remora``: ``remora jobs worker`` on PostgreSQL (durable, target) + Redis (coordination),
   fencing on (it cannot be turned off: every publication is a durable compare-and-swap on
@@ -387,6 +388,9 @@ class System:
 
 class Remora(System):
     name = "remora"
+    #: ``remora jobs worker --batch`` (``--batch``): capped by the worker's one slot, so a
+    #: batch never forms here — every system takes one job at a time per process.
+    batch = 1
 
     def stores(self) -> list[str]:
         return ["--dsn", self.dsn, "--redis", self.rds.url, "--namespace", "bench"]
@@ -405,6 +409,8 @@ class Remora(System):
             "jobs_peers_remora_app",
             "--concurrency",
             "1",
+            "--batch",
+            str(self.batch),
             "--reconcile-every",
             str(RECONCILE_EVERY),
             "--record",
@@ -907,6 +913,13 @@ def main() -> None:
         default="rq.worker.SimpleWorker",
         help="rq.worker.SimpleWorker (default: no fork per job) or rq.Worker (forks per job)",
     )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="remora workers' --batch (1); each worker has one slot (as every peer's), which "
+        "caps a batch at one job: the figures stay those of one job per transaction",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--table-from", metavar="FILE", help="only print the tables of a JSON report")
     args = p.parse_args()
@@ -929,6 +942,9 @@ def main() -> None:
     if args.jobs < 10 or args.repeat < 1 or args.latency_jobs < 1 or args.rate <= 0:
         p.error("--jobs must be at least 10, --repeat and --latency-jobs at least 1, --rate > 0")
     RQ.worker_class = args.rq_worker_class
+    if args.batch < 1:
+        p.error("--batch must be at least 1")
+    Remora.batch = args.batch
     try:
         if any(k in PEERS for k in kinds):
             ensure_peers_venv(install=not args.no_install)

@@ -8,7 +8,8 @@ database and a private ``redis-server``; every
 before it starts are not, nor the watcher that stops it when every job is terminal).  A
 benchmark, not a test: it asserts nothing.
 
-    python benchmarks/jobs_statements.py --jobs 300 [--workers K] [--by-statement] [--by-step]
+    python benchmarks/jobs_statements.py --jobs 300 [--workers K] [--concurrency C]
+        [--batch N] [--by-statement] [--by-step]
 
 ``--by-step`` attributes every statement, round trip, ``COMMIT``/``ROLLBACK`` and Redis call
 to the step that sent it: the innermost method of ``remora/jobs/worker.py`` or
@@ -129,6 +130,16 @@ def main() -> None:
         default=1,
         help="workers in this process, each with its own connections and reconciler (1)",
     )
+    p.add_argument(
+        "--concurrency", type=int, default=1, help="each worker's slots (--concurrency: 1)"
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="each worker's --batch (1: unbatched; at most --concurrency takes effect); "
+        "ignored by a checkout without batching",
+    )
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--by-statement", action="store_true", help="also list statements per job")
     p.add_argument(
@@ -231,7 +242,7 @@ def main() -> None:
             registry = Registry()
             registry.handler("noop")(lambda ctx: None)
             workers = [
-                Worker(st, f"worker-{i + 1}", registry=registry)
+                Worker(st, f"worker-{i + 1}", registry=registry, concurrency=args.concurrency)
                 for i, st in enumerate([stores, *others])
             ]
             for w in workers:
@@ -254,15 +265,16 @@ def main() -> None:
             started = time.monotonic()
             cpu = time.process_time()
             threading.Thread(target=watch, name=WATCHER, daemon=True).start()
+            options: dict[str, Any] = {"reconcile_every": RECONCILE_EVERY}
+            if args.batch != 1:  # a checkout without batching takes no such option
+                options["batch"] = args.batch
             more = [
-                threading.Thread(
-                    target=w.run, kwargs={"stop": stop, "reconcile_every": RECONCILE_EVERY}
-                )
+                threading.Thread(target=w.run, kwargs={"stop": stop, **options})
                 for w in workers[1:]
             ]
             for t in more:
                 t.start()
-            workers[0].run(stop=stop, reconcile_every=RECONCILE_EVERY)
+            workers[0].run(stop=stop, **options)
             for t in more:
                 t.join()
             seconds = time.monotonic() - started
@@ -276,6 +288,8 @@ def main() -> None:
         json.dumps(
             {
                 "jobs": n,
+                "concurrency": args.concurrency,
+                "batch": args.batch,
                 "seconds": round(seconds, 2),
                 "cpu_ms_per_job": round(cpu * 1000 / n, 2),
                 "pg_statements_per_job": round(counts["pg"] / n, 1),

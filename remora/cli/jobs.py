@@ -36,7 +36,7 @@ from remora.errors import InvalidInput, OutageExceeded, Unavailable
 from remora.jobs.coordination import Coordination, MemoryCoordination
 from remora.jobs.handlers import load_app, load_worker_app
 from remora.jobs.io import NULL_RECORDER, Actor, FileRecorder, LogRecorder, Recorder, TeeRecorder
-from remora.jobs.loop import WorkerLoop
+from remora.jobs.loop import DEFAULT_BATCH, WorkerLoop
 from remora.jobs.model import DEFAULT_QUEUE, MAX_PRIORITY, JobsConfig
 from remora.jobs.processes import ProcessExecutor
 from remora.jobs.reconciler import Reconciler
@@ -207,6 +207,17 @@ def register(sub: Any) -> None:
         default=1,
         metavar="N",
         help="jobs executed at once (default 1)",
+    )
+    w.add_argument(
+        "--batch",
+        type=_positive,
+        default=DEFAULT_BATCH,
+        metavar="N",
+        help="batch the durable transitions (at most --concurrency): reserve and authorize up "
+        "to N jobs in one transaction, commit up to N finished attempts in one, each row "
+        f"guarded by its own attempt token (default {DEFAULT_BATCH}: one transaction where "
+        "there were N once slots free up together, a few ms of wait for a finished attempt "
+        "only while others still run; 1: every transition in its own transaction)",
     )
     w.add_argument("--id", dest="worker_id", metavar="ID", help="incarnation id (default fresh)")
     w.add_argument("--until-idle", action="store_true", help="exit once every job is terminal")
@@ -634,6 +645,7 @@ def _worker(args: argparse.Namespace, registry: Any) -> int:
             grace=args.grace,
             executor=executor,
             outage=outage,
+            batch=args.batch,
         ).run(stop)
         # A last pass: clean staging and coordination of what just finished.  Best
         # effort: a store out of reach now (a link cut) leaves it to the next pass of

@@ -27,7 +27,14 @@ from typing import Any
 from remora.errors import RemoraError, UnknownHandler
 from remora.jobs.handlers import HandlerResult, call_handler, describe, encode_output
 from remora.jobs.model import AttemptId, Outcome
-from remora.jobs.settlement import Settle, quietly, retry_step, ride_out, settle
+from remora.jobs.settlement import (
+    BatchCompleter,
+    Settle,
+    quietly,
+    retry_step,
+    ride_out,
+    settle,
+)
 from remora.jobs.worker import EXECUTING, STOPPED, LocalAttempt, Worker
 
 
@@ -145,7 +152,7 @@ class AttemptContext:
             and local.state == EXECUTING
             and local.progress < self.max_progress
         ):
-            if self.complete is settle:
+            if self.complete is settle or isinstance(self.complete, BatchCompleter):
                 # The default settlement stages it in the transaction that sends and
                 # accepts the outcome (one commit fewer; a refusal there becomes the same
                 # retryable failure: :func:`~remora.jobs.settlement.settle`).

@@ -43,7 +43,7 @@ from remora.jobs.attempt import AttemptContext
 from remora.jobs.executor import Execution, Executor, ThreadExecutor
 from remora.jobs.model import AttemptId
 from remora.jobs.reconciler import Reconciler
-from remora.jobs.settlement import Settle, quietly, settle
+from remora.jobs.settlement import BatchCompleter, Settle, quietly, settle
 from remora.jobs.worker import AUTHORIZED, Worker
 from remora.worker.outage import LONGEST_WAIT, OutageWatch, backoff
 
@@ -66,15 +66,30 @@ class Pause:
 
 AGAIN = Pause(Wait.NOTHING)
 
+#: ``remora jobs worker``'s ``--batch`` (at most its ``--concurrency``): enough to fold the
+#: transitions of a worker's slots freed together into one transaction each way
+#: (docs/jobs.md, *Batched transitions*), small enough that a refused row's savepoint and
+#: a batch's locks stay cheap; a library loop defaults to 1 (every transition alone).
+DEFAULT_BATCH = 8
+
 
 class Dispatcher:
     """Chooses and starts the worker's next attempts: an authorized attempt whose
     activation was refused first, then a queued job of the worker's queues whose handler it
     registers, highest priority first, then in submission order (reserve → authorize →
-    activate).  At most one attempt per call."""
+    activate).  At most ``batch`` attempts per call (never more than the free slots): with
+    ``batch`` > 1 the jobs reserved in one call are authorized in **one** durable
+    transaction (:meth:`Worker.authorize_batch <remora.jobs.worker.Worker.authorize_batch>`,
+    each row guarded by its own reservation); reservations and activations write the
+    coordination store, so they are never part of it (docs/jobs.md, *Batched
+    transitions*)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, batch: int = 1) -> None:
+        if batch < 1:
+            raise ValueError(f"a batch of {batch} jobs")
         self.worker = worker
+        #: At most this many jobs reserved and authorized per call.
+        self.batch = batch
         #: When each authorized attempt's activation was last refused (tried again at
         #: most once a tick: :meth:`awaiting_activation`).
         self.refused: dict[AttemptId, float] = {}
@@ -85,9 +100,10 @@ class Dispatcher:
         self.unauthorized: dict[str, float] = {}
 
     def dispatch(self, slots: int) -> list[AttemptId]:
-        """Activate at most ``slots`` attempts (here: one); their handlers are the
+        """Activate at most ``min(slots, batch)`` attempts; their handlers are the
         caller's to start."""
         w = self.worker
+        n = max(1, min(slots, self.batch))
         # An attempt authorized earlier whose activation was refused first (the job is no
         # longer queued: nothing else would pick it up again).
         for a in self.awaiting_activation():
@@ -97,41 +113,62 @@ class Dispatcher:
         # that it may be back, rather than held idle until the reservation expires.
         pending = self.awaiting_authorization()
         if pending:
-            return self.start(pending[0])
+            return self.start(pending[:n])
         # A narrow read of the first few queued jobs of this worker's queues by rank
         # (highest priority first, then submission order), not the whole coordination
         # state.
         accept = None if w.registry is None else self.registers
-        for job in w.stores.coordination.candidates(w.actor, 8, accept, w.queues):
+        reserved: list[str] = []
+        for job in w.stores.coordination.candidates(w.actor, max(8, 2 * n), accept, w.queues):
+            if len(reserved) >= n:
+                break
             if w.reserve(job) is None:
                 continue
-            return self.start(job)
-        return []
+            reserved.append(job)
+        return self.start(reserved) if reserved else []
 
-    def start(self, job: str) -> list[AttemptId]:
-        """Authorize and activate an attempt of ``job``, which this worker reserved."""
+    def start(self, jobs: str | list[str]) -> list[AttemptId]:
+        """Authorize and activate an attempt of each of ``jobs``, which this worker
+        reserved: one job by its own transaction, several in one batched transaction."""
         w = self.worker
+        batch = [jobs] if isinstance(jobs, str) else jobs
+        authorized: list[AttemptId | RemoraError]
         try:
-            a = w.authorize(job)
-        except NotEnabled:
-            self.unauthorized.pop(job, None)
-            quietly(functools.partial(w.release_reservation, job))
-            return []
+            if len(batch) == 1:
+                authorized = [w.authorize(batch[0])]
+            else:
+                authorized = list(w.authorize_batch(batch))
+        except NotEnabled as exc:
+            authorized = [exc] * len(batch)
         except RemoraError:
             # The store is unavailable (or the result unknown): try again while the
-            # reservation lasts (the guard refuses a reservation that is gone).
-            self.unauthorized[job] = w.stores.clock.now()
+            # reservations last (the guard refuses a reservation that is gone).
+            for job in batch:
+                self.unauthorized[job] = w.stores.clock.now()
             return []
-        self.unauthorized.pop(job, None)
-        try:
-            w.activate(a)
-        except NotEnabled:
-            # Usually the job's previous attempt still holds a live lease (its worker
-            # has accepted its failure but not yet released the lease): activation is
-            # only delayed, a later pass tries again (awaiting_activation).
-            self.refused[a] = w.stores.clock.now()
-            return []
-        return [a]
+        started: list[AttemptId] = []
+        for job, got in zip(batch, authorized, strict=True):
+            if isinstance(got, RemoraError):
+                self.unauthorized.pop(job, None)
+                quietly(functools.partial(w.release_reservation, job))
+                continue
+            self.unauthorized.pop(job, None)
+            try:
+                w.activate(got)
+            except NotEnabled:
+                # Usually the job's previous attempt still holds a live lease (its worker
+                # has accepted its failure but not yet released the lease): activation is
+                # only delayed, a later pass tries again (awaiting_activation).
+                self.refused[got] = w.stores.clock.now()
+                continue
+            except RemoraError:
+                # The coordination store is unavailable: the attempts activated so far are
+                # started, the rest stay authorized (awaiting_activation tries them again).
+                if not started:
+                    raise
+                break
+            started.append(got)
+        return started
 
     def awaiting_authorization(self) -> list[str]:
         """The jobs this worker still holds a reservation of whose ``AuthorizeAttempt``
@@ -254,7 +291,12 @@ class WorkerLoop:
     under way the loop backs off (pauses doubling up to a tick), each step being tried
     again on a later turn (the settlement's steps by the worker's retry policy); an outage
     that lasts past the watch's budget ends the loop with
-    :class:`~remora.errors.OutageExceeded`."""
+    :class:`~remora.errors.OutageExceeded`.
+
+    ``batch`` > 1 batches the durable transitions (docs/jobs.md, *Batched transitions*):
+    up to ``batch`` reserved jobs authorized in one transaction (:class:`Dispatcher`), up
+    to ``batch`` finished attempts completed in one
+    (:class:`~remora.jobs.settlement.BatchCompleter`)."""
 
     def __init__(
         self,
@@ -268,9 +310,10 @@ class WorkerLoop:
         cancel_grace: float | None = None,
         executor: Executor | None = None,
         dispatcher: Dispatcher | None = None,
-        complete: Settle = settle,
+        complete: Settle | None = None,
         reconciler: Reconciler | None = None,
         outage: OutageWatch | None = None,
+        batch: int = 1,
     ) -> None:
         if worker.registry is None:
             raise UnknownHandler("a worker needs a handler registry (--app)")
@@ -285,8 +328,17 @@ class WorkerLoop:
         #: The heartbeat: a few times per ``down_after`` (not per job).
         self.beat_every = stores.config.down_after_s / 3
         self.executor: Executor = executor or ThreadExecutor(worker.id)
-        self.dispatcher = dispatcher or Dispatcher(worker)
-        self.complete = complete
+        #: Jobs reserved and authorized per dispatch, finished attempts completed per
+        #: transaction (1: each in a transaction of its own; capped by the free slots).
+        if batch < 1:
+            raise ValueError(f"a batch of {batch}")
+        # Never more than the slots: with one slot there is nothing to batch, and the
+        # loop takes exactly the unbatched path.
+        self.batch = min(batch, worker.concurrency)
+        self.dispatcher = dispatcher or Dispatcher(worker, self.batch)
+        if complete is None:
+            complete = settle if self.batch == 1 else BatchCompleter(self.batch)
+        self.complete: Settle = complete
         self.schedule = ReconcileSchedule(
             reconciler
             or Reconciler(
@@ -445,6 +497,7 @@ class WorkerLoop:
 
 __all__ = [
     "AGAIN",
+    "DEFAULT_BATCH",
     "Dispatcher",
     "Pause",
     "ReconcileSchedule",

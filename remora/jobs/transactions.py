@@ -31,9 +31,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+import attrs
+
 from remora.clock import Clock
 from remora.context import Context
-from remora.errors import Unavailable, UnknownResult
+from remora.errors import NotEnabled, Unavailable, UnknownResult
 from remora.jobs.guards import Change
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import JobRow, LogEntry, UnknownJob
@@ -58,6 +60,25 @@ Prepare = Callable[[Any, Locked], Locked]
 """A write of another store in the durable store's database, made in a fused transaction
 after the job's lock and before its spec steps are decided (:meth:`Transactions.
 transact_steps`): it returns the locked read the steps then see (its ``also`` replaced)."""
+
+
+@attrs.frozen
+class Batched:
+    """One row of a batched transaction (:meth:`Transactions.transact_batch`): a job's
+    spec steps, with what :meth:`Transactions.transact_steps` takes for them."""
+
+    job_id: str
+    decides: tuple[Decide, ...]
+    also: Also | None = None
+    prepare: Prepare | None = None
+    prepared: tuple[str, dict[str, Any]] | None = None
+
+
+Refused = NotEnabled
+"""A batched row whose guard was false (its steps rolled back, the others' kept)."""
+
+#: The savepoint each batched row runs under (released or rolled back before the next).
+ROW_SAVEPOINT = "remora_row"
 
 
 class Backend(Protocol):
@@ -243,6 +264,117 @@ class Transactions:
             done.append((Change(entry.action, entry.params, result=result), entry.version))
         return done
 
+    # -- several jobs' steps, one transaction, each row guarded on its own ---------------------
+    def transact_batch(
+        self, actor: Actor, items: Sequence[Batched]
+    ) -> list[list[Change] | Refused]:
+        """Several jobs' durable spec steps of ``actor`` in **one** transaction (a batch:
+        a worker authorizing the N jobs it reserved, a completer settling K finished
+        attempts).  The jobs are locked in job-id order (two batches never wait on each
+        other in a cycle); each row — one job's steps, as :meth:`transact_steps` runs them,
+        its ``prepare`` included — runs under a savepoint of its own: a row whose guard is
+        false (:class:`~remora.errors.NotEnabled`) is rolled back to it and reported as
+        refused, the other rows still commit (a batch of one row needs no savepoint: its
+        refusal rolls the transaction back).  So every row is guarded by its own
+        condition (its own attempt token, its own reservation): a stale attempt in a batch
+        changes nothing.  Each step is logged with its own version and ``actor_seq`` and
+        recorded in commit order, so the refinement checker validates each.
+
+        Returns, per item (in the items' order), its changes or the refusal.  A lost COMMIT
+        reply is resolved from the log for every row (:meth:`resolve_batch`)."""
+        if len({item.job_id for item in items}) != len(items):
+            raise ValueError("a batch takes each job once")
+        order = sorted(range(len(items)), key=lambda i: items[i].job_id)
+        firsts: dict[int, int] = {}
+        seqs: dict[int, list[int]] = {}
+        for i in order:
+            firsts[i] = actor.next_seq() if items[i].prepared is not None else 0
+            seqs[i] = [actor.next_seq() for _ in items[i].decides]
+
+        def row(cur: Any, i: int) -> list[tuple[Change, int]]:
+            item = items[i]
+            now = self.injected_now()
+            locked = read_locked(cur, self.dialect, item.job_id, also=item.also, now=now)
+            if item.prepare is not None:
+                locked = item.prepare(cur, locked)
+            done: list[tuple[Change, int]] = []
+            for decide, seq in zip(item.decides, seqs[i], strict=True):
+                change = stamp(locked, decide(locked))
+                version = apply_change(cur, self.dialect, locked, change, actor.name, seq)
+                done.append((change, version))
+                locked = advanced(locked, change, version)
+            return done
+
+        def body(cur: Any) -> dict[int, list[tuple[Change, int]] | Refused]:
+            if len(order) == 1:  # one row: its refusal rolls the transaction back
+                return {order[0]: row(cur, order[0])}
+            out: dict[int, list[tuple[Change, int]] | Refused] = {}
+            for i in order:
+                cur.execute(f"SAVEPOINT {ROW_SAVEPOINT}")
+                try:
+                    out[i] = row(cur, i)
+                except NotEnabled as exc:
+                    cur.execute(f"ROLLBACK TO SAVEPOINT {ROW_SAVEPOINT}")
+                    out[i] = exc
+                cur.execute(f"RELEASE SAVEPOINT {ROW_SAVEPOINT}")
+            return out
+
+        jobs = ",".join(items[i].job_id for i in order)
+        try:
+            done = io_call(
+                actor,
+                JobOperation.DURABLE_WRITE,
+                jobs,
+                lambda commit: self.backend.write(actor.ctx, commit, "batched transitions", body),
+            )
+        except NotEnabled as exc:  # the only row was refused (no savepoint: all rolled back)
+            done = {order[0]: exc}
+        except UnknownResult:
+            done = self.resolve_batch(actor, jobs, {i: seqs[i] for i in order})
+        results: list[list[Change] | Refused] = [NotEnabled("not run")] * len(items)
+        for i in order:
+            got = done[i]
+            if isinstance(got, NotEnabled):
+                results[i] = got
+                continue
+            prepared = items[i].prepared
+            if prepared is not None:
+                actor.record(firsts[i], prepared[0], prepared[1])
+            for seq, (change, version) in zip(seqs[i], got, strict=True):
+                actor.record(
+                    seq,
+                    change.action,
+                    change.params,
+                    store="durable",
+                    key=items[i].job_id,
+                    version=version,
+                    facts=change.facts,
+                )
+            results[i] = [change for change, _ in got]
+        return results
+
+    def resolve_batch(
+        self, actor: Actor, jobs: str, seqs: dict[int, list[int]]
+    ) -> dict[int, list[tuple[Change, int]] | Refused]:
+        """A batch whose COMMIT reply was lost, resolved from the log row by row: a row
+        whose first step is logged committed all its steps (:meth:`resolve_steps`); when
+        any row committed the transaction did, so a row not logged was refused; when none
+        is logged, either the transaction did not commit or every row was refused — the
+        caller may try again (:class:`~remora.errors.Unavailable`): a retried row that did
+        commit is refused by its guard, never applied twice."""
+        out: dict[int, list[tuple[Change, int]] | Refused] = {}
+        for i, row in seqs.items():
+            if not row or self.find_log(actor.name, row[0]) is None:
+                out[i] = NotEnabled(f"a row of the batch {jobs} was refused (read from the log)")
+                continue
+            out[i] = self.resolve_steps(actor, jobs, row)
+        if all(isinstance(got, NotEnabled) for got in out.values()):
+            raise Unavailable(
+                f"{jobs}: the batch's COMMIT reply was lost and a re-read shows none of its "
+                "rows committed"
+            )
+        return out
+
     def resolved_write(
         self,
         actor: Actor,
@@ -350,4 +482,4 @@ class Transactions:
         self.backend.close()
 
 
-__all__ = ["Backend", "Decide", "Prepare", "Transactions"]
+__all__ = ["ROW_SAVEPOINT", "Backend", "Batched", "Decide", "Prepare", "Refused", "Transactions"]

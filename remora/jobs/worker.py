@@ -24,13 +24,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import attrs
 
 from remora.context import Context
-from remora.errors import NotEnabled, Unavailable, WorkerDown
+from remora.errors import NotEnabled, RemoraError, Unavailable, WorkerDown
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.actions import Action
 from remora.jobs.credentials import write_credential
@@ -48,6 +48,7 @@ from remora.jobs.model import (
 )
 from remora.jobs.sql import Locked
 from remora.jobs.stores import Stores
+from remora.jobs.transactions import Batched, Decide
 from remora.worker.retry import RetryPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -266,9 +267,45 @@ class Worker:
         """``AuthorizeAttempt(j, w)``: durable CAS allocating the next token; the
         reservation is read from the coordination store under the job's lock."""
         self._need_up()
+        rid = self._reserved(job)
+        change = self.stores.durable.transact(self.actor, job, self._authorize_decision(job, rid))
+        return self._authorized(job, rid, change)
+
+    @serial
+    def authorize_batch(self, jobs: Sequence[str]) -> list[AttemptId | NotEnabled]:
+        """``AuthorizeAttempt(j, w)`` for each of ``jobs`` (each reserved by this worker) in
+        **one** durable transaction, each row guarded by its own reservation compare
+        (:meth:`~remora.jobs.transactions.Transactions.transact_batch`): per job its
+        attempt, or the refusal (the other rows still commit).  A job this worker holds no
+        reservation of is refused without a transaction row."""
+        self._need_up()
+        out: list[AttemptId | NotEnabled] = []
+        items: list[Batched] = []
+        where: list[tuple[int, str, str]] = []
+        for job in jobs:
+            rid = self.reservations.get(job)
+            if rid is None:
+                out.append(NotEnabled(f"{self.id} holds no reservation of {job}"))
+                continue
+            where.append((len(out), job, rid))
+            out.append(NotEnabled("not run"))
+            items.append(Batched(job, (self._authorize_decision(job, rid),)))
+        if not items:
+            return out
+        results = self.stores.durable.transact_batch(self.actor, items)
+        for (i, job, rid), got in zip(where, results, strict=True):
+            out[i] = got if isinstance(got, NotEnabled) else self._authorized(job, rid, got[0])
+        return out
+
+    def _reserved(self, job: str) -> str:
         rid = self.reservations.get(job)
         if rid is None:
             raise NotEnabled(f"{self.id} holds no reservation of {job}")
+        return rid
+
+    def _authorize_decision(self, job: str, rid: str) -> Decide:
+        """``AuthorizeAttempt``'s guard on the locked rows: the reservation ``rid`` is read
+        from the coordination store under the job's lock."""
         coord = self.stores.coordination
 
         def decide(lk: Locked) -> Change:
@@ -290,7 +327,10 @@ class Worker:
             ready = max(lk.job.queued_at, lk.job.due)
             return attrs.evolve(change, facts={"waited": round(max(lk.now - ready, 0.0), 3)})
 
-        change = self.stores.durable.transact(self.actor, job, decide)
+        return decide
+
+    def _authorized(self, job: str, rid: str, change: Change) -> AttemptId:
+        """The worker's side of a committed ``AuthorizeAttempt``: its local attempt."""
         token = int(change.result)
         a = AttemptId(job, token)
         # The committed row came back with the change (re-read when an unknown result was
@@ -456,6 +496,50 @@ class Worker:
         the target lives in the durable store's database (``PostgresTarget.locked_write``),
         else as its own write before.  Nothing is sent when a step is refused (the whole
         transaction rolls back): the caller may send a failure instead."""
+        item = self._completion(a, outcome, error, stage)
+        _, processed = self.stores.durable.transact_steps(
+            self.actor,
+            a.job,
+            item.decides,
+            also=item.also,
+            prepare=item.prepare,
+            prepared=item.prepared,
+        )
+        return self._completed(a, item, processed)
+
+    @serial
+    def complete_batch(
+        self, finished: Sequence[tuple[AttemptId, Outcome, str, bytes | None]]
+    ) -> list[str | RemoraError]:
+        """:meth:`complete` for several finished attempts (each of its own job) in **one**
+        durable transaction, each row's steps guarded by its own attempt token
+        (:meth:`~remora.jobs.transactions.Transactions.transact_batch`): per attempt the
+        action ``ProcessOutcome`` took, or why nothing was sent for it (its row refused —
+        a stale attempt changes nothing and the others still commit — or its own stage
+        write failed).  A failure of the whole transaction (the store unavailable) is
+        raised."""
+        out: list[str | RemoraError] = []
+        items: list[tuple[int, AttemptId, Batched]] = []
+        for a, outcome, error, stage in finished:
+            try:
+                item = self._completion(a, outcome, error, stage)
+            except RemoraError as exc:
+                out.append(exc)
+                continue
+            items.append((len(out), a, item))
+            out.append(NotEnabled("not run"))
+        if not items:
+            return out
+        results = self.stores.durable.transact_batch(self.actor, [it for _, _, it in items])
+        for (i, a, item), got in zip(items, results, strict=True):
+            out[i] = got if isinstance(got, NotEnabled) else self._completed(a, item, got[-1])
+        return out
+
+    def _completion(
+        self, a: AttemptId, outcome: Outcome, error: str, stage: bytes | None
+    ) -> Batched:
+        """The steps of :meth:`complete` on ``a``'s job (the local guards checked; a stage
+        outside the durable store's database written first)."""
         local = self._executing(a)
         prepare = None
         if stage is not None:
@@ -486,10 +570,12 @@ class Worker:
         prepared = None
         if prepare is not None:
             prepared = (Action.ADVANCE_ATTEMPT, {"a": str(a), "amount": local.max_progress})
-        _, processed = self.stores.durable.transact_steps(
-            self.actor, a.job, (send, decide), also=also, prepare=prepare, prepared=prepared
-        )
-        if prepare is not None:
+        return Batched(a.job, (send, decide), also=also, prepare=prepare, prepared=prepared)
+
+    def _completed(self, a: AttemptId, item: Batched, processed: Change) -> str:
+        """The worker's side of a committed :meth:`complete` of ``a``."""
+        local = self._local(a)
+        if item.prepare is not None:
             local.progress = local.max_progress
         local.outcome_sent = False
         if processed.action == Action.ACCEPT_SUCCESS:

@@ -1725,10 +1725,11 @@ class JobLoopMachine(JobRuntimeMachine):
         self._do(JobStep("restore-link", worker=w, service=service))
         self._round((w,))
 
-    def _round(self, workers: tuple[str, ...]) -> None:
+    def _round(self, workers: tuple[str, ...], reconcile_faults: tuple[JobFault, ...] = ()) -> None:
         """A round of ``workers``' loops, as production's threads interleave between two
         ticks: each loop turns once (if it still runs), each handler it runs goes on to
-        its next call (or its end), and its reconcile schedule passes."""
+        its next call (or its end), and its reconcile schedule passes (the first pass
+        meeting ``reconcile_faults``)."""
         assert self.run is not None
         for w in workers:
             if w in self._looping():
@@ -1738,7 +1739,49 @@ class JobLoopMachine(JobRuntimeMachine):
                 self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
         for w in workers:
             if w in self._looping():
-                self._do(JobStep("loop-reconcile", worker=w))
+                self._do(JobStep("loop-reconcile", worker=w, faults=reconcile_faults))
+                reconcile_faults = ()
+
+    def _crowded(self) -> list[str]:
+        """The incarnations whose loops run several handlers (their settlements may meet)."""
+        assert self.run is not None
+        running = [w for w, _ in self.run.loops.running()]
+        return sorted({w for w in running if running.count(w) > 1})
+
+    @precondition(
+        lambda self: self.has_handler() and len(self._looping()) > 1 and bool(self._crowded())
+    )
+    @rule(
+        data=st.data(), fs=step_faults("loop-handler"), reconcile_fs=step_faults("loop-reconcile")
+    )
+    def loop_stall(
+        self,
+        data: st.DataObject,
+        fs: tuple[JobFault, ...],
+        reconcile_fs: tuple[JobFault, ...],
+    ) -> None:
+        """A stalled incarnation running several handlers (a long pause of its process:
+        a collector, a starved host): for a few ticks its loop takes no turn while the
+        others take their rounds (their reconcilers may reap its attempts, their
+        dispatchers authorize replacements, declare it down); then its handlers go on —
+        before its loop turns again, so no tend has noticed what changed: what they
+        finished is settled as it stands (a batching completer's rows are stale or
+        current, each judged by its own guard).  ``fs`` fire in the first of those
+        stretches (a batch's COMMIT reply lost, …), ``reconcile_fs`` in the others' first
+        reconcile pass (the reaping of the stalled attempts meets the stores' faults)."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._crowded()), label="worker")
+        others = tuple(x for x in self._looping() if x != w)
+        for _ in range(data.draw(st.integers(1, 2 * self.lease_ticks + 1), label="ticks")):
+            self._do(JobStep("tick"))
+            self._round(others, reconcile_fs)
+            reconcile_fs = ()
+        for _ in range(data.draw(st.integers(1, 3), label="stretches")):
+            for x, a in self.run.loops.running():
+                if x == w:
+                    step = JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs)
+                    self._do(step)
+                    fs = ()  # the faults drawn go to the first stretch
 
     @precondition(lambda self: self.has_loop())
     @rule()

@@ -48,6 +48,7 @@ def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
             loop_reconcile=None,
             loop_round=None,
             loop_outage=None,
+            loop_stall=None,
         )
     return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
 

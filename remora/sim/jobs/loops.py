@@ -211,6 +211,11 @@ class LoopParts:
 
     loop: type[WorkerLoop] = WorkerLoop
     schedule: type[ReconcileSchedule] = ReconcileSchedule
+    #: The loops' ``batch`` (:class:`~remora.jobs.loop.WorkerLoop`), in turn: the k-th
+    #: loop a run builds takes ``batches[k % len(batches)]`` — so the batched paths
+    #: (several jobs authorized, several attempts completed per transaction) and the
+    #: unbatched ones both run, deterministically (a trace replays with the same sizes).
+    batches: tuple[int, ...] = (2, 1)
 
 
 PRODUCTION_LOOP = LoopParts()
@@ -302,7 +307,8 @@ class SimLoops:
             incarnation=w,
         )
         executor = SteppedExecutor(w)
-        loop = self.parts.loop(wk, poll=tick, reconcile_every=tick, executor=executor)
+        batch = self.parts.batches[len(self.loops) % len(self.parts.batches)]
+        loop = self.parts.loop(wk, poll=tick, reconcile_every=tick, executor=executor, batch=batch)
         loop.schedule = self.parts.schedule(reconciler, tick, loop.schedule.full_every)
         self.loops[w] = loop
         self.executors[w] = executor

@@ -57,13 +57,16 @@ from remora.sim.jobs.judgement import (
     JUDGEMENTS,
     REFUSAL_REASONS,
     Before,
+    affirmation_problems,
     content_problems,
     credential_step,
     drained_coordination_problems,
+    durable_log_problems,
     excused,
     overreach,
     spec_step_of,
     state_problems,
+    stopped_incarnation_problems,
 )
 from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts, SimLoops
 from remora.sim.jobs.mutations import parts as mutation_parts
@@ -150,6 +153,7 @@ class JobRun:
         are built from (default: the config's mutation's parts, the production loop) — a
         test plants a bug in a subclass this way."""
         self.judging = judging
+        self.last_result: object = None  # the runtime's answer to the last step
         self.config = config
         self.handlers = handlers
         self.kinds = dict(kinds or {})
@@ -213,6 +217,10 @@ class JobRun:
         fired = len(self.hook.fired)
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
+        if "affirmations" in self.judging:
+            affirmed = affirmation_problems(self, step, self.last_result)
+            if affirmed:
+                raise JobRunFailure(f"ERROR affirmed: {affirmed[0]}", f"at step {step.label()}")
         if step.op in LOOP_OPS and kind == "ok":
             faulted = len(self.hook.fired) > fired
             broken = self.loops.problems(step.op, str(step.worker), faulted)
@@ -297,6 +305,7 @@ class JobRun:
             raise JobRunFailure(f"ERROR refinement: {exc}", f"at step {label}") from None
         finally:
             self.hook.arm({})
+        self.last_result = result
         kind = classify(result)
         self.trail.append((label, kind))
         if kind == "crash":
@@ -310,6 +319,14 @@ class JobRun:
             problems = state_problems(self, "state" in self.judging, self._contents_changed())
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "stopped-incarnations" in self.judging:
+            problems = stopped_incarnation_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "durable-log" in self.judging:
+            problems = durable_log_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR durable-log: {problems[0]}", f"after step {label}")
         early = self.early()
         if early is not None:
             raise JobRunFailure(f"ERROR delayed: {early}", f"at step {label}")

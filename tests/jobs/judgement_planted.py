@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.jobs import guards, incarnations
+from remora.jobs import guards, incarnations, snapshots, sql
 from remora.jobs.actions import Action
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.guards import Guards
@@ -217,6 +217,19 @@ def down_logged_at_the_wrong_version(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(incarnations, "insert_log", insert_log)
 
 
+def submission_time_from_the_next_column(mp: pytest.MonkeyPatch) -> None:
+    """A job row's decoding reads ``submitted_at`` from the next column (``started_at``):
+    a row-decoding constant off by one.  Alpha reads no time of a job, and the transitions
+    never write the submission time back, so only the history would show it."""
+    real = sql.job_row
+
+    def job_row(r: tuple[Any, ...]) -> JobRow:
+        return attrs.evolve(real(r), submitted_at=float(r[21]))
+
+    mp.setattr(sql, "job_row", job_row)
+    mp.setattr(snapshots, "job_row", job_row)
+
+
 Plant = Callable[[pytest.MonkeyPatch], None]
 
 
@@ -262,6 +275,9 @@ PLANTED: dict[str, Planted] = {
     ),
     "down-logged-at-the-wrong-version": Planted(
         down_logged_at_the_wrong_version, "durable-log", "ERROR durable-log: ", "RaceJobs"
+    ),
+    "submission-time-from-the-next-column": Planted(
+        submission_time_from_the_next_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"
     ),
     "no-down-mark": Planted(
         no_down_mark,

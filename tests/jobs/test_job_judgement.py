@@ -19,7 +19,9 @@ each check with a planted bug of its class that the job machines alone kill
 * an incarnation that knows it is down runs nothing — planted: going down without
   stopping its attempts;
 * the durable log is every subject's contiguous history — planted: an incarnation's
-  going down logged one version too far.
+  going down logged one version too far;
+* a job row's times are what happened — planted: the submission time decoded from the
+  next column.
 
 ``tests/jobs/judgement_planted.py`` holds the planted bugs of the new checks; each is
 shown killed with its check and surviving the same budget without it.  The finding the

@@ -47,6 +47,11 @@ refinement check, whatever the spec says.  This module closes both gaps:
   names a logged (subject, version) with its action.  Trace validation over the real
   services merges the actors' records with the log by exactly these versions, and the
   history pages read the log: a wrong version is a wrong history, invisible to alpha.
+* **A job row's times are what happened** (:func:`row_time_problems`, ``ERROR
+  row-times``): its submission time is the clock's reading when the run submitted it (at
+  one of its tries: a submission whose reply was lost may be tried again), and
+  its queued, started and finished times are unset (0) or between the submission and now.
+  Alpha reads none of them; the history, the metrics and the dashboard do.
 * **Coordination after the drain** (:func:`drained_coordination_problems`): the
   coordination store equals what the durable store implies — on top of the quiescence
   judgement (no reservation, live lease, queue entry, notice or progress), every down mark
@@ -84,6 +89,7 @@ JUDGEMENTS: frozenset[str] = frozenset(
         "affirmations",
         "stopped-incarnations",
         "durable-log",
+        "row-times",
     }
 )
 """The judgement's checks by name: a run (:class:`~remora.sim.jobs.run.JobRun`) takes any
@@ -590,6 +596,26 @@ def durable_log_problems(run: JobRun) -> list[str]:
                 f"{record.actor} recorded {record.action} as {record.key} v{record.version}, "
                 f"the durable log holds {action!r} there"
             )
+    return problems
+
+
+def row_time_problems(run: JobRun) -> list[str]:
+    """A job row's times are not what happened (module docstring).  The run's own account
+    of each submission's time (:attr:`~remora.sim.jobs.run.JobRun.submitted_at`), never the
+    runtime's."""
+    now = run.sim.clock.now()
+    problems: list[str] = []
+    for row in run.chk.last_view.durable.jobs:
+        tried = run.submitted_at.get(row.id, [])
+        if tried and all(abs(row.submitted_at - at) > 1e-6 for at in tried):
+            problems.append(f"{row.id} was submitted at {tried}, its row says {row.submitted_at}")
+        for name in ("queued_at", "started_at", "finished_at"):
+            t = getattr(row, name)
+            if t and not row.submitted_at - 1e-6 <= t <= now + 1e-6:
+                problems.append(
+                    f"{row.id}'s {name} {t} is outside [{row.submitted_at}, {now}] "
+                    "(its submission, now)"
+                )
     return problems
 
 

@@ -64,6 +64,7 @@ from remora.sim.jobs.judgement import (
     durable_log_problems,
     excused,
     overreach,
+    row_time_problems,
     spec_step_of,
     state_problems,
     stopped_incarnation_problems,
@@ -154,6 +155,9 @@ class JobRun:
         test plants a bug in a subclass this way."""
         self.judging = judging
         self.last_result: object = None  # the runtime's answer to the last step
+        #: When the run tried to submit each job, on the simulation's clock (the row-times
+        #: check; a submission whose reply was lost may be retried later).
+        self.submitted_at: dict[str, list[float]] = {}
         self.config = config
         self.handlers = handlers
         self.kinds = dict(kinds or {})
@@ -263,6 +267,7 @@ class JobRun:
         """Submit ``job`` with its kind; a delayed one is due ``delay`` ticks later."""
         kind = self.kinds.get(job, PLAIN)
         tick = self.sim.config.jobs_config.tick_ms / 1000
+        self.submitted_at.setdefault(job, []).append(self.sim.clock.now())
         if kind.delay:
             self.due[job] = self.sim.clock.now() + kind.delay * tick
         self.sim.submit(
@@ -323,6 +328,10 @@ class JobRun:
             problems = stopped_incarnation_problems(self)
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "row-times" in self.judging:
+            problems = row_time_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR row-times: {problems[0]}", f"after step {label}")
         if "durable-log" in self.judging:
             problems = durable_log_problems(self)
             if problems:

@@ -13,13 +13,23 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.jobs import guards
+from remora.jobs import guards, incarnations, snapshots, sql
 from remora.jobs.actions import Action
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.guards import Guards
 from remora.jobs.io import Actor, JobOperation
-from remora.jobs.model import AttemptId, IntentId, JobRow, Lease, NotEnabled, Outcome, SecretState
+from remora.jobs.model import (
+    AttemptId,
+    IntentId,
+    JobRow,
+    Lease,
+    NotEnabled,
+    Outcome,
+    Phase,
+    SecretState,
+)
 from remora.jobs.reconciler import Reconciler
+from remora.jobs.sql import Locked
 from remora.jobs.target import MemoryTarget, MemoryVault, _write_call
 from remora.jobs.worker import Worker
 
@@ -151,6 +161,75 @@ def no_down_mark(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(MemoryCoordination, "mark_down", lambda self, actor, worker: None)
 
 
+def release_claims_success(mp: pytest.MonkeyPatch) -> None:
+    """``Worker.release_reservation`` answers done where it must refuse (the durable job is
+    neither terminal nor cancelling): the worker forgets a reservation it still holds, the
+    coordination store keeps it until it expires.  No spec action is taken, so the
+    refinement check sees a stutter, and the worker's later authorize is excused by
+    "reservation unknown"; only the affirmation check sees the answer."""
+
+    def release_reservation(self: Worker, job: str) -> bool:
+        self._need_up()
+        rid = self.reservations.get(job)
+        if rid is None:
+            return False
+
+        def block(lk: Locked) -> bool:
+            row = lk.job
+            if not (row.phase.terminal or row.phase is Phase.CANCELLING):
+                return True  # the bug: the refusal answered as a success
+            return self.stores.coordination.release_reservation(self.actor, job, rid)
+
+        done = self.stores.durable.with_lock(self.actor, job, block)
+        if done:
+            self.reservations.pop(job, None)
+        return done
+
+    mp.setattr(Worker, "release_reservation", release_reservation)
+
+
+def down_keeps_running(mp: pytest.MonkeyPatch) -> None:
+    """``Worker.declared_down`` marks the incarnation down but leaves its attempts as they
+    were: its handlers' next calls find an executing attempt of an incarnation that is
+    down (the stores refuse them, so no spec step shows it; the spec stopped them at
+    ``CrashWorker``)."""
+
+    def declared_down(self: Worker) -> None:
+        self.up = False  # (its attempts are not stopped)
+
+    mp.setattr(Worker, "declared_down", declared_down)
+
+
+def down_logged_at_the_wrong_version(mp: pytest.MonkeyPatch) -> None:
+    """An incarnation's going down (``CrashWorker``: a shutdown or a declaration) is
+    logged one version too far: the row's update and the actor's record are right, so
+    alpha and the refinement check see the right step, but the incarnation's history has
+    a gap (trace validation over the services would place the step wrongly)."""
+    real = incarnations.insert_log
+
+    def insert_log(
+        cur: Any, dialect: Any, subject: str, version: int, action: str, *args: Any, **kwargs: Any
+    ) -> None:
+        if action == Action.CRASH_WORKER:
+            version += 1
+        real(cur, dialect, subject, version, action, *args, **kwargs)
+
+    mp.setattr(incarnations, "insert_log", insert_log)
+
+
+def submission_time_from_the_next_column(mp: pytest.MonkeyPatch) -> None:
+    """A job row's decoding reads ``submitted_at`` from the next column (``started_at``):
+    a row-decoding constant off by one.  Alpha reads no time of a job, and the transitions
+    never write the submission time back, so only the history would show it."""
+    real = sql.job_row
+
+    def job_row(r: tuple[Any, ...]) -> JobRow:
+        return attrs.evolve(real(r), submitted_at=float(r[21]))
+
+    mp.setattr(sql, "job_row", job_row)
+    mp.setattr(snapshots, "job_row", job_row)
+
+
 Plant = Callable[[pytest.MonkeyPatch], None]
 
 
@@ -184,6 +263,21 @@ PLANTED: dict[str, Planted] = {
     ),
     "soft-secret-destroy": Planted(
         soft_secret_destroy, "contents", "ERROR state: the VaultSecretDestroyed secret ", "RaceJobs"
+    ),
+    "release-claims-success": Planted(
+        release_claims_success,
+        "affirmations",
+        "ERROR affirmed: release-reservation",
+        "SpecSizedJobs",
+    ),
+    "down-keeps-running": Planted(
+        down_keeps_running, "stopped-incarnations", "ERROR state: ", "RaceJobs"
+    ),
+    "down-logged-at-the-wrong-version": Planted(
+        down_logged_at_the_wrong_version, "durable-log", "ERROR durable-log: ", "RaceJobs"
+    ),
+    "submission-time-from-the-next-column": Planted(
+        submission_time_from_the_next_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"
     ),
     "no-down-mark": Planted(
         no_down_mark,

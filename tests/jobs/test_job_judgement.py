@@ -13,7 +13,15 @@ each check with a planted bug of its class that the job machines alone kill
 * after the drain the down marks equal what the durable store implies — planted: the
   reconciler raising an incarnation's down mark before evaluating the declaration's guard
   (a mark the durable store never holds), and a mark that writes nothing (a declared
-  incarnation unmarked).
+  incarnation unmarked);
+* a step answering done took its spec action — planted: a worker's release of a
+  reservation answering done where it refuses (it forgets a reservation it holds);
+* an incarnation that knows it is down runs nothing — planted: going down without
+  stopping its attempts;
+* the durable log is every subject's contiguous history — planted: an incarnation's
+  going down logged one version too far;
+* a job row's times are what happened — planted: the submission time decoded from the
+  next column.
 
 ``tests/jobs/judgement_planted.py`` holds the planted bugs of the new checks; each is
 shown killed with its check and surviving the same budget without it.  The finding the

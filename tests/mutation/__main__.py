@@ -28,6 +28,7 @@ import json
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -83,11 +84,41 @@ TEST_COMMAND = (
 """The state machines alone: no named unit tests, no campaign."""
 
 JOB_TARGETS = ("remora/jobs",)
-"""The job runtime, every module: the PostgreSQL and Redis stores are reported as not
-reached for as long as no machine in :data:`JOB_MACHINE_TESTS` runs them."""
+"""The job runtime, every module: the PostgreSQL and Redis stores are reached only by the
+services twin (:data:`JOB_SERVICE_MACHINE_TESTS`), reported as not reached without it."""
 
 JOB_MACHINE_TESTS = ("tests/jobs/test_job_machines.py::test_job_machines",)
 """The job machines (runtime, race and larger machines), one node."""
+
+JOB_SERVICE_MACHINE_TESTS = (
+    "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[spec-sized]",
+    "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[race]",
+)
+"""The job machines' services twin (each step on memory + SQLite and on Redis +
+PostgreSQL, compared after every step): the only machines that execute
+``remora/jobs/postgres.py`` and ``remora/jobs/redis_coordination.py``.  Added to the job
+side when the services answer (:func:`services_available`)."""
+
+SERVICE_ADDRESSES = (("127.0.0.1", 5432), ("127.0.0.1", 6379))
+"""PostgreSQL and Redis where the suite reaches them (``tests/common/services.py``)."""
+
+
+def services_available(choice: str = "auto") -> bool:
+    """Whether the job side runs the services twin: ``yes``/``no`` decide; ``auto`` says
+    yes under ``REMORA_REQUIRE_SERVICES=1`` (where an unreachable server fails the
+    baseline, as it should) and otherwise when both servers accept a connection.  Without
+    them the twin would only skip, and its mutants count as not reached: a skip is no
+    verdict."""
+    if choice != "auto":
+        return choice == "yes"
+    if os.environ.get("REMORA_REQUIRE_SERVICES") == "1":
+        return True
+    for host, port in SERVICE_ADDRESSES:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+        except OSError:
+            return False
+    return True
 
 
 @attrs.frozen
@@ -366,6 +397,14 @@ def main(argv: list[str] | None = None) -> int:
         help="run nothing: print the table from the journal (with --resume); mutants "
         "without a verdict count as unsampled",
     )
+    parser.add_argument(
+        "--services",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="--side jobs: also run the machines over PostgreSQL + Redis (the services "
+        "twin), which alone reach the PostgreSQL and Redis stores; auto (default): under "
+        "REMORA_REQUIRE_SERVICES=1 or when both servers answer on 127.0.0.1",
+    )
     parser.add_argument("--min-score", type=float, default=0.0)
     parser.add_argument(
         "--every",
@@ -380,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     side = SIDES[args.side]
+    if side.name == "jobs" and services_available(args.services):
+        side = attrs.evolve(side, machines=side.machines + JOB_SERVICE_MACHINE_TESTS)
+        # a server lost mid-run must fail the twin (a killed mutant, a failed baseline),
+        # never skip it: a skip would pass as a survivor
+        os.environ["REMORA_REQUIRE_SERVICES"] = "1"
+        print("the job side runs the services twin (PostgreSQL + Redis)", file=sys.stderr)
     if args.json is None:
         args.json = CACHE / ("results.jsonl" if side.name == "worker" else "results-jobs.jsonl")
     files = target_files(side.targets)

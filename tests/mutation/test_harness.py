@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 
 from tests.mutation.__main__ import (
+    JOB_SERVICE_MACHINE_TESTS,
     MACHINE_TESTS,
     SIDES,
     Coverage,
     fingerprint,
     mutant_timeout,
     read_journal,
+    services_available,
 )
 from tests.mutation.operators import sites
 
@@ -70,3 +72,29 @@ def test_each_side_mutates_its_own_code_and_runs_its_own_machines() -> None:
     )
     assert listed.returncode == 0, listed.stderr
     assert "remora/jobs/guards.py" in listed.stdout and "remora/worker" not in listed.stdout
+
+
+def test_the_job_side_names_the_services_twin_by_real_node_ids() -> None:
+    """The twin's nodes are the only machines that execute the PostgreSQL and Redis stores;
+    a renamed parameter id would turn them into "not found" and every such mutant into a
+    kill, so the ids must be ones pytest collects."""
+    assert services_available("yes") and not services_available("no")
+    collected = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:randomly",
+            *JOB_SERVICE_MACHINE_TESTS,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
+    assert collected.returncode == 0, collected.stdout[-400:]
+    for node in JOB_SERVICE_MACHINE_TESTS:
+        assert node in collected.stdout

@@ -31,6 +31,27 @@ refinement check, whatever the spec says.  This module closes both gaps:
   (:attr:`contents`): every staging holds the bytes its writer staged at its progress and
   a cleaned one holds none; every live secret holds what its writer wrote and a destroyed
   one nothing.
+* **Affirmations** (:func:`affirmation_problems`, ``ERROR affirmed``): a step whose
+  runtime call answers ``True`` (done) must have taken a spec action: a success with no
+  effect is a refusal the caller cannot see (it forgets a reservation it still holds, or
+  counts a renewal that never happened), and to the refinement check it is only a stutter.
+* **Stopped incarnations** (:func:`stopped_incarnation_problems`, ``ERROR state``): an
+  incarnation that knows it is down (it shut down or learned it was declared down; not
+  one that was killed, whose memory is gone) runs nothing — none of its local attempts
+  is authorized or executing, as the spec's ``CrashWorker`` stops every attempt of the
+  incarnation.  Its handlers and loops read that state, so a stale one keeps them going.
+* **The durable log** (:func:`durable_log_problems`, ``ERROR durable-log``): the log is
+  every subject's history, written in the transaction of each transition — per subject (a
+  job, an incarnation) its versions are 1, 2, ... n without a gap or a repeat, a job's row
+  carries the version of its last transition, and every durable step an actor recorded
+  names a logged (subject, version) with its action.  Trace validation over the real
+  services merges the actors' records with the log by exactly these versions, and the
+  history pages read the log: a wrong version is a wrong history, invisible to alpha.
+* **A job row's times are what happened** (:func:`row_time_problems`, ``ERROR
+  row-times``): its submission time is the clock's reading when the run submitted it (at
+  one of its tries: a submission whose reply was lost may be tried again), and
+  its queued, started and finished times are unset (0) or between the submission and now.
+  Alpha reads none of them; the history, the metrics and the dashboard do.
 * **Coordination after the drain** (:func:`drained_coordination_problems`): the
   coordination store equals what the durable store implies — on top of the quiescence
   judgement (no reservation, live lease, queue entry, notice or progress), every down mark
@@ -59,7 +80,17 @@ if TYPE_CHECKING:
     from remora.sim.jobs.trace import JobStep
 
 JUDGEMENTS: frozenset[str] = frozenset(
-    {"refusals", "overreach", "state", "contents", "drained-coordination"}
+    {
+        "refusals",
+        "overreach",
+        "state",
+        "contents",
+        "drained-coordination",
+        "affirmations",
+        "stopped-incarnations",
+        "durable-log",
+        "row-times",
+    }
 )
 """The judgement's checks by name: a run (:class:`~remora.sim.jobs.run.JobRun`) takes any
 subset, so a planted bug can be shown to survive without the check that kills it."""
@@ -494,6 +525,98 @@ def state_problems(run: JobRun, coupling: bool = True, contents: bool = False) -
                 problems.append(f"{w} holds {a} committed, the durable store does not")
     if contents:
         problems += content_problems(run)
+    return problems
+
+
+ACTION_STEPS: frozenset[str] = frozenset(JUDGED_REFUSALS) | {
+    "release-reservation",
+    "reconciler-release-reservation",
+    "reap",
+    "cleanup-stage",
+    "process-outcome",
+    "reconciler-process-outcome",
+    "release-lease",
+    "reconciler-release-lease",
+    "cooperative-stop",
+}
+"""The step kinds that stand for one spec action each, whose answer ``True`` says the
+action was taken.  Not: the environment's and the client's steps (a submission is in the
+spec's ``Init``, a heartbeat is no spec step), the reconcile pass (it answers a count) and
+the loops' steps (they answer ``True`` for a turn whatever it did; the loops' own account
+judges them, :class:`~remora.sim.jobs.loops.SimLoops`), and ``record-stop`` (it tells the
+durable store of a stop the spec already took: no spec step)."""
+
+
+def affirmation_problems(run: JobRun, step: JobStep, result: object) -> list[str]:
+    """A step of :data:`ACTION_STEPS` answered ``True`` (done) but recorded no spec action
+    (module docstring)."""
+    if result is not True or step.op not in ACTION_STEPS:
+        return []
+    if any(record.action and record.action != "Tick" for record, _ in run.chk.last_steps):
+        return []
+    return [f"{step.label()} answered done but took no spec action"]
+
+
+def stopped_incarnation_problems(run: JobRun) -> list[str]:
+    """An incarnation that knows it is down still runs an attempt (module docstring)."""
+    problems: list[str] = []
+    for w, wk in sorted(run.sim.workers.items()):
+        if wk.up or w in run.sim.killed or w not in run.sim.started:
+            continue
+        for a, la in sorted(wk.attempts.items(), key=lambda x: (x[0].job, x[0].token)):
+            if la.state in ("authorized", EXECUTING):
+                problems.append(f"{w} is down but still holds {a} {la.state}")
+    return problems
+
+
+def durable_log_problems(run: JobRun) -> list[str]:
+    """The durable log is not every subject's contiguous history, a job row's version is
+    not its last logged one, or a recorded durable step is not in the log (module
+    docstring)."""
+    entries = run.sim.stores.durable.log()
+    logged: dict[str, dict[int, str]] = {}
+    problems: list[str] = []
+    for e in entries:
+        versions = logged.setdefault(e.key, {})
+        if e.version in versions:
+            problems.append(f"the durable log of {e.key} holds version {e.version} twice")
+        versions[e.version] = e.action
+    for key, versions in sorted(logged.items()):
+        if sorted(versions) != list(range(1, len(versions) + 1)):
+            problems.append(f"the durable log of {key} holds versions {sorted(versions)}")
+    for row in run.chk.last_view.durable.jobs:
+        last = max(logged.get(row.id, {}), default=0)
+        if row.version != last:
+            problems.append(f"{row.id} is at version {row.version}, its log at {last}")
+    for record in run.sim.recorder.steps:
+        if record.store != "durable" or not record.key or not record.action:
+            continue
+        action = logged.get(record.key, {}).get(record.version)
+        if action != record.action:
+            problems.append(
+                f"{record.actor} recorded {record.action} as {record.key} v{record.version}, "
+                f"the durable log holds {action!r} there"
+            )
+    return problems
+
+
+def row_time_problems(run: JobRun) -> list[str]:
+    """A job row's times are not what happened (module docstring).  The run's own account
+    of each submission's time (:attr:`~remora.sim.jobs.run.JobRun.submitted_at`), never the
+    runtime's."""
+    now = run.sim.clock.now()
+    problems: list[str] = []
+    for row in run.chk.last_view.durable.jobs:
+        tried = run.submitted_at.get(row.id, [])
+        if tried and all(abs(row.submitted_at - at) > 1e-6 for at in tried):
+            problems.append(f"{row.id} was submitted at {tried}, its row says {row.submitted_at}")
+        for name in ("queued_at", "started_at", "finished_at"):
+            t = getattr(row, name)
+            if t and not row.submitted_at - 1e-6 <= t <= now + 1e-6:
+                problems.append(
+                    f"{row.id}'s {name} {t} is outside [{row.submitted_at}, {now}] "
+                    "(its submission, now)"
+                )
     return problems
 
 

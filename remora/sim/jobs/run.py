@@ -58,14 +58,18 @@ from remora.sim.jobs.judgement import (
     JUDGEMENTS,
     REFUSAL_REASONS,
     Before,
+    affirmation_problems,
     content_problems,
     credential_step,
     drained_coordination_problems,
+    durable_log_problems,
     excused,
     overreach,
+    row_time_problems,
     spec_step_of,
     stale_marks,
     state_problems,
+    stopped_incarnation_problems,
 )
 from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts, SimLoops
 from remora.sim.jobs.mutations import parts as mutation_parts
@@ -152,6 +156,10 @@ class JobRun:
         are built from (default: the config's mutation's parts, the production loop) — a
         test plants a bug in a subclass this way."""
         self.judging = judging
+        self.last_result: object = None  # the runtime's answer to the last step
+        #: When the run tried to submit each job, on the simulation's clock (the row-times
+        #: check; a submission whose reply was lost may be retried later).
+        self.submitted_at: dict[str, list[float]] = {}
         self.config = config
         self.handlers = handlers
         self.kinds = dict(kinds or {})
@@ -219,6 +227,10 @@ class JobRun:
         fired = len(self.hook.fired)
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
+        if "affirmations" in self.judging:
+            affirmed = affirmation_problems(self, step, self.last_result)
+            if affirmed:
+                raise JobRunFailure(f"ERROR affirmed: {affirmed[0]}", f"at step {step.label()}")
         if step.op in LOOP_OPS and kind == "ok":
             faulted = len(self.hook.fired) > fired
             broken = self.loops.problems(step.op, str(step.worker), faulted)
@@ -265,6 +277,7 @@ class JobRun:
         """Submit ``job`` with its kind; a delayed one is due ``delay`` ticks later."""
         kind = self.kinds.get(job, PLAIN)
         tick = self.sim.config.jobs_config.tick_ms / 1000
+        self.submitted_at.setdefault(job, []).append(self.sim.clock.now())
         if kind.delay:
             self.due[job] = self.sim.clock.now() + kind.delay * tick
         self.sim.submit(
@@ -384,6 +397,7 @@ class JobRun:
             self.hook.arm({})
             for key in kills:
                 self.hook.boundaries.pop(key, None)
+        self.last_result = result
         kind = classify(result)
         self.trail.append((label, kind))
         if kind == "crash":
@@ -397,6 +411,18 @@ class JobRun:
             problems = state_problems(self, "state" in self.judging, self._contents_changed())
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "stopped-incarnations" in self.judging:
+            problems = stopped_incarnation_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "row-times" in self.judging:
+            problems = row_time_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR row-times: {problems[0]}", f"after step {label}")
+        if "durable-log" in self.judging:
+            problems = durable_log_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR durable-log: {problems[0]}", f"after step {label}")
         early = self.early()
         if early is not None:
             raise JobRunFailure(f"ERROR delayed: {early}", f"at step {label}")

@@ -7,7 +7,7 @@ it, run again with the process "killed" right after statement ``k`` (:class:`Kil
 store (every ``remora_jobs_*`` table, the log included) must read exactly as before the
 write.  Then the write runs for real.  Driven by a run of the real runtime (a schedule and
 its fair drain), it checks every durable step kind the run takes, on SQLite and on
-PostgreSQL (``test_between_stores.py``, ``test_between_stores_services.py``)."""
+PostgreSQL (``test_between_stores.py``, its services half at the end)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ executor (:class:`~remora.sim.jobs.run.JobRun`) on the schedules that cut the st
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
@@ -24,9 +25,12 @@ from remora.faults import Outcome as IO
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.io import Actor, JobOperation
 from remora.jobs.model import JobsConfig, Outcome, Service
+from remora.jobs.redis_coordination import RedisCoordination
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
+from tests.common.services import require_redis
 from tests.jobs.between_planted import PLANTED
+from tests.jobs.job_services import service_backends
 from tests.jobs.statement_kills import StatementKills
 
 S = JobStep
@@ -159,7 +163,7 @@ def test_a_kill_selector_round_trips_through_the_trace_format() -> None:
     }
 
 
-# -- the keyed down marks (memory; Redis in test_between_stores_services.py) -------------------
+# -- the keyed down marks (memory; Redis at the end of this file) -------------------
 def marks_contract(make: object) -> None:
     """One declarer's let-go never lifts another's mark, nor one republished from the
     durable store; a mark with no holder left is lifted."""
@@ -242,3 +246,44 @@ def test_a_durable_step_split_in_two_transactions_is_caught() -> None:
     two) — the first kill after it finds the store changed."""
     with pytest.raises(AssertionError, match="kept part of the transaction"):
         statement_kills(split=True)
+
+
+# -- the same over PostgreSQL + Redis (skipped without the servers; failing under
+# REMORA_REQUIRE_SERVICES=1) --------------------------------------------------------
+
+
+def test_redis_marks_are_keyed_by_declarer() -> None:
+    url = require_redis()
+    made: list[RedisCoordination] = []
+
+    def make() -> RedisCoordination:
+        coord = RedisCoordination(
+            url, JobsConfig(), namespace=f"remora-test:{secrets.token_hex(6)}"
+        )
+        made.append(coord)
+        return coord
+
+    try:
+        marks_contract(make)
+    finally:
+        for coord in made:
+            for key in coord.client.scan_iter(f"{coord.ns}:*"):
+                coord.client.delete(key)
+            coord.close()
+
+
+@pytest.mark.parametrize("cut", [DURABLE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT])
+def test_a_declaration_cut_on_the_services_leaves_them_agreeing(
+    cut: JobFault, remora_scratch_database: str
+) -> None:
+    with service_backends(remora_scratch_database) as backends:
+        run = run_cut(cut, None, backends)
+        assert run.kills == (["reconciler"] if cut.kill else [])
+
+
+def test_a_kill_between_statements_on_postgres_leaves_nothing(
+    remora_scratch_database: str,
+) -> None:
+    with service_backends(remora_scratch_database) as backends:
+        kills = statement_kills(backends)
+    assert kills.multi >= 15, kills.points

@@ -1783,6 +1783,28 @@ class JobLoopMachine(JobRuntimeMachine):
                     self._do(step)
                     fs = ()  # the faults drawn go to the first stretch
 
+    @precondition(lambda self: self.has_handler() and bool(self._crowded()))
+    @rule(data=st.data(), fs=step_faults("loop-handler"))
+    def loop_finish_together(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A crowded incarnation's handlers run on in turn, no turn of its loop between,
+        until each has ended and been settled: their completions meet (a batching loop's
+        completer commits them in one flush).  ``fs`` ride with every stretch until one
+        fires, so a fault lands on the first call it names — the flush's COMMIT (its reply
+        lost, either way), a stage write, a heartbeat — whichever stretch makes it."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._crowded()), label="worker")
+        for _ in range(2 * (self.max_progress + 2)):
+            mine = [a for x, a in self.run.loops.running() if x == w]
+            if not mine:
+                return
+            for a in mine:
+                if (w, a) not in self.run.loops.running():
+                    continue  # ended by another's stretch (its process killed, …)
+                before = len(self.run.hook.fired)
+                self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
+                if len(self.run.hook.fired) > before:
+                    fs = ()
+
     @precondition(lambda self: self.has_loop())
     @rule()
     def loop_round(self) -> None:

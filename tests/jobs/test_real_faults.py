@@ -330,7 +330,7 @@ def test_accept_success_commit_replies_lost(
 ) -> None:
     """(d) The workers reach PostgreSQL through a proxy that loses the COMMIT of
     ``AcceptSuccess`` transactions: three replies lost after the server committed, two
-    COMMITs lost before it.  Each is resolved by re-reading the durable log for the call —
+    COMMITs lost before it (a batched transaction carries several jobs).  Each is resolved by re-reading the durable log for the call —
     committed: recorded as taken; not committed: the outcome stays pending and is processed
     again — never by a blind retry: every job is accepted exactly once."""
     import json
@@ -352,10 +352,12 @@ def test_accept_success_commit_replies_lost(
             own += [StepRecord(**json.loads(line)) for line in path.read_text().splitlines()]
         accepted = {r.key for r in own if r.action == "AcceptSuccess"}
         for cut, jobs in proxy.cut_jobs:
-            (job,) = jobs
-            # lost after the commit: the caller learned it committed by re-reading (it could
-            # not have recorded the step otherwise); lost before: accepted later, once.
-            assert job in accepted, (cut, job)
+            # A batched completer carries several acceptances in one transaction.  Lost
+            # after the commit: the caller learned each committed by re-reading (it could not
+            # have recorded the step otherwise); lost before: each accepted later, once.
+            assert jobs, cut
+            for job in jobs:
+                assert job in accepted, (cut, job)
         print(
             f"\nlost commits: {[(c, sorted(j)) for c, j in proxy.cut_jobs]} all resolved, "
             f"AcceptSuccess {report.actions['AcceptSuccess']} for {len(batch.jobs)} jobs, "

@@ -58,30 +58,39 @@ def narrow(c: CoordSnapshot, job: str, attempts: Iterable[AttemptId] = ()) -> Co
     """``c`` restricted to ``job`` and the leases of ``attempts``: every guard of
     :mod:`remora.jobs.guards` about ``job`` or one of ``attempts`` evaluates the same on it,
     except :meth:`~remora.jobs.guards.Guards.live_count` and ``other_live_lease`` (which need every
-    lease; the scripts that use them read the store themselves)."""
+    lease; the scripts that use them read the store themselves).  Its down marks are those
+    of its leases' holders only, as the Redis store's ``View`` reads them (a worker asks
+    about its own attempt: :meth:`~remora.jobs.worker.Worker.cooperative_stop`) — the
+    simulation's store tells a caller no more than production's does (found by the
+    coordination twin, ``tests/jobs/coordination_twin.py``)."""
     wanted = set(attempts)
+    leases = {a: lease for a, lease in c.leases.items() if a in wanted}
     return CoordSnapshot(
         frozenset({job} & c.queued),
         {job: c.reservations[job]} if job in c.reservations else {},
-        {a: lease for a, lease in c.leases.items() if a in wanted},
+        leases,
         frozenset({job} & c.notices),
         {job: c.progress[job]} if job in c.progress else {},
         {job: c.floors[job]} if job in c.floors else {},
         frozenset({job} & c.cancels),
         c.now_ms,
-        c.down,
+        frozenset(lease.worker for lease in leases.values()) & c.down,
     )
 
 
 def active_part(c: CoordSnapshot) -> CoordSnapshot:
-    """``c`` without its dead leases and without the mirror (floors, cancel marks): the
-    reconciler's guards (``can_expire_*``, ``coordination_dirty``, ``can_enqueue``, the
-    reaper's lease check) evaluate the same on it."""
+    """``c`` without its dead leases and without the mirror (floors, cancel marks, down
+    marks): the reconciler's guards (``can_expire_*``, ``coordination_dirty``,
+    ``can_enqueue``, the reaper's lease check) evaluate the same on it.  The Redis store's
+    ``Active`` read carries no down marks, so neither does this: an incremental pass
+    sweeps no marks in the simulation either (the full passes do; found by the
+    coordination twin, ``tests/jobs/coordination_twin.py``)."""
     return attrs.evolve(
         c,
         leases={a: lease for a, lease in c.leases.items() if lease.live},
         floors={},
         cancels=frozenset(),
+        down=frozenset(),
     )
 
 

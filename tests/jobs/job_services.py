@@ -106,57 +106,23 @@ class ServiceBackends:
 
     def audit(self) -> list[str]:
         """What the current namespace holds that its snapshot does not show and the
-        durable store and the coordination log do not imply (after a drain): a key
-        outside the store's own, an index of live leases other than the leases marked
-        live, wake-ups other than the ``Enqueue`` steps since the last wipe imply (the
-        machines never wait for work, so none is consumed; at most 64 are kept).  (The down
-        marks are judged for every configuration by the run itself: :func:`~remora.sim.
-        jobs.judgement.drained_coordination_problems`.)"""
+        durable store and the coordination log do not imply, after a drain
+        (:func:`namespace_problems`, then :meth:`audit_wakeups`).  (The down marks are
+        judged for every configuration by the run itself: :func:`~remora.sim.jobs.
+        judgement.drained_coordination_problems`.)"""
         if self.current is None:
             return []
         coord = self.current.coordination
         assert isinstance(coord, RedisCoordination)
-        client, ns = coord.client, coord.ns
-        # the store's fixed keys as this suite knows them (not a patched list: a planted
-        # wipe that forgets one must leave a key the audit sees), and its queues' rankings
-        own = {f"{ns}:{k}" for k in KEY_NAMES} | {
-            k for k in namespace_keys(client, ns) if f":{QUEUE_KEY_PREFIX}" in k
-        }
-        problems = [f"the key {key} is not the store's" for key in self.keys() if key not in own]
-        # each queue's ranking indexes exactly the queued jobs of that queue
-        queued = {m.decode() for m in client.smembers(f"{ns}:queued")}
-        jobq = {k.decode(): v.decode() for k, v in client.hgetall(f"{ns}:jobq").items()}
-        ranked: dict[str, str] = {}
-        for q in sorted(m.decode() for m in client.smembers(f"{ns}:queues")):
-            for j in client.zrange(f"{ns}:{QUEUE_KEY_PREFIX}{q}", 0, -1):
-                ranked[j.decode()] = q
-        for j in sorted(set(ranked) - queued):
-            problems.append(f"the ranking of queue {ranked[j]} holds {j}, which is not queued")
-        for j in sorted(queued - set(ranked)):
-            problems.append(f"the queued {j} is in no queue's ranking")
-        if jobq != ranked:
-            problems.append(f"the queue of each ranked job {jobq} is not its ranking's {ranked}")
-        index = {m.decode() for m in client.smembers(f"{ns}:live")}
-        live = {k.decode() for k, v in client.hgetall(f"{ns}:lease").items() if v.endswith(b"|1")}
-        for a in sorted(index - live):
-            problems.append(f"the live-lease index holds {a}, whose lease is not live")
-        for a in sorted(live - index):
-            problems.append(f"the live lease of {a} is not in the live-lease index")
-        return problems + self.audit_wakeups()
+        return namespace_problems(coord, wakeups=False) + self.audit_wakeups()
 
     def audit_wakeups(self) -> list[str]:
-        """The wake-ups equal what the coordination log implies: one per ``Enqueue`` since
-        the last wipe (the log starts at it), at most :data:`WAKEUPS_KEPT`."""
+        """The wake-ups equal what the coordination log implies (:func:`wakeup_problems`)."""
         if self.current is None:
             return []
         coord = self.current.coordination
         assert isinstance(coord, RedisCoordination)
-        enqueued = sum(1 for e in coord.log() if e.action == "Enqueue")
-        held = int(coord.client.llen(f"{coord.ns}:wake"))
-        want = min(WAKEUPS_KEPT, enqueued)
-        if held != want:
-            return [f"the namespace holds {held} wake-ups, {want} Enqueue steps since the wipe"]
-        return []
+        return wakeup_problems(coord)
 
     def release(self) -> None:
         """Close the current example's stores and delete its namespace."""
@@ -169,6 +135,65 @@ class ServiceBackends:
             coord.client.delete(*namespace_keys(coord.client, coord.ns))
         finally:
             stores.close()
+
+
+def namespace_problems(coord: RedisCoordination, *, wakeups: bool = True) -> list[str]:
+    """What ``coord``'s namespace holds that its snapshot does not show: a key outside the
+    store's own, a queue ranking other than the queued jobs of that queue, an index of live
+    leases other than the leases marked live, and (``wakeups``) wake-ups other than the
+    ``Enqueue`` steps since the last wipe imply (:func:`wakeup_problems`).  Every Lua
+    script keeps these (each runs atomically), so they hold after every call, not only
+    after a drain."""
+    client, ns = coord.client, coord.ns
+    # one round trip for the queues' names, one for the rest (a pipeline, not atomic: the
+    # callers call nothing meanwhile)
+    queues = sorted(m.decode() for m in client.smembers(f"{ns}:queues"))
+    pipe = client.pipeline(transaction=False)
+    pipe.keys(f"{ns}:*")
+    pipe.smembers(f"{ns}:queued")
+    pipe.hgetall(f"{ns}:jobq")
+    pipe.smembers(f"{ns}:live")
+    pipe.hgetall(f"{ns}:lease")
+    for q in queues:
+        pipe.zrange(f"{ns}:{QUEUE_KEY_PREFIX}{q}", 0, -1)
+    keys, queued_raw, jobq_raw, index_raw, leases, *rankings = pipe.execute()
+    # the store's fixed keys as this suite knows them (not a patched list: a planted
+    # wipe that forgets one must leave a key the audit sees), and its queues' rankings
+    own = {f"{ns}:{k}" for k in KEY_NAMES} | {f"{ns}:{QUEUE_KEY_PREFIX}{q}" for q in queues}
+    held = sorted(k.decode() for k in keys)
+    problems = [f"the key {key} is not the store's" for key in held if key not in own]
+    # each queue's ranking indexes exactly the queued jobs of that queue
+    queued = {m.decode() for m in queued_raw}
+    jobq = {k.decode(): v.decode() for k, v in jobq_raw.items()}
+    ranked: dict[str, str] = {}
+    for q, members in zip(queues, rankings, strict=True):
+        for j in members:
+            ranked[j.decode()] = q
+    for j in sorted(set(ranked) - queued):
+        problems.append(f"the ranking of queue {ranked[j]} holds {j}, which is not queued")
+    for j in sorted(queued - set(ranked)):
+        problems.append(f"the queued {j} is in no queue's ranking")
+    if jobq != ranked:
+        problems.append(f"the queue of each ranked job {jobq} is not its ranking's {ranked}")
+    index = {m.decode() for m in index_raw}
+    live = {k.decode() for k, v in leases.items() if v.endswith(b"|1")}
+    for a in sorted(index - live):
+        problems.append(f"the live-lease index holds {a}, whose lease is not live")
+    for a in sorted(live - index):
+        problems.append(f"the live lease of {a} is not in the live-lease index")
+    return problems + (wakeup_problems(coord) if wakeups else [])
+
+
+def wakeup_problems(coord: RedisCoordination) -> list[str]:
+    """The wake-ups equal what the coordination log implies: one per ``Enqueue`` since the
+    last wipe (the log starts at it), at most :data:`WAKEUPS_KEPT` (nothing here waits for
+    work, so none is consumed)."""
+    enqueued = sum(1 for e in coord.log() if e.action == "Enqueue")
+    held = int(coord.client.llen(f"{coord.ns}:wake"))
+    want = min(WAKEUPS_KEPT, enqueued)
+    if held != want:
+        return [f"the namespace holds {held} wake-ups, {want} Enqueue steps since the wipe"]
+    return []
 
 
 @contextmanager

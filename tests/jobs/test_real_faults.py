@@ -330,9 +330,10 @@ def test_accept_success_commit_replies_lost(
 ) -> None:
     """(d) The workers reach PostgreSQL through a proxy that loses the COMMIT of
     ``AcceptSuccess`` transactions: three replies lost after the server committed, two
-    COMMITs lost before it (a batched transaction carries several jobs).  Each is resolved by re-reading the durable log for the call —
-    committed: recorded as taken; not committed: the outcome stays pending and is processed
-    again — never by a blind retry: every job is accepted exactly once."""
+    COMMITs lost before it (a batched transaction carries several jobs).  Each is
+    resolved by re-reading the durable log for the call — committed: recorded as taken;
+    not committed: the outcome stays pending and is processed again — never by a blind
+    retry: every job is accepted exactly once."""
     import json
 
     from remora.jobs.io import StepRecord

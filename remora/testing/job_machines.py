@@ -180,8 +180,22 @@ def step_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
     return _step_faults[op]
 
 
+def committed_cut(ops: tuple[JobOperation, ...]) -> st.SearchStrategy[JobFault]:
+    """The cut itself, over every write of a step that writes both stores (its 1st or
+    2nd durable or coordination write): that write committed and the process died right
+    after it — whatever the step's order of writes, one of these leaves one store written
+    and the other not.  :func:`kill_point` draws it among all its outcomes (one in
+    sixteen); the cut rules draw it on its own as well, so that each write's cut comes up
+    within a budget the suite can afford."""
+    writes = sorted((o for o in ops if o in KILL_OPERATIONS), key=lambda o: o.value)
+    return st.tuples(st.sampled_from(writes), st.integers(1, 2)).map(
+        lambda t: JobFault(t[0], t[1], IOOutcome.COMMIT, kill=True)
+    )
+
+
 def cut_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
-    """A cross-store step's cut, always: a kill point after one of its writes, or one
+    """A cross-store step's cut, always: a write committed and its process killed right
+    after it (:func:`committed_cut`), a kill point after one of its writes, or one
     selector on one of its writes (the second store's write fails or loses its reply, or
     the first's) — for the rules that exist to cut a step between its stores (a fault-free
     run of the step is the reconcile pass's)."""
@@ -192,7 +206,7 @@ def cut_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
     )
     kill = kill_point(ops)
     assert kill is not None, f"{op} writes neither store"
-    alts = [st.tuples(kill), st.tuples(one)]
+    alts = [st.tuples(committed_cut(ops)), st.tuples(kill), st.tuples(one)]
     if JobOperation.DURABLE_WRITE in ops:  # the first durable COMMIT's reply lost, either way
         lost = st.sampled_from([IOOutcome.UNKNOWN_COMMITTED, IOOutcome.UNKNOWN_ABORTED])
         alts.append(st.tuples(lost.map(lambda o: JobFault(JobOperation.DURABLE_WRITE, 1, o))))
@@ -978,27 +992,85 @@ written intent with a live secret, the reconciler's cleanup case."""
 class JobCutMachine(JobRuntimeMachine):
     """:class:`JobRuntimeMachine` with the steps that write both stores cut between their
     writes by construction (issue 21, item 3): every ``cut_*`` rule's step carries a kill
-    point or a failed / reply-lost write (:func:`cut_faults`) — a cancel (the mirror's
-    cancel mark, then the durable request), a reconcile pass (floors, marks, then durable
-    steps), and the reconciler's ``CrashWorker`` of one incarnation (:meth:`declare_down`).
-    A machine of its own, so that the general machines' draws (what their budgets and
-    planted-bug hunts were measured with) stay as they were."""
+    point or a failed / reply-lost write (:func:`cut_faults`, kept when the swarm turns
+    the general rules' faults off) — a cancel (the mirror's cancel mark, then the durable
+    request), a reconcile pass (floors, marks, then durable steps), and the reconciler's
+    ``CrashWorker`` of one incarnation (:meth:`declare_down`).  Each rule also composes
+    what its cut needs to matter: a declaration is enabled (another incarnation up, the
+    heartbeat expired), a declared live incarnation comes back and keeps taking steps, and
+    a killed reconciler is restarted and runs a fresh fault-free full pass — the pass the
+    judgement of the marks (``stale_marks``) reads.  A machine of its own, so that the
+    general machines' draws (what their budgets and planted-bug hunts were measured with)
+    stay as they were."""
 
-    @precondition(lambda self: self.has_started() and self.on("reconcile"))
-    @rule(data=st.data(), fs=cut_faults("declare-down"), cut_off=st.booleans())
-    def declare_down(self, data: st.DataObject, fs: tuple[JobFault, ...], cut_off: bool) -> None:
-        """The reconciler's ``CrashWorker`` of one incarnation, cut between its stores:
-        time passes (ticks) until the incarnation's heartbeat expired — a live one first
-        loses its durable link when ``cut_off`` (it keeps running, unable to beat: the
-        declaration of a live incarnation) — then its fence and its mark, then its
-        durable declaration, with a kill point or a failed write among them; a live one
-        then gets its link back and beats (a mark its declaration did not make durable
-        must not outlive the next fault-free pass: ``stale_marks``)."""
-        w = data.draw(st.sampled_from(self._started()), label="declared")
+    def _cut(self, step: JobStep) -> str:
+        """A cut rule's step keeps its cut when the swarm switched the fault family off
+        (that switch thins the general rules' draws; these rules exist to cut)."""
+        off = self.off
+        self.off = off - {"faults"}
+        try:
+            return self._do(step)
+        finally:
+            self.off = off
+
+    def _durably_up(self) -> set[str]:
+        _, rows = self.sim.stores.durable.liveness(self.sim.clock.now())
+        return {x for x, _, _ in rows}
+
+    def _fresh_pass(self) -> None:
+        """A fault-free full reconcile pass (after a kill: the restarted reconciler's)."""
+        type(self).reach.add(("cut", "fresh pass"))
+        self._do(JobStep("reconcile"))
+
+    def _sequel(self, w: str, data: st.DataObject) -> None:
+        """A declared live incarnation keeps running: it reserves a job, authorizes and
+        activates it, renews its executing attempts' leases — each refused if its
+        declaration took (the mark and the fence), each a spec step if it did not."""
+        if not self.sim.workers[w].up:
+            return
+        queued = sorted(self._coord().queued)
+        jobs = queued or self._submitted()
+        if jobs:
+            j = data.draw(st.sampled_from(jobs), label="sequel job")
+            if self._do(JobStep("reserve", worker=w, job=j)) == "ok":
+                type(self).reach.add(("cut", "a declared incarnation reserved"))
+                if self._do(JobStep("authorize", worker=w, job=j)) == "ok":
+                    token = self.sim.stores.durable.job(j).current_token
+                    self._do(JobStep("activate", worker=w, job=j, token=token))
+        for x, a in self._local("executing"):
+            if x == w:
+                self._do(self._attempt_step("renew", (x, a), ()))
+
+    def _declarable(self) -> list[str]:
+        """The incarnations a declaration could take down: started and durably up, with
+        another durably up or one left to start (``OtherCapacity``) — a declaration of
+        any other is refused by its guard and cuts nothing."""
+        if self.run is None or not self.on("reconcile"):
+            return []
+        up = self._durably_up()
+        spare = bool(self._unstarted())
+        return [w for w in self._started() if w in up and (spare or len(up) > 1)]
+
+    @precondition(lambda self: bool(self._declarable()))
+    @rule(data=st.data(), fs=cut_faults("declare-down"), pass_first=st.booleans())
+    def declare_down(self, data: st.DataObject, fs: tuple[JobFault, ...], pass_first: bool) -> None:
+        """The reconciler's ``CrashWorker`` of one incarnation, cut between its stores.
+        What the cut needs is composed first: an incarnation durably up is declared,
+        another one durably up (one is started if none is: the guard needs it), a live
+        one cut off from the durable store (it keeps running, unable to beat: a
+        connected one's heartbeat never expires), time passing until the heartbeat
+        expired.  Then the fence, the
+        mark and the durable declaration, with a kill point or a failed write among them.
+        Then a live incarnation gets its link back and beats (durably up unless the
+        declaration committed), and keeps taking steps (:meth:`_sequel`) — after a
+        fault-free full pass, or before it when ``pass_first`` is off (a mark its
+        declaration did not make durable must not outlive that pass: ``stale_marks``)."""
+        w = data.draw(st.sampled_from(self._declarable()), label="declared")
+        if not (self._durably_up() - {w}) and self._unstarted():
+            self._do(JobStep("start", worker=self._unstarted()[0]))
         wk = self.sim.workers[w]
         live = wk.up and w not in self.sim.killed
-        cut_off = cut_off and live and self.on("links")
-        cut_off = cut_off and Service.DURABLE not in wk.actor.links.down
+        cut_off = live and Service.DURABLE not in wk.actor.links.down
         if cut_off:
             cut_off = self._do(JobStep("drop-link", worker=w, service=Service.DURABLE)) == "ok"
         after = self.sim.config.jobs_config.down_after_s
@@ -1008,21 +1080,36 @@ class JobCutMachine(JobRuntimeMachine):
             if w not in seen or at - seen[w] >= after:
                 break
             self._do(JobStep("tick"))
-        self._do(JobStep("declare-down", worker=w, faults=fs))
+        kills = len(self.run.kills) if self.run is not None else 0
+        result = self._cut(JobStep("declare-down", worker=w, faults=fs))
+        killed = self.run is not None and len(self.run.kills) > kills
+        type(self).reach.add(("cut", "declare-down", "live" if live else "dead", result))
         if cut_off:  # it comes back and beats: durably up unless the declaration committed
             self._do(JobStep("restore-link", worker=w, service=Service.DURABLE))
             self._do(JobStep("tick"))
+        if live and not pass_first:
+            self._sequel(w, data)
+        if live or killed:
+            self._fresh_pass()
+        if live and pass_first:
+            self._sequel(w, data)
 
     @precondition(lambda self: self.can_cancel())
     @rule(data=st.data(), fs=cut_faults("cancel"))
     def cut_cancel(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         j = data.draw(st.sampled_from(self._cancellable()), label="job")
-        self._do(JobStep("cancel", job=j, faults=fs))
+        self._cut(JobStep("cancel", job=j, faults=fs))
 
     @precondition(lambda self: self.run is not None and self.on("reconcile"))
     @rule(fs=cut_faults("reconcile"))
     def cut_reconcile(self, fs: tuple[JobFault, ...]) -> None:
-        self._do(JobStep("reconcile", faults=fs))
+        """A reconcile pass cut between its stores; a reconciler it killed is restarted
+        and runs a fresh fault-free full pass."""
+        assert self.run is not None
+        kills = len(self.run.kills)
+        self._cut(JobStep("reconcile", faults=fs))
+        if len(self.run.kills) > kills:
+            self._fresh_pass()
 
 
 DURABLE_STEPS: tuple[str, ...] = tuple(

@@ -58,8 +58,10 @@ class ForgetfulDeclarer(Reconciler):
 class NoSweep(Reconciler):
     """A declarer that lets go of its mark when its declaration fails, but whose passes
     never sweep a stale mark: a kill between the mark and the commit (or an unresolved
-    reply) leaves it.  The failed-write selectors alone cannot reach this: only a kill
-    point stops the process before its own let-go."""
+    reply, or a let-go whose own write failed) leaves it.  A failed declaration alone
+    does not: its let-go lifts the mark — it takes a kill point before the let-go, or
+    the let-go's own write failing (the cut machine's search finds the bug even with
+    its kill points off)."""
 
     def sweep_marks(self, marked: Iterable[str], down: Iterable[str]) -> None:
         return None

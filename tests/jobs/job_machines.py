@@ -82,12 +82,13 @@ class LoopJobs(JobLoopMachine):
 
 class CutJobs(JobCutMachine):
     """The cut machine (:class:`~remora.testing.job_machines.JobCutMachine`: steps that
-    write both stores cut between their writes): two jobs, two incarnations (so that one
-    is up while the other is declared down), one slot, two attempts, one-tick leases (a
-    heartbeat expires three ticks after the last beat)."""
+    write both stores cut between their writes): two jobs, three incarnations (so that
+    one is up while another is declared down, and a declaration stays possible after the
+    first took one down), one slot, two attempts, one-tick leases (a heartbeat expires
+    three ticks after the last beat)."""
 
     jobs = ("j1", "j2")
-    workers = ("w1", "w2")
+    workers = ("w1", "w2", "w3")
     concurrency = 1
     max_attempts = 2
     lease_ticks = 1

@@ -10,7 +10,8 @@ declarer on memory and in Redis Lua), and each full pass sweeps the declarer's s
 reconcile pass (:func:`~remora.sim.jobs.judgement.stale_marks`).
 
 The planted bugs (``tests/jobs/between_planted.py``) are killed by the machines' own
-executor (:class:`~remora.sim.jobs.run.JobRun`) on the schedules that cut the step."""
+executor (:class:`~remora.sim.jobs.run.JobRun`) on the schedules that cut the step — and
+by the cut machine's own search (``tests/jobs/test_cut_machine_planted.py``)."""
 
 from __future__ import annotations
 

@@ -118,13 +118,19 @@ class Dispatcher:
         # (highest priority first, then submission order), not the whole coordination
         # state.
         accept = None if w.registry is None else self.registers
+        jobs = w.stores.coordination.candidates(w.actor, max(8, 2 * n), accept, w.queues)
         reserved: list[str] = []
-        for job in w.stores.coordination.candidates(w.actor, max(8, 2 * n), accept, w.queues):
-            if len(reserved) >= n:
-                break
-            if w.reserve(job) is None:
-                continue
-            reserved.append(job)
+        if self.batch > 1:
+            # A batching loop reserves in one coordination call (each job its own guarded
+            # Reserve step, in rank order): one round trip however many it tries.
+            reserved = w.reserve_batch(jobs, n) if jobs else []
+        else:
+            for job in jobs:
+                if len(reserved) >= n:
+                    break
+                if w.reserve(job) is None:
+                    continue
+                reserved.append(job)
         return self.start(reserved) if reserved else []
 
     def start(self, jobs: str | list[str]) -> list[AttemptId]:

@@ -218,12 +218,14 @@ class Coordination(Protocol):
         limit: int,
         accept: Callable[[str], bool] | None = None,
         queues: Iterable[str] | None = None,
+        prefetch: Callable[[Sequence[str]], None] | None = None,
     ) -> list[str]:
         """Up to ``limit`` queued jobs of ``queues`` (every queue when None) to try to
         reserve, highest priority first, then in submission order (:class:`Rank`); with
         ``accept``, only jobs it accepts (a worker's registered handlers: the others stay
         queued for a worker that has them — which job to reserve is the spec's free
-        choice)."""
+        choice).  ``prefetch``, with ``accept``, hears the jobs ``accept`` may be asked
+        about before it is (the dispatcher reads their handlers in one statement)."""
         ...
 
     def log(self) -> list[CoordEntry]: ...
@@ -696,6 +698,7 @@ class MemoryCoordination:
         limit: int,
         accept: Callable[[str], bool] | None = None,
         queues: Iterable[str] | None = None,
+        prefetch: Callable[[Sequence[str]], None] | None = None,
     ) -> list[str]:
         def read(commit: bool) -> list[str]:
             with self._lock:
@@ -706,9 +709,11 @@ class MemoryCoordination:
         if accept is None:
             return queued
         out: list[str] = []
-        for job in queued:  # the filter reads outside the store's call
+        for n, job in enumerate(queued):  # the filter reads outside the store's call
             if len(out) >= limit:
                 break
+            if prefetch is not None and n % (8 * limit) == 0:
+                prefetch(queued[n : n + 8 * limit])  # a window as long as Redis reads
             if accept(job):
                 out.append(job)
         return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -118,7 +118,9 @@ class Dispatcher:
         # (highest priority first, then submission order), not the whole coordination
         # state.
         accept = None if w.registry is None else self.registers
-        jobs = w.stores.coordination.candidates(w.actor, max(8, 2 * n), accept, w.queues)
+        jobs = w.stores.coordination.candidates(
+            w.actor, max(8, 2 * n), accept, w.queues, prefetch=self.prefetch
+        )
         reserved: list[str] = []
         if self.batch > 1:
             # A batching loop reserves in one coordination call (each job its own guarded
@@ -200,6 +202,17 @@ class Dispatcher:
                 self._handler_of.clear()
             self._handler_of[job] = handler
         return w.registry is not None and handler in w.registry.names()
+
+    def prefetch(self, jobs: Sequence[str]) -> None:
+        """Read the handlers of those of ``jobs`` not yet known in **one** durable read
+        (:meth:`registers` then asks about each): one statement per dispatch, where one
+        per job was — a job's handler never changes, so the read needs no lock."""
+        unknown = [j for j in jobs if j not in self._handler_of]
+        if not unknown:
+            return
+        if len(self._handler_of) + len(unknown) >= 100_000:
+            self._handler_of.clear()
+        self._handler_of.update(self.worker.stores.durable.handlers(unknown))
 
     def awaiting_activation(self) -> list[AttemptId]:
         """This worker's authorized attempts whose reservation it still holds: their

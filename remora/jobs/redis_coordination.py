@@ -915,6 +915,7 @@ class RedisCoordination:
         limit: int,
         accept: Callable[[str], bool] | None = None,
         queues: Iterable[str] | None = None,
+        prefetch: Callable[[Sequence[str]], None] | None = None,
     ) -> list[str]:
         names = [] if queues is None else sorted(set(queues))
         if queues is not None and not names:
@@ -929,6 +930,8 @@ class RedisCoordination:
                 return [_d(x) for x in self._read("Ranked", [count, *names]) or []]
 
             got: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
+            if accept is not None and prefetch is not None:
+                prefetch(got)
             jobs = got if accept is None else [j for j in got if accept(j)]
             if jobs or accept is None or len(got) < count or count >= MAX_WINDOW:
                 return jobs[:limit]

@@ -409,9 +409,7 @@ def test_submit_enqueues() -> None:
 
 def _two_queued(concurrency: int, global_limit: int) -> Run:
     """w1 up with ``concurrency`` slots, j1 and j2 submitted and queued."""
-    run = Run(
-        concurrency=concurrency, jobs_config=attrs.evolve(SMALL, global_limit=global_limit)
-    )
+    run = Run(concurrency=concurrency, jobs_config=attrs.evolve(SMALL, global_limit=global_limit))
     run.ok(lambda: run.sim.start("w1"))
     for job in ("j1", "j2"):
         run.ok(lambda job=job: run.sim.submit(job))

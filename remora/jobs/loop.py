@@ -98,6 +98,9 @@ class Dispatcher:
         #: Reserved jobs whose authorization failed on an unavailable store, and when
         #: (:meth:`awaiting_authorization`).
         self.unauthorized: dict[str, float] = {}
+        #: The candidates just read (:meth:`prefetch`), whose handlers :meth:`registers`
+        #: reads together on its first miss.
+        self._window: list[str] = []
 
     def dispatch(self, slots: int) -> list[AttemptId]:
         """Activate at most ``min(slots, batch)`` attempts; their handlers are the
@@ -193,6 +196,13 @@ class Dispatcher:
         only such jobs; the others stay queued for a worker that has their handler."""
         w = self.worker
         handler = self._handler_of.get(job)
+        if handler is None and job in self._window:
+            unknown = [j for j in self._window if j not in self._handler_of]
+            self._window = []
+            if len(self._handler_of) + len(unknown) >= 100_000:
+                self._handler_of.clear()
+            self._handler_of.update(w.stores.durable.handlers(unknown))
+            handler = self._handler_of.get(job)
         if handler is None:
             try:
                 handler = w.stores.durable.job(job).handler
@@ -204,15 +214,10 @@ class Dispatcher:
         return w.registry is not None and handler in w.registry.names()
 
     def prefetch(self, jobs: Sequence[str]) -> None:
-        """Read the handlers of those of ``jobs`` not yet known in **one** durable read
-        (:meth:`registers` then asks about each): one statement per dispatch, where one
-        per job was — a job's handler never changes, so the read needs no lock."""
-        unknown = [j for j in jobs if j not in self._handler_of]
-        if not unknown:
-            return
-        if len(self._handler_of) + len(unknown) >= 100_000:
-            self._handler_of.clear()
-        self._handler_of.update(self.worker.stores.durable.handlers(unknown))
+        """The window of candidates :meth:`registers` is about to be asked about: on its
+        first miss it reads the handlers of every job of the window not yet known in
+        **one** durable read — about one statement per window, where one per job was."""
+        self._window = list(jobs)
 
     def awaiting_activation(self) -> list[AttemptId]:
         """This worker's authorized attempts whose reservation it still holds: their

@@ -930,9 +930,17 @@ class RedisCoordination:
                 return [_d(x) for x in self._read("Ranked", [count, *names]) or []]
 
             got: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
-            if accept is not None and prefetch is not None:
-                prefetch(got)
-            jobs = got if accept is None else [j for j in got if accept(j)]
+            if accept is None:
+                jobs = got
+            else:
+                if prefetch is not None:
+                    prefetch(got)
+                jobs = []
+                for j in got:  # asked only until ``limit`` are accepted
+                    if len(jobs) >= limit:
+                        break
+                    if accept(j):
+                        jobs.append(j)
             if jobs or accept is None or len(got) < count or count >= MAX_WINDOW:
                 return jobs[:limit]
             count *= 8

@@ -26,7 +26,7 @@ expiry is a logged step.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -147,6 +147,24 @@ class Coordination(Protocol):
         self, actor: Actor, job: str, worker: str, executing: int, local_limit: int
     ) -> str | None: ...
 
+    def reserve_batch(
+        self,
+        actor: Actor,
+        jobs: Sequence[str],
+        worker: str,
+        executing: int,
+        local_limit: int,
+        limit: int,
+    ) -> list[tuple[str, str]]:
+        """``Reserve(j, w)`` for each of ``jobs`` in order, in **one** call to the store,
+        until ``limit`` are reserved: each ``(job, rid)`` reserved.  The same observable
+        result as calling :meth:`reserve` on each in turn — each job's guard is evaluated on
+        the state the earlier ones left (its own global and local limit check), each is
+        logged as a ``Reserve`` step of its own, in order, with a sequence number of its
+        own — but one round trip, not one per job (docs/jobs.md, *Batched
+        transitions*)."""
+        ...
+
     def activate(
         self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int
     ) -> bool: ...
@@ -209,12 +227,14 @@ class Coordination(Protocol):
         limit: int,
         accept: Callable[[str], bool] | None = None,
         queues: Iterable[str] | None = None,
+        prefetch: Callable[[Sequence[str]], None] | None = None,
     ) -> list[str]:
         """Up to ``limit`` queued jobs of ``queues`` (every queue when None) to try to
         reserve, highest priority first, then in submission order (:class:`Rank`); with
         ``accept``, only jobs it accepts (a worker's registered handlers: the others stay
         queued for a worker that has them — which job to reserve is the spec's free
-        choice)."""
+        choice).  ``prefetch``, with ``accept``, hears the jobs ``accept`` may be asked
+        about before it is (the dispatcher reads their handlers in one statement)."""
         ...
 
     def log(self) -> list[CoordEntry]: ...
@@ -284,6 +304,23 @@ class MemoryCoordination:
             frozenset(d.down),
         )
 
+    def _saved(self) -> _Data:
+        """A copy of the data (restored after a dry run)."""
+        d = self._data
+        return attrs.evolve(
+            d,
+            queued=set(d.queued),
+            reservations=dict(d.reservations),
+            leases=dict(d.leases),
+            notices=set(d.notices),
+            progress=dict(d.progress),
+            floors=dict(d.floors),
+            cancels=set(d.cancels),
+            down=set(d.down),
+            down_by={w: set(b) for w, b in d.down_by.items()},
+            ranks=dict(d.ranks),
+        )
+
     def _op(
         self,
         actor: Actor,
@@ -300,19 +337,7 @@ class MemoryCoordination:
         def effect(commit: bool) -> Any:
             with self._lock:
                 snap = self._snap()
-                saved = attrs.evolve(
-                    self._data,
-                    queued=set(self._data.queued),
-                    reservations=dict(self._data.reservations),
-                    leases=dict(self._data.leases),
-                    notices=set(self._data.notices),
-                    progress=dict(self._data.progress),
-                    floors=dict(self._data.floors),
-                    cancels=set(self._data.cancels),
-                    down=set(self._data.down),
-                    down_by={w: set(b) for w, b in self._data.down_by.items()},
-                    ranks=dict(self._data.ranks),
-                )
+                saved = self._saved()
                 result = body(self._data, snap, snap.now_ms)
                 if not commit:
                     self._data = saved
@@ -378,6 +403,80 @@ class MemoryCoordination:
         if result is True:  # a lost reply, resolved as applied: its id was in the reply
             return read_back(self, actor, job, worker)
         return str(result) if result else None
+
+    def reserve_batch(
+        self,
+        actor: Actor,
+        jobs: Sequence[str],
+        worker: str,
+        executing: int,
+        local_limit: int,
+        limit: int,
+    ) -> list[tuple[str, str]]:
+        # One sequence number per job tried, taken up front (a refused job leaves a gap,
+        # as a refused single call does): the reserved jobs' steps keep program order.
+        seqs = [actor.next_seq() for _ in jobs]
+        applied: list[tuple[int, str]] = []  # (index into jobs, log order) of this call
+
+        def body(d: _Data, now: int) -> list[tuple[str, str]]:
+            out: list[tuple[str, str]] = []
+            for job in jobs:
+                if len(out) >= limit:
+                    break
+                # Each job's guard on the state the earlier reservations left.
+                if not self.guards.can_reserve(
+                    self._snap(), job, worker, executing, local_limit, self.config.global_limit
+                ):
+                    continue
+                self._rids += 1
+                rid = f"r{self._rids}"
+                d.queued.discard(job)
+                d.ranks.pop(job, None)
+                d.reservations[job] = Reservation(worker, rid, now)
+                out.append((job, rid))
+            return out
+
+        def effect(commit: bool) -> list[tuple[str, str]]:
+            with self._lock:
+                saved = self._saved()
+                out = body(self._data, self._now())
+                if not commit:
+                    self._data = saved
+                    return out
+                index = {j: i for i, j in enumerate(jobs)}
+                for job, _ in out:
+                    order = f"{len(self._log) + 1}-0"
+                    i = index[job]
+                    self._log.append(
+                        CoordEntry(
+                            order, Action.RESERVE, {"j": job, "w": worker}, actor.name, seqs[i]
+                        )
+                    )
+                    applied.append((i, order))
+                return out
+
+        key = jobs[0] if jobs else ""
+        try:
+            got = io_call(actor, JobOperation.COORD_WRITE, key, effect)
+        except UnknownResult:
+            # Resolved by re-reading the log (the memory store always can): the logged
+            # reservations were made; their ids were in the lost reply, read back.
+            if not applied:
+                raise Unavailable("memory Reserve (batch): not applied (re-read the log)") from None
+            got = []
+            for i, _ in applied:
+                rid = read_back(self, actor, jobs[i], worker)
+                if rid is not None:
+                    got.append((jobs[i], rid))
+        for i, order in applied:
+            actor.record(
+                seqs[i],
+                Action.RESERVE,
+                {"j": jobs[i], "w": worker},
+                store="coordination",
+                order=order,
+            )
+        return got
 
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
@@ -608,6 +707,7 @@ class MemoryCoordination:
         limit: int,
         accept: Callable[[str], bool] | None = None,
         queues: Iterable[str] | None = None,
+        prefetch: Callable[[Sequence[str]], None] | None = None,
     ) -> list[str]:
         def read(commit: bool) -> list[str]:
             with self._lock:
@@ -618,9 +718,11 @@ class MemoryCoordination:
         if accept is None:
             return queued
         out: list[str] = []
-        for job in queued:  # the filter reads outside the store's call
+        for n, job in enumerate(queued):  # the filter reads outside the store's call
             if len(out) >= limit:
                 break
+            if prefetch is not None and n % (8 * limit) == 0:
+                prefetch(queued[n : n + 8 * limit])  # a window as long as Redis reads
             if accept(job):
                 out.append(job)
         return out

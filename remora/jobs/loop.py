@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -98,6 +98,9 @@ class Dispatcher:
         #: Reserved jobs whose authorization failed on an unavailable store, and when
         #: (:meth:`awaiting_authorization`).
         self.unauthorized: dict[str, float] = {}
+        #: The candidates just read (:meth:`prefetch`), whose handlers :meth:`registers`
+        #: reads together on its first miss.
+        self._window: list[str] = []
 
     def dispatch(self, slots: int) -> list[AttemptId]:
         """Activate at most ``min(slots, batch)`` attempts; their handlers are the
@@ -118,13 +121,21 @@ class Dispatcher:
         # (highest priority first, then submission order), not the whole coordination
         # state.
         accept = None if w.registry is None else self.registers
+        jobs = w.stores.coordination.candidates(
+            w.actor, max(8, 2 * n), accept, w.queues, prefetch=self.prefetch
+        )
         reserved: list[str] = []
-        for job in w.stores.coordination.candidates(w.actor, max(8, 2 * n), accept, w.queues):
-            if len(reserved) >= n:
-                break
-            if w.reserve(job) is None:
-                continue
-            reserved.append(job)
+        if self.batch > 1:
+            # A batching loop reserves in one coordination call (each job its own guarded
+            # Reserve step, in rank order): one round trip however many it tries.
+            reserved = w.reserve_batch(jobs, n) if jobs else []
+        else:
+            for job in jobs:
+                if len(reserved) >= n:
+                    break
+                if w.reserve(job) is None:
+                    continue
+                reserved.append(job)
         return self.start(reserved) if reserved else []
 
     def start(self, jobs: str | list[str]) -> list[AttemptId]:
@@ -185,6 +196,13 @@ class Dispatcher:
         only such jobs; the others stay queued for a worker that has their handler."""
         w = self.worker
         handler = self._handler_of.get(job)
+        if handler is None and job in self._window:
+            unknown = [j for j in self._window if j not in self._handler_of]
+            self._window = []
+            if len(self._handler_of) + len(unknown) >= 100_000:
+                self._handler_of.clear()
+            self._handler_of.update(w.stores.durable.handlers(unknown))
+            handler = self._handler_of.get(job)
         if handler is None:
             try:
                 handler = w.stores.durable.job(job).handler
@@ -194,6 +212,12 @@ class Dispatcher:
                 self._handler_of.clear()
             self._handler_of[job] = handler
         return w.registry is not None and handler in w.registry.names()
+
+    def prefetch(self, jobs: Sequence[str]) -> None:
+        """The window of candidates :meth:`registers` is about to be asked about: on its
+        first miss it reads the handlers of every job of the window not yet known in
+        **one** durable read — about one statement per window, where one per job was."""
+        self._window = list(jobs)
 
     def awaiting_activation(self) -> list[AttemptId]:
         """This worker's authorized attempts whose reservation it still holds: their

@@ -114,6 +114,15 @@ class PostgresJobsBackend(PostgresBackend):
                 _rollback_quietly(conn)
                 raise self._failure(exc, None, what) from exc
 
+    def read_all(self, what: str, sql: str, params: Any) -> list[Any]:
+        """:meth:`read_one`'s every row (one statement, one snapshot)."""
+        with self._connection(None) as conn:
+            try:
+                return conn.execute(sql, params).fetchall()
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                raise self._failure(exc, None, what) from exc
+
 
 def _info_query(a: AttemptId) -> Also:
     return (

@@ -44,7 +44,7 @@ a script ran leaves its effect unknown: the stream is searched for the call's
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -87,10 +87,10 @@ local function age(at, limit)
   if a > limit then a = limit end
   return a
 end
-local function log(action, params)
+local function log(action, params, seq)
   if dry then return '' end
   return redis.call('XADD', k('log'), '*', 'action', action, 'params', params,
-                    'actor', ARGV[4], 'seq', ARGV[5])
+                    'actor', ARGV[4], 'seq', seq or ARGV[5])
 end
 local function is_down(worker)
   return redis.call('SISMEMBER', k('down'), worker) == 1
@@ -156,6 +156,46 @@ redis.call('SREM', k('queued'), job)
 unrank(job)
 redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
 return {rid, log('Reserve', ARGV[6])}
+""",
+    # Reserve for each job of ARGV[12..] (triples: job, seq, params) in order until ARGV[11]
+    # are reserved, each guarded as Reserve is on the state the earlier ones left (a dry
+    # run counts them without writing), each logged as a Reserve of its own sequence
+    # number: the replies are (job, rid, log id) triples.
+    "ReserveBatch": r"""
+local worker = ARGV[7]
+local executing, local_limit = tonumber(ARGV[8]), tonumber(ARGV[9])
+local global_limit, limit = tonumber(ARGV[10]), tonumber(ARGV[11])
+if is_down(worker) then return {} end
+local mine = 0
+for _, v in ipairs(redis.call('HVALS', k('res'))) do
+  if split(v)[1] == worker then mine = mine + 1 end
+end
+local live = live_count()
+local taken = {}
+local out = {}
+local t = redis.call('TIME')
+for i = 12, #ARGV, 3 do
+  if #out >= 3 * limit then break end
+  local job = ARGV[i]
+  if not taken[job] and redis.call('SISMEMBER', k('queued'), job) == 1
+     and redis.call('HEXISTS', k('res'), job) == 0
+     and live < global_limit and mine + executing < local_limit then
+    taken[job] = true
+    mine = mine + 1
+    live = live + 1
+    local rid = ''
+    if not dry then
+      rid = 'r' .. t[1] .. '.' .. t[2] .. '-' .. redis.call('INCR', k('rid'))
+      redis.call('SREM', k('queued'), job)
+      unrank(job)
+      redis.call('HSET', k('res'), job, worker .. '|' .. rid .. '|' .. now)
+    end
+    table.insert(out, job)
+    table.insert(out, rid)
+    table.insert(out, log('Reserve', ARGV[i + 2], ARGV[i + 1]))
+  end
+end
+return out
 """,
     Action.ACTIVATE_ATTEMPT: r"""
 local job, a, token = ARGV[7], ARGV[8], tonumber(ARGV[9])
@@ -539,6 +579,74 @@ class RedisCoordination:
             return _read_back(self, actor, job, worker)
         return None if out in (0, "0", None) else str(out)
 
+    def reserve_batch(
+        self,
+        actor: Actor,
+        jobs: Sequence[str],
+        worker: str,
+        executing: int,
+        local_limit: int,
+        limit: int,
+    ) -> list[tuple[str, str]]:
+        seqs = [actor.next_seq() for _ in jobs]
+        texts = [json.dumps({"j": job, "w": worker}, sort_keys=True) for job in jobs]
+        args: list[Any] = [worker, executing, local_limit, self.config.global_limit, limit]
+        for job, seq, text in zip(jobs, seqs, texts, strict=True):
+            args += [job, seq, text]
+
+        def effect(commit: bool) -> list[Any]:
+            try:
+                out: list[Any] = self._scripts["ReserveBatch"](
+                    keys=[self.ns],
+                    args=[
+                        "0" if commit else "1",
+                        self._now(),
+                        self.config.tick_ms,
+                        actor.name,
+                        "",
+                        "",
+                        *args,
+                    ],
+                )
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise UnknownResult(f"redis ReserveBatch: {exc}") from exc
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis ReserveBatch: {exc}") from exc
+            return out
+
+        index = {job: i for i, job in enumerate(jobs)}
+        got: list[tuple[str, str]] = []
+        steps: list[tuple[int, str]] = []  # (index into jobs, log id) of each reservation
+        try:
+            flat = io_call(actor, JobOperation.COORD_WRITE, jobs[0] if jobs else "", effect)
+            for n in range(0, len(flat), 3):
+                job, rid, order = (_d(x) for x in flat[n : n + 3])
+                if order:  # a dry run logs nothing and reserves nothing
+                    got.append((job, rid))
+                    steps.append((index[job], order))
+        except UnknownResult:
+            # Resolved from the stream, job by job: the logged ones were reserved (their
+            # ids were in the lost reply: read back); none logged, the call did not apply.
+            for i, job in enumerate(jobs):
+                found = self._find(actor.name, seqs[i])
+                if found is None:
+                    continue
+                steps.append((i, found))
+                back = _read_back(self, actor, job, worker)
+                if back is not None:
+                    got.append((job, back))
+            if not steps:
+                raise Unavailable("redis ReserveBatch: not applied (re-read the log)") from None
+        for i, order in steps:
+            actor.record(
+                seqs[i],
+                Action.RESERVE,
+                {"j": jobs[i], "w": worker},
+                store="coordination",
+                order=order,
+            )
+        return got
+
     def activate(self, actor: Actor, a: AttemptId, worker: str, rid: str, progress: int) -> bool:
         out = self._op(
             actor,
@@ -807,6 +915,7 @@ class RedisCoordination:
         limit: int,
         accept: Callable[[str], bool] | None = None,
         queues: Iterable[str] | None = None,
+        prefetch: Callable[[Sequence[str]], None] | None = None,
     ) -> list[str]:
         names = [] if queues is None else sorted(set(queues))
         if queues is not None and not names:
@@ -821,7 +930,17 @@ class RedisCoordination:
                 return [_d(x) for x in self._read("Ranked", [count, *names]) or []]
 
             got: list[str] = io_call(actor, JobOperation.COORD_READ, "", read)
-            jobs = got if accept is None else [j for j in got if accept(j)]
+            if accept is None:
+                jobs = got
+            else:
+                if prefetch is not None:
+                    prefetch(got)
+                jobs = []
+                for j in got:  # asked only until ``limit`` are accepted
+                    if len(jobs) >= limit:
+                        break
+                    if accept(j):
+                        jobs.append(j)
             if jobs or accept is None or len(got) < count or count >= MAX_WINDOW:
                 return jobs[:limit]
             count *= 8

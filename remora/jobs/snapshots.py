@@ -9,7 +9,7 @@ protocol (:mod:`remora.jobs.transactions`); each is one consistent read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from remora.context import Context
@@ -53,6 +53,20 @@ class DurableReads(Transactions):
         if row is None:
             raise UnknownJob(f"no job {job_id!r}")
         return job_row(tuple(row))
+
+    def handlers(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """Each known job's handler name, in one statement (a dispatching worker's filter
+        of the candidates it read: one read per dispatch, not one per job)."""
+        if not job_ids:
+            return {}
+        out: dict[str, str] = {}
+        for i in range(0, len(job_ids), CHUNK):
+            part = tuple(job_ids[i : i + CHUNK])
+            marks = ", ".join(self.dialect.placeholder for _ in part)
+            sql = f"SELECT id, handler FROM remora_jobs_job WHERE id IN ({marks})"
+            for r in self.backend.read_all("handlers", sql, part):
+                out[str(r[0])] = str(r[1])
+        return out
 
     def jobs(self, *, active_only: bool = False) -> list[JobRow]:
         where = f"WHERE phase NOT IN {TERMINAL_SQL} " if active_only else ""

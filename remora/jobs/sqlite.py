@@ -47,5 +47,8 @@ class SqliteJobsBackend(SqliteBackend):
     def read_one(self, what: str, sql: str, params: Any) -> Any:
         return self.read(what, lambda cur: cur.execute(sql, params).fetchone())
 
+    def read_all(self, what: str, sql: str, params: Any) -> list[Any]:
+        return list(self.read(what, lambda cur: cur.execute(sql, params).fetchall()))
+
 
 __all__ = ["SqliteJobsBackend"]

@@ -263,6 +263,20 @@ class Worker:
         return rid
 
     @serial
+    def reserve_batch(self, jobs: Sequence[str], limit: int) -> list[str]:
+        """``Reserve(j, w)`` for each of ``jobs`` in order until ``limit`` are reserved, in
+        **one** coordination call (:meth:`~remora.jobs.coordination.Coordination.
+        reserve_batch`: each job guarded on the state the earlier ones left, each its own
+        ``Reserve`` step): the jobs reserved, in order."""
+        self._need_up()
+        got = self.stores.coordination.reserve_batch(
+            self.actor, jobs, self.id, self.executing_count(), self.concurrency, limit
+        )
+        for job, rid in got:
+            self.reservations[job] = rid
+        return [job for job, _ in got]
+
+    @serial
     def authorize(self, job: str) -> AttemptId:
         """``AuthorizeAttempt(j, w)``: durable CAS allocating the next token; the
         reservation is read from the coordination store under the job's lock."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 
 from remora.errors import Unavailable
@@ -15,7 +16,7 @@ from remora.jobs import credentials as C
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, Outcome, Phase, Service
 from remora.jobs.worker import Worker
 from remora.sim.jobs.refinement import RefinementChecker
-from remora.sim.jobs.simulation import SPEC_PARTS, Parts, SimConfig, Simulation
+from remora.sim.jobs.simulation import SMALL, SPEC_PARTS, Parts, SimConfig, Simulation
 
 ALL_ACTIONS = [
     "Enqueue",
@@ -404,6 +405,56 @@ def test_submit_enqueues() -> None:
     run.ok(lambda: run.sim.stores.submit(client, "j1", "noop", None, enqueue=True))
     run.saw("Enqueue")
     assert run.ok(lambda: run.w1.reserve("j1"))  # no reconcile pass in between
+
+
+def _two_queued(concurrency: int, global_limit: int) -> Run:
+    """w1 up with ``concurrency`` slots, j1 and j2 submitted and queued."""
+    run = Run(concurrency=concurrency, jobs_config=attrs.evolve(SMALL, global_limit=global_limit))
+    run.ok(lambda: run.sim.start("w1"))
+    for job in ("j1", "j2"):
+        run.ok(lambda job=job: run.sim.submit(job))
+        assert run.ok(lambda job=job: run.r.enqueue(job))
+    return run
+
+
+def test_reserve_batch_reserves_in_order_each_its_own_step() -> None:
+    """One coordination call reserves several jobs, in the order given, each its own
+    ``Reserve`` step (refinement-checked in order); a job given twice, or not queued, is
+    skipped; the ids are real: the batch authorizes and activates with them."""
+    run = _two_queued(concurrency=2, global_limit=2)
+    got = run.ok(lambda: run.w1.reserve_batch(["j2", "j2", "j1"], 2))
+    assert got == ["j2", "j1"]
+    assert run.chk.actions.get("Reserve") == 2
+    assert set(run.w1.reservations) == {"j1", "j2"}
+    attempts = run.ok(lambda: run.w1.authorize_batch(["j1", "j2"]))
+    for a in attempts:
+        assert isinstance(a, AttemptId), a
+        run.ok(lambda a=a: run.w1.activate(a))
+    assert run.ok(lambda: run.w1.reserve_batch(["j1", "j2"], 2)) == []  # none queued now
+
+
+def test_reserve_batch_stops_at_the_global_limit() -> None:
+    """Each job's guard is evaluated on the state the earlier reservations left: with one
+    in flight allowed, the second job of the batch stays queued, as one ``Reserve`` call per
+    job would leave it."""
+    run = _two_queued(concurrency=2, global_limit=1)
+    assert run.ok(lambda: run.w1.reserve_batch(["j2", "j1"], 2)) == ["j2"]
+    assert run.chk.actions.get("Reserve") == 1
+
+
+def test_reserve_batch_stops_at_the_workers_own_limit() -> None:
+    """The worker's own limit (``CapacityAvailable``) counts the batch's earlier
+    reservations."""
+    run = _two_queued(concurrency=1, global_limit=2)
+    assert run.ok(lambda: run.w1.reserve_batch(["j1", "j2"], 2)) == ["j1"]
+
+
+def test_reserve_batch_stops_at_the_calls_limit() -> None:
+    """At most ``limit`` jobs are reserved; the rest stay queued for the next call."""
+    run = _two_queued(concurrency=2, global_limit=2)
+    assert run.ok(lambda: run.w1.reserve_batch(["j2", "j1"], 1)) == ["j2"]
+    assert run.chk.actions.get("Reserve") == 1
+    assert run.ok(lambda: run.w1.reserve_batch(["j2", "j1"], 1)) == ["j1"]
 
 
 def test_incremental_pass_takes_a_lost_attempt_back_to_the_queue() -> None:

@@ -23,7 +23,16 @@ from remora.protocol.trace import ACTION_PARAMS
 JOBS = Path(__file__).resolve().parents[2] / "remora" / "jobs"
 RECORDING_CALLS = {"record", "_op", "_log"}
 """Calls whose string arguments name the action a step records."""
-NOT_SPEC = {"RaiseFloor", "MarkCancel", "MarkDown", "UnmarkDown", "PublishDown", "View", "Active"}
+NOT_SPEC = {
+    "RaiseFloor",
+    "MarkCancel",
+    "MarkDown",
+    "UnmarkDown",
+    "PublishDown",
+    "View",
+    "Active",
+    "ReserveBatch",  # logs a Reserve per job it reserves
+}
 """Coordination scripts that are no spec action (mirror writes, reads): recorded with no
 action name."""
 CAMEL = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z]+)+$")

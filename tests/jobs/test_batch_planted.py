@@ -1,5 +1,6 @@
 """Planted bugs of the batched transitions — several jobs' spec steps in one durable
-transaction, each row guarded by its own condition
+transaction (or one coordination call: the dispatcher's batched ``Reserve``), each row
+guarded by its own condition
 (:meth:`remora.jobs.transactions.Transactions.transact_batch`: the loop's dispatcher
 authorizing the jobs it reserved, its :class:`~remora.jobs.settlement.BatchCompleter`
 settling finished attempts) — each killed by the loop machine with every incarnation's
@@ -9,7 +10,8 @@ examples.
 
 Each bug is planted by monkeypatching inside its test (never through a production flag),
 on a subclass of the machine of its own: a batch whose rows after the first skip their
-token compare, and a completer that drops a row's accept when a batched COMMIT's reply was
+token compare, a batched reservation whose jobs after the first skip the global-limit
+check, and a completer that drops a row's accept when a batched COMMIT's reply was
 lost and the log shows it committed.  Each test also checks that its mutant fired (it
 changed what a batch decided or resolved): the kill comes from the batched path."""
 
@@ -24,7 +26,8 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from remora.jobs.guards import Change
+from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.guards import Change, Guards
 from remora.jobs.sql import Locked
 from remora.jobs.transactions import Batched, Decide, Refused, Transactions
 from remora.sim.jobs.loops import LoopParts
@@ -123,3 +126,49 @@ def test_a_completer_that_drops_an_accept_on_a_lost_batched_commit_reply_is_kill
     failure = hunted(AllBatched, 1000)
     assert failure.startswith("ERROR refinement"), failure
     assert fired, "the kill did not come from a batch's resolution"
+
+
+class AllBatchedTight(AllBatched):
+    """:class:`AllBatched` with a global limit of two (the suite's loop machine allows
+    three, as many as its jobs: a third in flight is then rare)."""
+
+    global_limit = 2
+
+
+def test_a_batched_reservation_that_skips_the_global_limit_after_its_first_job_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One coordination call reserves up to N jobs (``reserve_batch``); planted: once the
+    call has reserved a job, the later jobs' guard skips the global-limit check — a worker
+    reserves a job although the jobs in flight are at the limit, a ``Reserve`` the spec
+    does not enable."""
+    real_batch = MemoryCoordination.reserve_batch
+    real_can = Guards.can_reserve
+    state = {"in_batch": False, "taken": 0}
+    fired: list[str] = []
+
+    def batch(self: MemoryCoordination, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        state.update(in_batch=True, taken=0)
+        try:
+            return real_batch(self, *args, **kwargs)
+        finally:
+            state["in_batch"] = False
+
+    def can(
+        self: Guards, c: Any, job: str, worker: str, executing: int, local: int, limit: int
+    ) -> bool:
+        if not state["in_batch"]:
+            return real_can(self, c, job, worker, executing, local, limit)
+        blind = state["taken"] > 0
+        ok = real_can(self, c, job, worker, executing, local, 10**9 if blind else limit)
+        if ok and blind and not real_can(self, c, job, worker, executing, local, limit):
+            fired.append(job)
+        state["taken"] += ok
+        return ok
+
+    monkeypatch.setattr(MemoryCoordination, "reserve_batch", batch)
+    monkeypatch.setattr(Guards, "can_reserve", can)
+    failure = hunted(AllBatchedTight, 1000)
+    assert failure.startswith("ERROR refinement"), failure
+    assert "Reserve" in failure, failure
+    assert fired, "the kill did not come from a batched reservation's skipped limit"

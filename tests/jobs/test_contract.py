@@ -41,6 +41,10 @@ SCENARIOS: list[Callable[[], None]] = [
     A.test_invalidate_checkpoint_of_a_zombie_owner,
     A.test_credential_write_and_cleanup,
     A.test_submit_enqueues,
+    A.test_reserve_batch_reserves_in_order_each_its_own_step,
+    A.test_reserve_batch_stops_at_the_global_limit,
+    A.test_reserve_batch_stops_at_the_workers_own_limit,
+    A.test_reserve_batch_stops_at_the_calls_limit,
     A.test_incremental_pass_takes_a_lost_attempt_back_to_the_queue,
     A.test_incremental_pass_rebuilds_after_a_wipe,
     A.test_incremental_pass_cleans_a_job_that_finished_between_passes,
@@ -335,3 +339,23 @@ def test_reservation_ids_are_unique_across_wipes() -> None:
     finally:
         coord.client.delete(*namespace_keys(coord.client, coord.ns))
         coord.close()
+
+
+@pytest.mark.services
+def test_redis_reserve_batch_global_limit_planted(
+    pg_redis: Any, use_backends: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batched reservation's Lua script checks the global limit for every job it
+    reserves; planted: once it has reserved one, the later jobs skip the check — the
+    refinement checker reports the ``Reserve`` beyond the limit."""
+    from remora.jobs import redis_coordination as R
+
+    use_backends(pg_redis)
+    body = R.SCRIPTS["ReserveBatch"]
+    planted = body.replace(
+        "and live < global_limit and", "and (live < global_limit or #out > 0) and"
+    )
+    assert planted != body, "no global-limit check to remove"
+    monkeypatch.setitem(R.SCRIPTS, "ReserveBatch", planted)
+    with pytest.raises(D.RefinementViolation, match="Reserve"):
+        A.test_reserve_batch_stops_at_the_global_limit()

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from remora.errors import WorkerDown
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.handlers import Registry
 from remora.jobs.loop import AGAIN, Wait, WorkerLoop
 from remora.jobs.model import Phase
 from remora.sim.jobs.refinement import RefinementChecker
-from remora.sim.jobs.simulation import SimConfig, Simulation
+from remora.sim.jobs.simulation import SMALL, SimConfig, Simulation
 
 
 class Stepped:
@@ -129,3 +131,49 @@ def test_a_canceled_context_ends_the_loop_as_the_process_end_would() -> None:
     assert chk.step(loop.turn) is None
     assert isinstance(loop.failed[0], WorkerDown)
     assert len(sim.recorder.steps) == recorded  # a stutter: no step of the killed one
+
+
+def test_a_batching_loop_reserves_in_one_call_and_reads_handlers_in_one_statement() -> None:
+    """With two slots and ``batch=2`` one turn reserves both queued jobs in one
+    coordination call (two ``Reserve`` steps, refinement-checked) and learns their handlers
+    from one durable read (``Dispatcher.prefetch``), not one read per job; a job whose
+    handler the worker lacks stays queued."""
+    sim = Simulation(
+        SimConfig(
+            jobs=("j1", "j2", "j3"),
+            workers=("w1",),
+            concurrency=2,
+            jobs_config=attrs.evolve(SMALL, global_limit=3),
+        )
+    )
+    registry = Registry()
+    registry.handler("noop")(staged)
+    w = sim.worker("w1")
+    w.registry = registry
+    loop = WorkerLoop(w, executor=SteppedExecutor(), reconciler=sim.reconciler, poll=0.5, batch=2)
+    chk = RefinementChecker(sim)
+    chk.step(lambda: sim.start("w1"))
+    chk.step(lambda: sim.stores.submit(sim.client, "j1", "other", None))
+    chk.step(lambda: sim.submit("j2"))
+    chk.step(lambda: sim.submit("j3"))
+    chk.step(loop.schedule.turn)  # Enqueue of the three
+    durable = sim.stores.durable
+    calls = {"handlers": 0, "job": 0, "reserve_batch": 0}
+    real = (durable.handlers, durable.job, w.stores.coordination.reserve_batch)
+
+    def counted(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return f(*args, **kwargs)
+
+        return call
+
+    durable.handlers = counted("handlers", real[0])  # type: ignore[method-assign]
+    durable.job = counted("job", real[1])  # type: ignore[method-assign]
+    coord = w.stores.coordination
+    coord.reserve_batch = counted("reserve_batch", real[2])  # type: ignore[method-assign]
+    assert chk.step(loop.turn) == AGAIN
+    assert calls == {"handlers": 1, "job": 0, "reserve_batch": 1}, calls
+    assert sorted(a.job for a in w.attempts) == ["j2", "j3"]
+    assert chk.actions.get("Reserve") == 2
+    assert "j1" in coord.snapshot().queued  # its handler is not this worker's

@@ -74,6 +74,15 @@ ENDED_COUNTS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("reaped",): ("ReapLostAttempt",),
 }
 REAP_STEPS = ("ExpireLease", "ExpireReservation", "ReapLostAttempt")
+#: The step counters judged (the durations and waits are wall-clock times: not judged; the
+#: jobs gauge is its collector's, scraped on its own).
+JUDGED_METRICS = (
+    "remora_jobs_attempts_started_total",
+    "remora_jobs_attempts_ended_total",
+    "remora_jobs_lease_renewals_total",
+    "remora_jobs_reaps_total",
+    "remora_jobs_declare_downs_total",
+)
 
 
 class ReadModelJudge:
@@ -92,8 +101,12 @@ class ReadModelJudge:
         self.counted: dict[str, int] = {}
         self.metrics = JobMetrics(run.sim.stores.durable)
         self.recorder = self.metrics.recorder()
+        self._judged = self.metrics.registry.restricted_registry(JUDGED_METRICS)
         self._fed = 0
         self._changes: object = None
+        #: Each job's history as last judged: (its row's version, the incarnations' rows).
+        self._judged_history: dict[str, tuple[int, tuple[tuple[str, bool], ...]]] = {}
+        self._scraped: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
 
     # -- the run's account -------------------------------------------------------------------
     def observe(self) -> None:
@@ -178,12 +191,26 @@ class ReadModelJudge:
         return True
 
     def problems(self) -> list[str]:
+        # one scrape of the judged metrics (a lookup by name would scrape the whole
+        # registry again — the jobs gauge's durable aggregate, the histograms' buckets)
+        families = list(self._judged.collect())
+        if self.metrics.jobs is not None:
+            families += list(self.metrics.jobs.collect())
+        self._scraped = {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in families
+            for s in family.samples
+        }
         return (
             self.status_problems()
             + self.history_problems()
             + self.gauge_problems()
             + self.counter_problems()
         )
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        """A metric's value in the last scrape (None: not exposed)."""
+        return self._scraped.get((name, frozenset((labels or {}).items())))
 
     def status_problems(self) -> list[str]:
         run = self.run
@@ -226,7 +253,15 @@ class ReadModelJudge:
         problems: list[str] = []
         rows = {r.id for r in run.chk.last_view.durable.jobs}
         exist = self._attempts(s)
+        snap = run.chk.last_view.durable
+        versions = {r.id: r.version for r in snap.jobs}
+        workers = tuple((w.id, w.up) for w in snap.workers)
         for job in sorted(rows & set(k.Jobs)):
+            # a job's history changes only with its own log or an incarnation going down
+            key = (versions[job], workers)
+            if self._judged_history.get(job) == key:
+                continue
+            self._judged_history[job] = key
             h = history(run.sim.stores.durable, job)
             tokens = [a.token for a in exist if a.job == job]
             shown = [a.token for a in h.attempts]
@@ -262,28 +297,26 @@ class ReadModelJudge:
             kind = run.kinds.get(r.id)
             queue = kind.queue if kind is not None else "default"
             want[(phase, queue)] = want.get((phase, queue), 0) + 1
-        reg = self.metrics.registry
         problems: list[str] = []
-        if reg.get_sample_value("remora_jobs_store_up") != 1:
+        if self.sample("remora_jobs_store_up") != 1:
             problems.append("the jobs gauge says the durable store did not answer")
         queues = sorted({q for _, q in want} | {"default"})
         for phase in S.PHASE_NAMES:
             for queue in queues:
-                got = reg.get_sample_value("remora_jobs", {"phase": phase, "queue": queue})
+                got = self.sample("remora_jobs", {"phase": phase, "queue": queue})
                 n = want.get((phase, queue), 0)
                 if (got or 0) != n:
                     problems.append(f"the jobs gauge counts {got} {phase} jobs in {queue}, not {n}")
         return problems
 
     def counter_problems(self) -> list[str]:
-        reg = self.metrics.registry
         n = self.counted
         problems: list[str] = []
 
         def check(
             name: str, labels: dict[str, str], got_of: list[dict[str, str]], want: int
         ) -> None:
-            got = sum(reg.get_sample_value(name, lb) or 0 for lb in got_of)
+            got = sum(self.sample(name, lb) or 0 for lb in got_of)
             if got != want:
                 problems.append(f"the metric {name}{labels or ''} is {got}, {want} steps counted")
 

@@ -92,7 +92,7 @@ class ReadModelJudge:
 
     def __init__(self, run: JobRun) -> None:
         self.run = run
-        #: (job, token) -> [(durable time, acceptable endings, detail)], in step order.
+        #: (job, token) -> [(durable time, acceptable endings)], in step order.
         self.endings: dict[tuple[str, int], list[tuple[float, frozenset[Ending]]]] = {}
         self.stopped: set[tuple[str, int]] = set()
         self.rejected: set[tuple[str, int]] = set()
@@ -159,12 +159,11 @@ class ReadModelJudge:
         """The attempts that exist in the spec state ``s``."""
         k = self.run.chk.constants
         out = []
-        for j, job in enumerate(k.Jobs):
+        for job in k.Jobs:
             for token in range(1, k.MaxAttempts + 1):
                 i = self.run.chk.alpha.attempt(AttemptId(job, token))
                 if s.attemptState[i] != S.AttemptUnused:
                     out.append(AttemptId(job, token))
-            del j
         return out
 
     def expected_endings(self, job: str, token: int) -> frozenset[Ending]:

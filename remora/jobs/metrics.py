@@ -112,8 +112,11 @@ class JobMetrics:
             buckets=WAIT_BUCKETS,
             registry=r,
         )
+        #: The jobs-by-phase collector (None without a durable store): a scrape runs it.
+        self.jobs: _Jobs | None = None
         if durable is not None:
-            r.register(_Jobs(durable))
+            self.jobs = _Jobs(durable)
+            r.register(self.jobs)
         self._server: Any = None
         self._thread: threading.Thread | None = None
 

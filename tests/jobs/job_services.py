@@ -11,15 +11,19 @@ example), and opens the stores on a new namespace ``remora-machine:<random>``.""
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.clock import LogicalClock
-from remora.jobs.durable import open_postgres
+from remora.jobs.coordination import MemoryCoordination
+from remora.jobs.durable import open_postgres, open_sqlite
 from remora.jobs.model import JobsConfig
 from remora.jobs.redis_coordination import (
     KEY_NAMES,
@@ -28,6 +32,7 @@ from remora.jobs.redis_coordination import (
     namespace_keys,
 )
 from remora.jobs.stores import Stores
+from remora.jobs.target import DirectoryTarget, DirectoryVault
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.common.services import require_redis
 
@@ -209,6 +214,57 @@ def service_backends(dsn: str) -> Iterator[ServiceBackends]:
         backends.release()
 
 
+class FileBackends:
+    """The embedded default's stores (``remora jobs`` without ``--dsn``/``--redis``:
+    :func:`remora.cli.jobs.open_stores`): an SQLite database file, the staging directory
+    beside it (:class:`~remora.jobs.target.DirectoryTarget`) and the vault directory
+    (:class:`~remora.jobs.target.DirectoryVault`), with the process's memory coordination
+    store; each call builds them in a fresh directory under ``root`` for one example,
+    removing the previous example's."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.current: Stores | None = None
+        self.dir: Path | None = None
+        self.built = 0
+
+    def __call__(self, clock: LogicalClock, config: JobsConfig) -> Stores:
+        self.release()
+        self.dir = Path(tempfile.mkdtemp(prefix="example-", dir=self.root))
+        db = self.dir / "jobs.db"
+        self.current = Stores(
+            durable=open_sqlite(db),
+            coordination=MemoryCoordination(clock, config),
+            target=DirectoryTarget(db.with_name(db.name + ".stage")),
+            vault=DirectoryVault(db.with_name(db.name + ".vault")),
+            clock=clock,
+            config=config,
+        )
+        self.built += 1
+        return self.current
+
+    def release(self) -> None:
+        """Close the current example's stores and remove their directory."""
+        stores, self.current = self.current, None
+        where, self.dir = self.dir, None
+        try:
+            if stores is not None:
+                stores.close()
+        finally:
+            if where is not None:
+                shutil.rmtree(where, ignore_errors=True)
+
+
+@contextmanager
+def file_backends(root: Path) -> Iterator[FileBackends]:
+    """The embedded default's file-backed stores for a job machine, under ``root``."""
+    backends = FileBackends(root)
+    try:
+        yield backends
+    finally:
+        backends.release()
+
+
 SHARE = 40
 """The machines over the services run ``max_examples // SHARE`` examples of the profile."""
 
@@ -219,9 +275,12 @@ def services_budget() -> settings:
     return settings(current, max_examples=max(2, current.max_examples // SHARE))
 
 
-def twin_machine(base: type[JobMachineBase], backends: ServiceBackends) -> type[JobMachineBase]:
+def twin_machine(
+    base: type[JobMachineBase], backends: ServiceBackends | FileBackends
+) -> type[JobMachineBase]:
     """``base`` with a twin run on ``backends`` (a class of its own: its own reach)."""
-    machine = type(f"{base.__name__}OnServices", (base,), {})
+    where = "Files" if isinstance(backends, FileBackends) else "Services"
+    machine = type(f"{base.__name__}On{where}", (base,), {})
     machine.twin_backends = backends
     return machine
 
@@ -237,7 +296,7 @@ HUNT = settings(
 )
 
 
-def killed(base: type[JobMachineBase], services: ServiceBackends) -> str:
+def killed(base: type[JobMachineBase], services: ServiceBackends | FileBackends) -> str:
     """The failure ``base`` over the services reports (it must report one)."""
     import pytest
 

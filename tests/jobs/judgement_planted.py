@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.jobs import guards, incarnations, snapshots, sql
+from remora.jobs import guards, history, incarnations, metrics, snapshots, sql
 from remora.jobs.actions import Action
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.guards import Guards
@@ -230,6 +230,49 @@ def submission_time_from_the_next_column(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(snapshots, "job_row", job_row)
 
 
+def history_blames_the_previous_token(mp: pytest.MonkeyPatch) -> None:
+    """History attributes an accepted outcome to the token before its own (an off-by-one
+    in reading the attempt a log row names): attempt 2's success shows on attempt 1 —
+    already ended, so ignored — and attempt 2 shows as running.  Only the read-model
+    check reads history."""
+    real = history._token
+
+    def token(e: Any) -> int | None:
+        t = real(e)
+        if t is not None and t > 1 and e.action in history.ACCEPTED:
+            return t - 1
+        return t
+
+    mp.setattr(history, "_token", token)
+
+
+def gauge_counts_retry_wait_as_queued(mp: pytest.MonkeyPatch) -> None:
+    """The jobs-by-phase gauge counts the jobs waiting for their retry under ``Queued``
+    (and none under ``RetryWait``): what an operator's dashboard and alerts read."""
+    real = metrics._Jobs.collect
+
+    waiting, queued = Phase.RETRY_WAIT.value, Phase.QUEUED.value
+
+    def moved(samples: list[Any]) -> list[Any]:
+        out = {s.labels["queue"]: s.value for s in samples if s.labels["phase"] == waiting}
+
+        def value(s: Any) -> float:
+            if s.labels["phase"] == waiting:
+                return 0.0
+            extra = out.get(s.labels["queue"], 0) if s.labels["phase"] == queued else 0
+            return float(s.value + extra)
+
+        return [s._replace(value=value(s)) for s in samples]
+
+    def collect(self: Any) -> Any:
+        for family in real(self):
+            if family.name == "remora_jobs":
+                family.samples = moved(family.samples)
+            yield family
+
+    mp.setattr(metrics._Jobs, "collect", collect)
+
+
 Plant = Callable[[pytest.MonkeyPatch], None]
 
 
@@ -278,6 +321,18 @@ PLANTED: dict[str, Planted] = {
     ),
     "submission-time-from-the-next-column": Planted(
         submission_time_from_the_next_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"
+    ),
+    "history-blames-the-previous-token": Planted(
+        history_blames_the_previous_token,
+        "read-models",
+        "ERROR read-models: history shows ",
+        "SpecSizedJobs",
+    ),
+    "gauge-counts-retry-wait-as-queued": Planted(
+        gauge_counts_retry_wait_as_queued,
+        "read-models",
+        "ERROR read-models: the jobs gauge counts ",
+        "SpecSizedJobs",
     ),
     "no-down-mark": Planted(
         no_down_mark,

@@ -21,7 +21,10 @@ each check with a planted bug of its class that the job machines alone kill
 * the durable log is every subject's contiguous history — planted: an incarnation's
   going down logged one version too far;
 * a job row's times are what happened — planted: the submission time decoded from the
-  next column.
+  next column;
+* what users read (status, history, metrics) agrees with the run's account — planted:
+  history blaming an accepted outcome on the previous token, the jobs gauge counting
+  ``RetryWait`` under ``Queued``.
 
 ``tests/jobs/judgement_planted.py`` holds the planted bugs of the new checks; each is
 shown killed with its check and surviving the same budget without it.  The finding the

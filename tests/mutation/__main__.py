@@ -87,8 +87,16 @@ JOB_TARGETS = ("remora/jobs",)
 """The job runtime, every module: the PostgreSQL and Redis stores are reached only by the
 services twin (:data:`JOB_SERVICE_MACHINE_TESTS`), reported as not reached without it."""
 
-JOB_MACHINE_TESTS = ("tests/jobs/test_job_machines.py::test_job_machines",)
-"""The job machines (runtime, race and larger machines), one node."""
+JOB_FILE_MACHINE_TESTS = tuple(
+    f"tests/jobs/test_job_machines_files.py::test_job_machine_on_the_file_stores[{m}]"
+    for m in ("spec-sized", "larger", "race", "loop")
+)
+"""The job machines' file-backed twin (the embedded default's SQLite file,
+``DirectoryTarget``, ``DirectoryVault``): the only machines that execute the directory
+stores; no service needed."""
+
+JOB_MACHINE_TESTS = ("tests/jobs/test_job_machines.py::test_job_machines", *JOB_FILE_MACHINE_TESTS)
+"""The job machines (runtime, race and larger machines), one node, and their file twin."""
 
 JOB_SERVICE_MACHINE_TESTS = (
     "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[spec-sized]",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.mutation.__main__ import (
+    JOB_FILE_MACHINE_TESTS,
     JOB_SERVICE_MACHINE_TESTS,
     MACHINE_TESTS,
     SIDES,
@@ -89,6 +90,7 @@ def test_the_job_side_names_the_services_twin_by_real_node_ids() -> None:
             "-p",
             "no:randomly",
             *JOB_SERVICE_MACHINE_TESTS,
+            *JOB_FILE_MACHINE_TESTS,
         ],
         capture_output=True,
         text=True,
@@ -96,5 +98,5 @@ def test_the_job_side_names_the_services_twin_by_real_node_ids() -> None:
         timeout=120,
     )
     assert collected.returncode == 0, collected.stdout[-400:]
-    for node in JOB_SERVICE_MACHINE_TESTS:
+    for node in (*JOB_SERVICE_MACHINE_TESTS, *JOB_FILE_MACHINE_TESTS):
         assert node in collected.stdout

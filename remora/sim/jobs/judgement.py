@@ -90,6 +90,7 @@ JUDGEMENTS: frozenset[str] = frozenset(
         "stopped-incarnations",
         "durable-log",
         "row-times",
+        "read-models",
     }
 )
 """The judgement's checks by name: a run (:class:`~remora.sim.jobs.run.JobRun`) takes any

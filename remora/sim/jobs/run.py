@@ -73,6 +73,7 @@ from remora.sim.jobs.judgement import (
 )
 from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts, SimLoops
 from remora.sim.jobs.mutations import parts as mutation_parts
+from remora.sim.jobs.read_models import ReadModelJudge, read_model_problems
 from remora.sim.jobs.refinement import RefinementChecker, RefinementViolation
 from remora.sim.jobs.simulation import Parts, SimConfig, Simulation
 from remora.sim.jobs.trace import PLAIN, JobConfig, JobFault, JobKind, JobStep, JobTrace
@@ -198,6 +199,9 @@ class JobRun:
         )
         self.loops.sim = self.sim
         self.chk = RefinementChecker(self.sim)
+        #: What users read (status, history, metrics) judged against the run's account
+        #: (:mod:`remora.sim.jobs.read_models`).
+        self.readers = ReadModelJudge(self) if "read-models" in judging else None
         #: Check the staged bytes and the secrets after every step (the in-process stores:
         #: a read each is free; the services' are checked after the drain).
         self.contents = isinstance(self.sim.stores.target, MemoryTarget) and ("contents" in judging)
@@ -423,6 +427,11 @@ class JobRun:
             problems = durable_log_problems(self)
             if problems:
                 raise JobRunFailure(f"ERROR durable-log: {problems[0]}", f"after step {label}")
+        if self.readers is not None:
+            self.readers.observe()
+            problems = read_model_problems(self.readers)
+            if problems:
+                raise JobRunFailure(f"ERROR read-models: {problems[0]}", f"after step {label}")
         early = self.early()
         if early is not None:
             raise JobRunFailure(f"ERROR delayed: {early}", f"at step {label}")
@@ -676,6 +685,10 @@ class JobRun:
             problems = content_problems(self)
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", "; ".join(problems))
+        if self.readers is not None:
+            problems = read_model_problems(self.readers, force=True)
+            if problems:
+                raise JobRunFailure(f"ERROR read-models: {problems[0]}", "; ".join(problems))
         bad = self.result_problems()
         if bad:
             raise JobRunFailure(f"ERROR result: {bad[0]}", "; ".join(bad))

@@ -157,6 +157,31 @@ class CoordinationTwin(RuleBasedStateMachine):
         if mine is not None and theirs is not None:
             self.rids.append((mine, theirs))
 
+    @rule(
+        data=st.data(),
+        worker=workers,
+        executing=st.integers(0, 1),
+        local=st.integers(1, 3),
+        limit=st.integers(1, 3),
+    )
+    def reserve_batch(
+        self, data: st.DataObject, worker: str, executing: int, local: int, limit: int
+    ) -> None:
+        """A batching dispatcher's reservation: several jobs (mostly queued ones, in a
+        drawn order, perhaps repeated) in one call."""
+        queued = sorted(self.memory.snapshot().queued)
+        pool = st.sampled_from(queued) if queued else jobs
+        batch = data.draw(st.lists(st.one_of(pool, jobs), min_size=1, max_size=3), label="jobs")
+        actor = self.actors[worker]
+        self.calls += 1
+        mine = self.memory.reserve_batch(actor, batch, worker, executing, local, limit)
+        theirs = self.redis.reserve_batch(actor, batch, worker, executing, local, limit)
+        if [j for j, _ in mine] != [j for j, _ in theirs]:
+            raise TwinDisagrees(
+                f"reserve_batch({batch}, {worker}): memory {mine!r}, Redis {theirs!r}"
+            )
+        self.rids.extend((ours, other) for (_, ours), (_, other) in zip(mine, theirs, strict=True))
+
     @rule(job=jobs, worker=workers, token=tokens, progress=st.integers(0, 2))
     def take_work(self, job: str, worker: str, token: int, progress: int) -> None:
         """A worker's dispatch of one job, composed: ``Enqueue`` (unless queued),

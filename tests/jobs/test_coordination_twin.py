@@ -22,7 +22,7 @@ pytestmark = pytest.mark.services
 
 #: A planted bug's hunt: derandomized, no shrinking (the kill is what counts).
 HUNT = settings(
-    max_examples=100,
+    max_examples=300,
     derandomize=True,
     database=None,
     deadline=None,

@@ -35,6 +35,7 @@ def test_the_parallel_machine_finds_the_hasty_backend() -> None:
                 max_examples=600,
                 derandomize=True,
                 database=None,
+                deadline=None,  # an example runs threads: its time depends on the load
                 phases=(Phase.explicit, Phase.generate, Phase.shrink),
                 report_multiple_bugs=False,
                 suppress_health_check=[HealthCheck.too_slow],

@@ -131,6 +131,32 @@ class CoordinationTwin(RuleBasedStateMachine):
             return data.draw(st.sampled_from(these), label="job")
         return data.draw(jobs, label="job")
 
+    def reserve_on_both(
+        self, job: str, worker: str, executing: int, limit: int
+    ) -> tuple[str, str] | None:
+        """``Reserve`` on both stores: both reserve or neither; the ids' pair, if any."""
+        actor = self.actors[worker]
+        self.calls += 1
+        mine = self.memory.reserve(actor, job, worker, executing, limit)
+        theirs = self.redis.reserve(actor, job, worker, executing, limit)
+        if (mine is None) != (theirs is None):
+            raise TwinDisagrees(f"Reserve({job}, {worker}): memory {mine!r}, Redis {theirs!r}")
+        if mine is None or theirs is None:
+            return None
+        self.rids.append((mine, theirs))
+        return mine, theirs
+
+    def activate_on_both(
+        self, a: AttemptId, worker: str, rids: tuple[str, str], progress: int
+    ) -> None:
+        """``ActivateAttempt`` on both stores, each with its own reservation id."""
+        actor = self.actors[worker]
+        self.calls += 1
+        ours = self.memory.activate(actor, a, worker, rids[0], progress)
+        other = self.redis.activate(actor, a, worker, rids[1], progress)
+        if ours != other:
+            raise TwinDisagrees(f"ActivateAttempt({a}, {worker}): memory {ours}, Redis {other}")
+
     # -- the spec's coordination steps ---------------------------------------------------------
     @rule(
         job=jobs,
@@ -147,15 +173,7 @@ class CoordinationTwin(RuleBasedStateMachine):
 
     @rule(data=st.data(), worker=workers, executing=st.integers(0, 1), limit=st.integers(1, 2))
     def reserve(self, data: st.DataObject, worker: str, executing: int, limit: int) -> None:
-        job = self.job(data, lambda c: c.queued)
-        actor = self.actors[worker]
-        mine = self.memory.reserve(actor, job, worker, executing, limit)
-        theirs = self.redis.reserve(actor, job, worker, executing, limit)
-        self.calls += 1
-        if (mine is None) != (theirs is None):
-            raise TwinDisagrees(f"Reserve({job}, {worker}): memory {mine!r}, Redis {theirs!r}")
-        if mine is not None and theirs is not None:
-            self.rids.append((mine, theirs))
+        self.reserve_on_both(self.job(data, lambda c: c.queued), worker, executing, limit)
 
     @rule(
         data=st.data(),
@@ -191,21 +209,9 @@ class CoordinationTwin(RuleBasedStateMachine):
         client = self.actors["client"]
         if job not in self.memory.snapshot().queued:
             self.both(f"Enqueue({job})", lambda c: c.enqueue(client, job))
-        actor = self.actors[worker]
-        self.calls += 1
-        mine = self.memory.reserve(actor, job, worker, 0, 2)
-        theirs = self.redis.reserve(actor, job, worker, 0, 2)
-        if (mine is None) != (theirs is None):
-            raise TwinDisagrees(f"Reserve({job}, {worker}): memory {mine!r}, Redis {theirs!r}")
-        if mine is None or theirs is None:
-            return
-        self.rids.append((mine, theirs))
-        a = AttemptId(job, token)
-        self.calls += 1
-        ours = self.memory.activate(actor, a, worker, mine, progress)
-        other = self.redis.activate(actor, a, worker, theirs, progress)
-        if ours != other:
-            raise TwinDisagrees(f"ActivateAttempt({a}, {worker}): memory {ours}, Redis {other}")
+        pair = self.reserve_on_both(job, worker, 0, 2)
+        if pair is not None:
+            self.activate_on_both(AttemptId(job, token), worker, pair, progress)
 
     @rule(data=st.data(), a=attempts, worker=workers, progress=st.integers(0, 2))
     def activate(self, data: st.DataObject, a: AttemptId, worker: str, progress: int) -> None:
@@ -220,12 +226,7 @@ class CoordinationTwin(RuleBasedStateMachine):
             ours, theirs = held[job].rid, names.get(held[job].rid, "stale")
             if data.draw(st.integers(0, 2), label="stale id") == 0:
                 ours, theirs = self.rid_pair(data)  # another reservation's id, or none's
-        actor = self.actors[worker]
-        self.calls += 1
-        mine = self.memory.activate(actor, a, worker, ours, progress)
-        other = self.redis.activate(actor, a, worker, theirs, progress)
-        if mine != other:
-            raise TwinDisagrees(f"ActivateAttempt({a}, {worker}): memory {mine}, Redis {other}")
+        self.activate_on_both(a, worker, (ours, theirs), progress)
 
     @rule(data=st.data(), worker=workers)
     def renew(self, data: st.DataObject, worker: str) -> None:

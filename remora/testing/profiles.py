@@ -17,11 +17,17 @@
   ``ci``'s, so the same examples run and the same mutants die.
 
 Select one with ``REMORA_HYPOTHESIS_PROFILE`` or pytest's ``--hypothesis-profile``.
+
+Registering the profiles also pins Hypothesis's pool of *local constants*
+(:func:`pin_local_constants`): without it a derandomized run's examples depended on which
+modules the process had imported before the test, so one test found a planted bug alone and
+missed it after others in the same pytest-xdist worker.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
@@ -45,7 +51,41 @@ def nightly_database(key_prefix: bytes = REDIS_KEY_PREFIX) -> ExampleDatabase:
     return DirectoryBasedExampleDatabase(".hypothesis/examples")
 
 
+def pin_local_constants() -> None:
+    """Make generation independent of the process's history: Hypothesis (since 6.131)
+    draws integers, strings and floats now and then from a pool of constants it scans out
+    of every *local* module in ``sys.modules``, rescanning whenever a module is imported.
+    Which modules a pytest-xdist worker has imported depends on the tests it ran before, so
+    a derandomized example was not a function of the test alone: a planted bug's hunt that
+    kills it when run by itself missed it in the suite, and a machine's reach changed with
+    the tests beside it.  The pool is pinned empty here (Hypothesis's own global constants
+    still apply).  Hypothesis is pinned (``.ci/constraints.txt``); on a version without the
+    pool this does nothing."""
+    from hypothesis.internal.conjecture import providers
+
+    hyp: Any = providers
+    if not hasattr(hyp, "_get_local_constants"):
+        return
+    pool = hyp._local_constants
+    empty = type(pool)(
+        integers=type(pool.integers)(),
+        floats=type(pool.floats)(key=pool.floats.key),
+        bytes=type(pool.bytes)(),
+        strings=type(pool.strings)(),
+    )
+    original = hyp._get_local_constants
+    original = getattr(original, "__wrapped_original__", original)
+
+    def pinned() -> Any:
+        return empty
+
+    pinned.__wrapped_original__ = original  # type: ignore[attr-defined]
+    hyp._get_local_constants = pinned
+    hyp.CONSTANTS_CACHE.cache.clear()
+
+
 def register_profiles() -> None:
+    pin_local_constants()
     settings.register_profile("default", max_examples=DEFAULT_EXAMPLES, deadline=None)
     settings.register_profile(
         "ci",
@@ -90,6 +130,7 @@ __all__ = [
     "PROFILE_ENV",
     "REDIS_KEY_PREFIX",
     "nightly_database",
+    "pin_local_constants",
     "register_profiles",
     "selected_profile",
     "full_budget",

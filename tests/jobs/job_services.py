@@ -301,8 +301,18 @@ def killed(base: type[JobMachineBase], services: ServiceBackends | FileBackends)
     import pytest
 
     with pytest.raises(JobScheduleFailure) as info:
-        run_state_machine_as_test(twin_machine(base, services), settings=HUNT)
+        run_state_machine_as_test(twin_machine(base, services), settings=hunt_budget())
     return info.value.failure
+
+
+def hunt_budget() -> settings:
+    """:data:`HUNT` under ``ci``; under ``nightly`` twenty times its examples, randomized
+    (each night a different search)."""
+    from remora.testing.profiles import selected_profile
+
+    if selected_profile() != "nightly":
+        return HUNT
+    return settings(HUNT, max_examples=20 * (HUNT.max_examples or 1), derandomize=False)
 
 
 def plant_script(monkeypatch: Any, name: str, old: str, new: str) -> None:

@@ -145,6 +145,7 @@ def test_a_planted_ordering_bug_is_killed_by_its_cut(bug: str) -> None:
     assert info.value.failure.startswith(failure), info.value.failure
 
 
+@pytest.mark.control
 def test_no_sweep_survives_without_the_kill_point() -> None:
     """The pass without its sweep is only reachable through a kill point: the same cut
     without the kill (the mark's write commits, the declaration too) leaves nothing

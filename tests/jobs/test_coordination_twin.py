@@ -60,6 +60,9 @@ PLANTED = {
         "  redis.call('SREM', k('live'), a)\n",
         "",
     ),
+    # a reservation that leaves its job in the queue's ranking (a later look at the queue
+    # offers a reserved job again)
+    "reserve-leaves-the-job-ranked": (Action.RESERVE, "unrank(job)\n", ""),
 }
 
 

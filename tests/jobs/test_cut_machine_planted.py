@@ -62,11 +62,13 @@ def test_a_planted_ordering_bug_is_killed_by_the_cut_machines_search(bug: str) -
     assert any(r[:2] == ("cut", "declare-down") for r in machine.reach), machine.reach
 
 
+@pytest.mark.control
 @pytest.mark.parametrize("bug", sorted(PLANTED))
 def test_a_planted_ordering_bug_survives_without_the_cut_rules(bug: str) -> None:
     run_state_machine_as_test(planted(PLANTED[bug], **WITHOUT_CUT_RULES), settings=CUT_HUNT)
 
 
+@pytest.mark.control
 def test_commit_before_mark_survives_without_the_kill_points() -> None:
     """Its cut is a process killed after the declaration committed: without kill points
     every declaration that commits raises its mark after it.  (``no-sweep`` is not shown

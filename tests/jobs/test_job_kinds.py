@@ -102,6 +102,7 @@ def test_planted_an_enqueue_that_ignores_the_delay_is_killed_by_the_delayed_chec
     assert info.value.failure.startswith("ERROR delayed: j1 was enqueued at 0")
 
 
+@pytest.mark.control
 def test_planted_an_early_enqueue_survives_without_the_delayed_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -72,6 +72,7 @@ def test_the_loop_machine_kills_a_planted_loop_bug(name: str) -> None:
     assert info.value.failure.startswith(KILLED_BY[name]), info.value.failure
 
 
+@pytest.mark.control
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_a_planted_loop_bug_survives_without_the_loop_rules(name: str) -> None:
     """The same budget, the loop rules removed: nothing runs the loop's code, and no

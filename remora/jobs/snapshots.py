@@ -167,6 +167,18 @@ class DurableReads(Transactions):
         )
         return [LogEntry(r[0], int(r[1]), r[2], json.loads(r[3]), r[4], int(r[5])) for r in rows]
 
+    def log_versions(self) -> list[tuple[str, int, str]]:
+        """Every log row's ``(subject, version, action)`` in :meth:`log`'s order — what a
+        check of the log's shape needs, without decoding each row's parameters (the
+        simulation's judgement reads it after every step)."""
+        rows = self.backend.read(
+            "log versions",
+            lambda cur: cur.execute(
+                "SELECT subject, version, action FROM remora_jobs_log ORDER BY subject, version"
+            ).fetchall(),
+        )
+        return [(r[0], int(r[1]), r[2]) for r in rows]
+
     # -- what operators read (status, history, the dashboard, metrics) ------------------------
     def rows_of(self, job_id: str) -> Locked:
         """``job_id``'s rows (a consistent read, no lock, outside the fault seam; raises

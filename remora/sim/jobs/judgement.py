@@ -574,14 +574,13 @@ def durable_log_problems(run: JobRun) -> list[str]:
     """The durable log is not every subject's contiguous history, a job row's version is
     not its last logged one, or a recorded durable step is not in the log (module
     docstring)."""
-    entries = run.sim.stores.durable.log()
     logged: dict[str, dict[int, str]] = {}
     problems: list[str] = []
-    for e in entries:
-        versions = logged.setdefault(e.key, {})
-        if e.version in versions:
-            problems.append(f"the durable log of {e.key} holds version {e.version} twice")
-        versions[e.version] = e.action
+    for key, version, action in run.sim.stores.durable.log_versions():
+        versions = logged.setdefault(key, {})
+        if version in versions:
+            problems.append(f"the durable log of {key} holds version {version} twice")
+        versions[version] = action
     for key, versions in sorted(logged.items()):
         if sorted(versions) != list(range(1, len(versions) + 1)):
             problems.append(f"the durable log of {key} holds versions {sorted(versions)}")
@@ -592,11 +591,11 @@ def durable_log_problems(run: JobRun) -> list[str]:
     for record in run.sim.recorder.steps:
         if record.store != "durable" or not record.key or not record.action:
             continue
-        action = logged.get(record.key, {}).get(record.version)
-        if action != record.action:
+        held = logged.get(record.key, {}).get(record.version)
+        if held != record.action:
             problems.append(
                 f"{record.actor} recorded {record.action} as {record.key} v{record.version}, "
-                f"the durable log holds {action!r} there"
+                f"the durable log holds {held!r} there"
             )
     return problems
 

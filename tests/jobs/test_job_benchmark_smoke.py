@@ -36,7 +36,7 @@ def peers_bench(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Any
     result = subprocess.run(
         [
             *(sys.executable, str(REPO / "benchmarks" / "jobs_peers.py"), "--pg", dsn),
-            *("--jobs", "30", "--latency-jobs", "2", "--no-recovery", "--no-install"),
+            *("--jobs", "12", "--latency-jobs", "2", "--no-recovery", "--no-install"),
             *("--json", str(out), *args),
         ],
         capture_output=True,

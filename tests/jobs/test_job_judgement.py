@@ -218,13 +218,19 @@ def hunt(name: str, judging: frozenset[str]) -> str | None:
     return None
 
 
+def plant(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """Plant bug ``name`` (undone after the test); its description."""
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    planted = PLANTED[name]
+    planted.plant(monkeypatch)
+    return planted
+
+
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_a_planted_bug_is_killed_by_its_check(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
-    planted = PLANTED[name]
-    planted.plant(monkeypatch)
+    planted = plant(name, monkeypatch, tmp_path)
     failure = hunt(name, JUDGEMENTS)
     assert failure is not None and failure.startswith(planted.failure), failure
 
@@ -234,7 +240,5 @@ def test_a_planted_bug_is_killed_by_its_check(
 def test_a_planted_bug_survives_without_its_check(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
-    planted = PLANTED[name]
-    planted.plant(monkeypatch)
+    planted = plant(name, monkeypatch, tmp_path)
     assert hunt(name, JUDGEMENTS - {planted.check}) is None

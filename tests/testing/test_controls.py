@@ -22,4 +22,3 @@ def test_controls_run_only_nightly_or_when_asked(
     else:
         monkeypatch.setenv(CONTROLS_ENV, controls)
     assert controls_run() is runs
-

@@ -268,6 +268,23 @@ class _Data:
     marked: bool = True
 
 
+def copy_data(d: _Data) -> _Data:
+    """A copy of a memory store's data that shares no mutable part with it."""
+    return attrs.evolve(
+        d,
+        queued=set(d.queued),
+        reservations=dict(d.reservations),
+        leases=dict(d.leases),
+        notices=set(d.notices),
+        progress=dict(d.progress),
+        floors=dict(d.floors),
+        cancels=set(d.cancels),
+        down=set(d.down),
+        down_by={w: set(b) for w, b in d.down_by.items()},
+        ranks=dict(d.ranks),
+    )
+
+
 class MemoryCoordination:
     """In-process coordination (one lock; time from the injected clock).
 
@@ -306,20 +323,7 @@ class MemoryCoordination:
 
     def _saved(self) -> _Data:
         """A copy of the data (restored after a dry run)."""
-        d = self._data
-        return attrs.evolve(
-            d,
-            queued=set(d.queued),
-            reservations=dict(d.reservations),
-            leases=dict(d.leases),
-            notices=set(d.notices),
-            progress=dict(d.progress),
-            floors=dict(d.floors),
-            cancels=set(d.cancels),
-            down=set(d.down),
-            down_by={w: set(b) for w, b in d.down_by.items()},
-            ranks=dict(d.ranks),
-        )
+        return copy_data(self._data)
 
     def _op(
         self,
@@ -392,17 +396,22 @@ class MemoryCoordination:
                 c, job, worker, executing, local_limit, self.config.global_limit
             ):
                 return None
-            self._rids += 1
-            rid = f"r{self._rids}"
-            d.queued.discard(job)
-            d.ranks.pop(job, None)
-            d.reservations[job] = Reservation(worker, rid, now)
-            return rid
+            return self._take(d, job, worker, now)
 
         result = self._op(actor, Action.RESERVE, {"j": job, "w": worker}, job, body)
         if result is True:  # a lost reply, resolved as applied: its id was in the reply
             return read_back(self, actor, job, worker)
         return str(result) if result else None
+
+    def _take(self, d: _Data, job: str, worker: str, now: int) -> str:
+        """``Reserve(j, w)``'s effect once its guard held: the job leaves the queue and its
+        ranking, reserved by ``worker`` under a fresh id (returned)."""
+        self._rids += 1
+        rid = f"r{self._rids}"
+        d.queued.discard(job)
+        d.ranks.pop(job, None)
+        d.reservations[job] = Reservation(worker, rid, now)
+        return rid
 
     def reserve_batch(
         self,
@@ -428,12 +437,7 @@ class MemoryCoordination:
                     self._snap(), job, worker, executing, local_limit, self.config.global_limit
                 ):
                     continue
-                self._rids += 1
-                rid = f"r{self._rids}"
-                d.queued.discard(job)
-                d.ranks.pop(job, None)
-                d.reservations[job] = Reservation(worker, rid, now)
-                out.append((job, rid))
+                out.append((job, self._take(d, job, worker, now)))
             return out
 
         def effect(commit: bool) -> list[tuple[str, str]]:

@@ -30,11 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import attrs
-
 from remora.clock import LogicalClock
 from remora.errors import Unavailable, UnknownResult
-from remora.jobs.coordination import MemoryCoordination, _Data
+from remora.jobs.coordination import MemoryCoordination, _Data, copy_data
 from remora.jobs.durable import DurableStore
 from remora.jobs.guards import Change
 from remora.jobs.io import Actor, JobOperation, io_call
@@ -140,7 +138,7 @@ class CoordinationLockGap(MemoryCoordination):
             with self._lock:
                 snap = self._snap()
                 original = self._data
-                copy = _copy(original)
+                copy = copy_data(original)
                 result = body(copy, snap, snap.now_ms)
                 if self._data is not original:  # the body replaced the store (a wipe)
                     if not commit:
@@ -170,20 +168,6 @@ class CoordinationLockGap(MemoryCoordination):
             actor.record(seq, action, params, store="coordination", order=applied[0])
         return result
 
-
-def _copy(d: _Data) -> _Data:
-    return attrs.evolve(
-        d,
-        queued=set(d.queued),
-        reservations=dict(d.reservations),
-        leases=dict(d.leases),
-        notices=set(d.notices),
-        progress=dict(d.progress),
-        floors=dict(d.floors),
-        cancels=set(d.cancels),
-        down=set(d.down),
-        ranks=dict(d.ranks),
-    )
 
 
 def _entry(order: str, action: str, params: dict[str, Any], actor: str, seq: int) -> Any:

@@ -479,6 +479,8 @@ class JobMachineBase(RuleBasedStateMachine):
             last = self.run.loops.last
             if last is not None:
                 reach.add(("loop", last.what, last.result))
+            for seen in self.run.loops.tend_reach:
+                reach.add(("loop-tend", seen))
             for record, _ in self.run.chk.last_steps:
                 action = getattr(record.action, "value", record.action)
                 reach.add(("loop-action", step.op, str(action)))
@@ -1869,6 +1871,47 @@ class JobLoopMachine(JobRuntimeMachine):
                     step = JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs)
                     self._do(step)
                     fs = ()  # the faults drawn go to the first stretch
+
+    @precondition(lambda self: self.has_loop())
+    @rule(data=st.data(), cancel=st.booleans(), fs=step_faults("loop-handler"))
+    def loop_lag(self, data: st.DataObject, cancel: bool, fs: tuple[JobFault, ...]) -> None:
+        """An incarnation's loop lags (its thread starved) while it runs a handler (when
+        it runs none, its loop turns first — dispatching one if it can — and the handler
+        takes its first stretch): for a few ticks — up to past its leases, short of being
+        declared down — its loop takes no turn while the others take their rounds (their
+        reapers may expire its leases; another incarnation starts if none runs); with
+        ``cancel``, one of its jobs is then cancelled and another incarnation's reconcile
+        pass publishes the notice.  Then its loop turns — its tend must notice what
+        changed (``ctx.cancelled``) — and its handlers go on (``fs`` fire in the first of
+        them that makes a call they name)."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        if not any(x == w for x, _ in self.run.loops.running()):
+            self._do(JobStep("loop-turn", worker=w))
+            for x, a in self.run.loops.running():
+                if x == w:
+                    self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+        if len(self._looping()) < 2 and self._unstarted():
+            self._do(JobStep("start", worker=self._unstarted()[0]))
+        others = tuple(x for x in self._looping() if x != w)
+        lag = st.integers(1, 3 * self.lease_ticks - 1)
+        for _ in range(data.draw(lag, label="ticks")):
+            self._do(JobStep("tick"))
+            self._round(others)
+        jobs = [a.job for x, a in self.run.loops.running() if x == w]
+        if cancel and jobs and others:
+            self._do(JobStep("cancel", job=data.draw(st.sampled_from(jobs), label="job")))
+            if others[0] in self._looping():
+                self._do(JobStep("loop-reconcile", worker=others[0]))
+        if w not in self._looping():
+            return
+        self._do(JobStep("loop-turn", worker=w))
+        for x, a in self.run.loops.running():
+            if x == w:
+                before = len(self.run.hook.fired)
+                self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
+                if len(self.run.hook.fired) > before:
+                    fs = ()
 
     @precondition(lambda self: self.has_handler() and bool(self._crowded()))
     @rule(data=st.data(), fs=step_faults("loop-handler"))

@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from remora.jobs.attempt import AttemptContext
 from remora.jobs.loop import ReconcileSchedule, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.settlement import STOP_POLL, complete, quietly, retry_step
@@ -99,10 +100,42 @@ class KeepsStoppedLeases(WorkerLoop):
         super().__init__(worker, **kwargs)
 
 
+class _MissesLostLeases(AttemptContext):
+    """:meth:`AttemptContext.tend` without ``or not lease.live``: an expired lease (its
+    holder stalled past it, the reaper marked it dead) is renewed no more, but the attempt
+    is not told to stop."""
+
+    def tend(self) -> None:
+        local = self.local
+        if local.state != EXECUTING:
+            return
+        w = self.worker
+        snap = w.stores.coordination.view(w.actor, self.job_id, (self.attempt,))
+        lease = snap.leases.get(self.attempt)
+        if self.job_id in snap.notices or lease is None:  # the bug: a dead lease goes unseen
+            local.cancel_seen = True
+        elif not local.outcome_sent and not local.handler_done:
+            w.renew(self.attempt)
+
+
+class MissesLostLeases(WorkerLoop):
+    """(e) A tend that misses a lost lease: the handler of an attempt whose lease expired
+    while its process stalled runs on, never told to stop (``ctx.cancelled`` stays false),
+    while the job goes to another attempt.  No spec step is wrong — the renewal is refused,
+    the fenced writes are refused — so only the tend's promise (an executing attempt whose
+    lease is not live knows it must stop) sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _MissesLostLeases(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
     "schedule-gives-up": (None, LoopParts(schedule=GivesUpSchedule)),
     "keeps-stopped-leases": (None, LoopParts(loop=KeepsStoppedLeases)),
+    "misses-lost-leases": (None, LoopParts(loop=MissesLostLeases)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -169,7 +169,6 @@ class CoordinationLockGap(MemoryCoordination):
         return result
 
 
-
 def _entry(order: str, action: str, params: dict[str, Any], actor: str, seq: int) -> Any:
     from remora.jobs.model import CoordEntry
 

@@ -22,6 +22,7 @@ KILLED_BY = {
     "sticky-slots": "ERROR loop: the loop of ",
     "schedule-gives-up": "ERROR loop: a scheduled reconcile pass of ",
     "keeps-stopped-leases": "ERROR loop: the lease of ",
+    "misses-lost-leases": "ERROR loop: a clean turn of the loop of ",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks)."""
 
@@ -60,6 +61,7 @@ def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
             loop_round=None,
             loop_outage=None,
             loop_stall=None,
+            loop_lag=None,
         )
     return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
 

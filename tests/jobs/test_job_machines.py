@@ -96,6 +96,9 @@ LOOP_ACTIONS = frozenset(
 its turns, the handler's calls and the settlement of every outcome in its handlers'
 stretches, the reconciler's duties on its schedule."""
 LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
+LOOP_TENDS = frozenset({"notice", "lost"})
+"""What a turn's tend must have met (:meth:`~remora.sim.jobs.loops.SimLoops._tend_state`):
+a cancel notice of its job, its lease gone or dead."""
 
 
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
@@ -123,6 +126,8 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "loop": set(LOOP_RESULTS - seen("loop")),
         "loop actions": set(LOOP_ACTIONS - seen("loop-action")),
         "loop faults": set(LOOP_OPS) - {r[0] for r in seen("fault-in")},
+        # a turn tended an attempt whose job was cancelled, and one whose lease was lost
+        "loop tends": set(LOOP_TENDS - {r[0] for r in seen("loop-tend")}),
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}
@@ -155,6 +160,7 @@ def test_missing_reach_names_what_a_run_did_not_do() -> None:
     assert gaps["job kinds"] == set(KINDS)
     assert gaps["loop"] == set(LOOP_RESULTS) and gaps["loop actions"] == set(LOOP_ACTIONS)
     assert gaps["loop faults"] == set(LOOP_OPS)
+    assert gaps["loop tends"] == set(LOOP_TENDS)
     assert ("reap", "durable-write", "unknown-aborted") in LOST_COMMITS
     assert {"DestroyClaimedCredentialSecret", "AcceptRetryableFailureExhausted"} <= ACTIONS
 

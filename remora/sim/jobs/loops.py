@@ -33,7 +33,8 @@ The loop's promises that no spec step shows are checked after each loop step
 all up): the heartbeat is never older than the loop's beat period; a turn that waits for a
 handler to finish has every slot taken by a handler still running; a scheduled reconcile
 pass reads the durable store; an attempt settled by its handler's last stretch holds no
-lease any more.
+lease any more; an executing attempt a turn tended knows it must stop when its job has a
+cancel notice or its lease is gone or no longer live.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from remora.jobs.io import JobOperation, Links
 from remora.jobs.loop import Pause, ReconcileSchedule, Wait, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.reconciler import Reconciler
-from remora.jobs.worker import Worker
+from remora.jobs.worker import EXECUTING, Worker
 
 #: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
 HANDLER = "noop"
@@ -253,6 +254,10 @@ class SimLoops:
         #: The attempt whose handler and settlement the last loop step ended
         #: (:meth:`problems`), else None.
         self.settled: AttemptId | None = None
+        #: The attempts the last turn tended (:meth:`problems`), and what each tend met
+        #: (:meth:`_tend_state`, for the machines' reach).
+        self.tended: list[AttemptContext] = []
+        self.tend_reach: list[str] = []
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -319,7 +324,10 @@ class SimLoops:
         """One turn of ``w``'s loop; when it ends, the loop closes as :meth:`WorkerLoop.run`
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
+        before = [(actx, actx.tended) for actx, _ in loop.running.values()]
         pause = self.pause = loop.turn()
+        self.tended = [actx for actx, at in before if actx.tended != at]
+        self.tend_reach = [self._tend_state(actx.attempt) for actx in self.tended]
         if pause is None:
             self.ended.add(w)
             loop.close()
@@ -336,6 +344,7 @@ class SimLoops:
         if execution is None:
             raise NotEnabled(f"{w}'s loop does not run {a}")
         execution.step()
+        self.tended, self.tend_reach = [], []
         self.last = LoopOutcome("handler", "settled" if execution.finished else "paused")
         self.settled = a if execution.finished else None
         return execution.finished
@@ -343,6 +352,7 @@ class SimLoops:
     def reconcile(self, w: str) -> float:
         """One pass of the reconciler's schedule in ``w``'s loop."""
         seconds = self.loop(w).schedule.turn()
+        self.tended, self.tend_reach = [], []
         self.last = LoopOutcome("reconcile", "pass")
         return seconds
 
@@ -398,12 +408,37 @@ class SimLoops:
                         f"the loop of {w} waits for a handler with {live} of its "
                         f"{wk.concurrency} slots running one"
                     )
+        if op == "loop-turn" and result is not None:
+            out.extend(self._unnoticed(w))
         if op == "loop-handler" and self.settled is not None:
             out.extend(self._unreleased(w, self.settled))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
         if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
         return out
+
+    def _tend_state(self, a: AttemptId) -> str:
+        """What a tend of ``a`` meets: its job's cancel ``notice``, its lease ``lost`` (gone
+        or no longer live), or its lease ``live``."""
+        coord = self.sim.stores.coordination.snapshot()
+        lease = coord.leases.get(a)
+        if a.job in coord.notices:
+            return "notice"
+        return "lost" if lease is None or not lease.live else "live"
+
+    def _unnoticed(self, w: str) -> list[str]:
+        """A tend's promise (:meth:`~remora.jobs.attempt.AttemptContext.tend`): an executing
+        attempt that a clean turn tended, whose job has a cancel notice or whose lease is
+        gone or no longer live, knows it must stop (``cancel_seen``) — else its handler is
+        never told (``ctx.cancelled`` stays false) and runs on, its output staged for an
+        attempt that lost the job, until it ends by itself."""
+        why = {"notice": "its job has a cancel notice", "lost": "its lease is gone or dead"}
+        return [
+            f"a clean turn of the loop of {w} tended {actx.attempt} and did not notice that "
+            f"{why[seen]} (it does not know it must stop)"
+            for actx, seen in zip(self.tended, self.tend_reach, strict=True)
+            if seen in why and actx.local.state == EXECUTING and not actx.local.cancel_seen
+        ]
 
     def _unreleased(self, w: str, a: AttemptId) -> list[str]:
         """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an

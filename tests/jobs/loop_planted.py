@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from remora.errors import RemoraError
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.loop import ReconcileSchedule, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
@@ -131,11 +132,26 @@ class MissesLostLeases(WorkerLoop):
         return actx
 
 
+class QuitsOnBlips(Worker):
+    """(f) A heartbeat that fails (a store unavailable, a lost reply) answered as "declared
+    down": the loop ends and the process exits, its handlers abandoned, while nothing
+    declared the incarnation down — a transient blip takes a healthy worker out.  No spec
+    step is wrong (a worker may always go down), so only the loop's promise that an end has
+    its reason sees it."""
+
+    def heartbeat(self) -> bool:
+        try:
+            return super().heartbeat()
+        except RemoraError:
+            return False
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
     "schedule-gives-up": (None, LoopParts(schedule=GivesUpSchedule)),
     "keeps-stopped-leases": (None, LoopParts(loop=KeepsStoppedLeases)),
     "misses-lost-leases": (None, LoopParts(loop=MissesLostLeases)),
+    "quits-on-blips": (Parts(worker=QuitsOnBlips), LoopParts()),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

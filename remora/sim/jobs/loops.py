@@ -34,7 +34,9 @@ all up): the heartbeat is never older than the loop's beat period; a turn that w
 handler to finish has every slot taken by a handler still running; a scheduled reconcile
 pass reads the durable store; an attempt settled by its handler's last stretch holds no
 lease any more; an executing attempt a turn tended knows it must stop when its job has a
-cancel notice or its lease is gone or no longer live.
+cancel notice or its lease is gone or no longer live.  After *any* turn that ends the loop
+(faults or not), the end has its reason: asked to stop, an outage past its budget, or the
+incarnation knowing it is down — never a failed call alone.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import Any
 import attrs
 
 from remora.clock import Disarm, LogicalClock
-from remora.errors import NotEnabled
+from remora.errors import NotEnabled, WorkerDown
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
 from remora.jobs.io import JobOperation, Links
@@ -388,6 +390,8 @@ class SimLoops:
         sim = self.sim
         wk: Worker = sim.workers[w]
         loop = self.loops.get(w)
+        if op == "loop-turn" and loop is not None and self.pause is None:
+            return self._spurious_end(w, loop)  # faulted or not: an end needs its reason
         if loop is None or faulted or wk.actor.links.down or not wk.up or w in self.ended:
             return []
         out: list[str] = []
@@ -416,6 +420,29 @@ class SimLoops:
         if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
         return out
+
+    def _spurious_end(self, w: str, loop: WorkerLoop) -> list[str]:
+        """A loop's end has its reason (:meth:`WorkerLoop.turn`): asked to stop (and
+        drained, or past its grace), a store away past the outage budget, or its
+        incarnation knowing it is down (it learned a declaration: its heartbeat refused, a
+        down mark) — never a failed call alone.  A loop that ends on a transient failure
+        takes a healthy worker out (its process exits, its handlers are abandoned) and no
+        spec step is wrong: a worker may always go down."""
+        wk: Worker = self.sim.workers[w]
+        if not loop.failed:
+            if loop.stop.is_set():
+                return []
+            why = "nobody asked it to stop"
+        elif isinstance(loop.failed[-1], WorkerDown):
+            if not wk.up:
+                return []
+            why = f"it failed with {loop.failed[-1]} though {w} does not know it is down"
+        else:
+            gone = None if loop.outage is None else loop.outage.exceeded()
+            if gone is not None:
+                return []
+            why = f"it failed with {loop.failed[-1]} though no store is away past its budget"
+        return [f"the loop of {w} ended: {why}"]
 
     def _tend_state(self, a: AttemptId) -> str:
         """What a tend of ``a`` meets: its job's cancel ``notice``, its lease ``lost`` (gone

@@ -273,6 +273,24 @@ def gauge_counts_retry_wait_as_queued(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(metrics._Jobs, "collect", collect)
 
 
+def batch_logged_at_one_position(mp: pytest.MonkeyPatch) -> None:
+    """A batched ``Reserve`` logs its reservations at the position the first one took (the
+    position computed once, before the loop over the batch): the log holds the batch's
+    steps at one position, so a replay or a recovery of a killed process orders them
+    wrongly — every reservation itself is right, so alpha sees nothing."""
+    real = MemoryCoordination.reserve_batch
+
+    def reserve_batch(self: MemoryCoordination, *args: Any, **kwargs: Any) -> Any:
+        before = len(self._log)
+        out = real(self, *args, **kwargs)
+        batch = self._log[before:]
+        if len(batch) > 1:
+            self._log[before + 1 :] = [attrs.evolve(e, order=batch[0].order) for e in batch[1:]]
+        return out
+
+    mp.setattr(MemoryCoordination, "reserve_batch", reserve_batch)
+
+
 Plant = Callable[[pytest.MonkeyPatch], None]
 
 
@@ -318,6 +336,9 @@ PLANTED: dict[str, Planted] = {
     ),
     "down-logged-at-the-wrong-version": Planted(
         down_logged_at_the_wrong_version, "durable-log", "ERROR durable-log: ", "RaceJobs"
+    ),
+    "batch-logged-at-one-position": Planted(
+        batch_logged_at_one_position, "coordination-log", "ERROR coordination-log: ", "LoopJobs"
     ),
     "submission-time-from-the-next-column": Planted(
         submission_time_from_the_next_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"

@@ -47,6 +47,13 @@ refinement check, whatever the spec says.  This module closes both gaps:
   names a logged (subject, version) with its action.  Trace validation over the real
   services merges the actors' records with the log by exactly these versions, and the
   history pages read the log: a wrong version is a wrong history, invisible to alpha.
+* **The coordination log** (:func:`coordination_log_problems`, ``ERROR
+  coordination-log``): its positions only grow, and every coordination step an actor
+  recorded since the last wipe is in it under the actor's step number, with its action at
+  the recorded position (a wipe is logged; Redis loses the entries before it with the
+  rest of its keys, the memory store keeps them).  A killed process's steps are
+  recovered from this log, and trace validation orders coordination steps by it: an
+  entry missing or misplaced loses or reorders a step, invisible to alpha.
 * **A job row's times are what happened** (:func:`row_time_problems`, ``ERROR
   row-times``): its submission time is the clock's reading when the run submitted it (at
   one of its tries: a submission whose reply was lost may be tried again), and
@@ -69,7 +76,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from remora.jobs.model import AttemptId, CredentialState, IntentId, SecretState, Stop
+from remora.jobs.actions import Action
+from remora.jobs.model import AttemptId, CoordEntry, CredentialState, IntentId, SecretState, Stop
 from remora.jobs.worker import EXECUTING
 from remora.protocol import spec as S
 from remora.protocol.spec import State, Step
@@ -89,6 +97,7 @@ JUDGEMENTS: frozenset[str] = frozenset(
         "affirmations",
         "stopped-incarnations",
         "durable-log",
+        "coordination-log",
         "row-times",
         "read-models",
     }
@@ -598,6 +607,48 @@ def durable_log_problems(run: JobRun) -> list[str]:
                 f"the durable log holds {held!r} there"
             )
     return problems
+
+
+def coordination_log_problems(run: JobRun) -> list[str]:
+    """The coordination log is not the store's history in its order, or a recorded
+    coordination step is not in it as recorded (module docstring)."""
+    problems: list[str] = []
+    logged: dict[tuple[str, int], CoordEntry] = {}
+    last: tuple[int, int] | None = None
+    wiped = (0, 0)
+    for entry in run.sim.stores.coordination.log():
+        position = _order_key(entry.order)
+        if last is not None and position <= last:
+            problems.append(f"the coordination log holds {entry.order} after {last}")
+        last = position
+        if entry.action == Action.LOSE_COORDINATION_STATE:
+            wiped = position
+        if not entry.action:
+            continue
+        key = (entry.actor, entry.actor_seq)
+        if key in logged:
+            problems.append(f"the coordination log holds {entry.actor}'s step {key[1]} twice")
+        logged[key] = entry
+    for record in run.sim.recorder.steps:
+        if record.store != "coordination" or not record.action:
+            continue
+        if _order_key(record.order) < wiped:
+            continue  # a wipe may take the log with it (Redis: the stream is a key)
+        held = logged.get((record.actor, record.seq))
+        if held is None or (held.order, held.action) != (record.order, record.action):
+            where = "nothing" if held is None else f"{held.action} at {held.order}"
+            problems.append(
+                f"{record.actor} recorded {record.action} at {record.order} (its step "
+                f"{record.seq}), the coordination log holds {where} for it"
+            )
+    return problems
+
+
+def _order_key(order: str) -> tuple[int, int]:
+    """A coordination log position (a Redis stream id ``ms-n``, or the memory store's
+    ``k-0``) as a comparable pair."""
+    first, _, second = order.partition("-")
+    return int(first), int(second or 0)
 
 
 def row_time_problems(run: JobRun) -> list[str]:

@@ -60,6 +60,7 @@ from remora.sim.jobs.judgement import (
     Before,
     affirmation_problems,
     content_problems,
+    coordination_log_problems,
     credential_step,
     drained_coordination_problems,
     durable_log_problems,
@@ -427,6 +428,10 @@ class JobRun:
             problems = durable_log_problems(self)
             if problems:
                 raise JobRunFailure(f"ERROR durable-log: {problems[0]}", f"after step {label}")
+        if "coordination-log" in self.judging:
+            problems = coordination_log_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR coordination-log: {problems[0]}", f"after step {label}")
         if self.readers is not None:
             self.readers.observe()
             problems = read_model_problems(self.readers)

@@ -815,6 +815,9 @@ class JobRuntimeMachine(JobMachineBase):
         pairs = [(w, j) for w in self._up() for j in sorted(self.sim.workers[w].reservations)]
         w, j = data.draw(st.sampled_from(pairs), label="reservation")
         op = "release-reservation" if release and data.draw(st.booleans()) else "authorize"
+        if op == "release-reservation" and data.draw(st.booleans(), label="cancelled first"):
+            # the worker's own release is enabled once its job is cancelling or terminal
+            self._do(JobStep("cancel", job=j))
         fs = data.draw(step_faults(op), label="faults")
         self._do(JobStep(op, worker=w, job=j, faults=fs))
 

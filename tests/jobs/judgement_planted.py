@@ -161,12 +161,11 @@ def no_down_mark(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(MemoryCoordination, "mark_down", lambda self, actor, worker: None)
 
 
-def release_claims_success(mp: pytest.MonkeyPatch) -> None:
-    """``Worker.release_reservation`` answers done where it must refuse (the durable job is
-    neither terminal nor cancelling): the worker forgets a reservation it still holds, the
-    coordination store keeps it until it expires.  No spec action is taken, so the
-    refinement check sees a stutter, and the worker's later authorize is excused by
-    "reservation unknown"; only the affirmation check sees the answer."""
+def _release_reservation(
+    ending: Callable[[JobRow], bool], refused: bool
+) -> Callable[[Worker, str], bool]:
+    """``Worker.release_reservation`` releasing when ``ending(row)``, answering ``refused``
+    where it does not."""
 
     def release_reservation(self: Worker, job: str) -> bool:
         self._need_up()
@@ -175,9 +174,8 @@ def release_claims_success(mp: pytest.MonkeyPatch) -> None:
             return False
 
         def block(lk: Locked) -> bool:
-            row = lk.job
-            if not (row.phase.terminal or row.phase is Phase.CANCELLING):
-                return True  # the bug: the refusal answered as a success
+            if not ending(lk.job):
+                return refused
             return self.stores.coordination.release_reservation(self.actor, job, rid)
 
         done = self.stores.durable.with_lock(self.actor, job, block)
@@ -185,7 +183,26 @@ def release_claims_success(mp: pytest.MonkeyPatch) -> None:
             self.reservations.pop(job, None)
         return done
 
-    mp.setattr(Worker, "release_reservation", release_reservation)
+    return release_reservation
+
+
+def release_claims_success(mp: pytest.MonkeyPatch) -> None:
+    """``Worker.release_reservation`` answers done where it must refuse (the durable job is
+    neither terminal nor cancelling): the worker forgets a reservation it still holds, the
+    coordination store keeps it until it expires.  No spec action is taken, so the
+    refinement check sees a stutter, and the worker's later authorize is excused by
+    "reservation unknown"; only the affirmation check sees the answer."""
+    ending = lambda row: row.phase.terminal or row.phase is Phase.CANCELLING  # noqa: E731
+    mp.setattr(Worker, "release_reservation", _release_reservation(ending, refused=True))
+
+
+def release_waits_for_both(mp: pytest.MonkeyPatch) -> None:
+    """``Worker.release_reservation``'s condition with ``and`` for ``or`` (terminal *and*
+    cancelling — never both): the worker's release is always refused, the reservation
+    waits for its expiry or the reconciler.  A refusal is a stutter to the refinement
+    check; only the refusal judgement of the worker's own release sees it."""
+    ending = lambda row: row.phase.terminal and row.phase is Phase.CANCELLING  # noqa: E731
+    mp.setattr(Worker, "release_reservation", _release_reservation(ending, refused=False))
 
 
 def down_keeps_running(mp: pytest.MonkeyPatch) -> None:
@@ -330,6 +347,9 @@ PLANTED: dict[str, Planted] = {
         "affirmations",
         "ERROR affirmed: release-reservation",
         "SpecSizedJobs",
+    ),
+    "release-waits-for-both": Planted(
+        release_waits_for_both, "refusals", "ERROR refused: release-reservation", "SpecSizedJobs"
     ),
     "down-keeps-running": Planted(
         down_keeps_running, "stopped-incarnations", "ERROR state: ", "RaceJobs"

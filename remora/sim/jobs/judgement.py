@@ -132,6 +132,9 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     # SendOutcome was, so the fused step is refused exactly when SendOutcome is
     "complete": ("SendOutcome", "outcome"),
     "put-secret": ("", "credential"),
+    # the worker releases only its own reservation, of a job terminal or cancelling (the
+    # spec's ReleaseReservation also covers the reconciler's cases: judged on that subset)
+    "release-reservation": ("ReleaseReservation", "own-reservation"),
 }
 
 
@@ -286,6 +289,15 @@ REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
             _busier_locally,
         ),
     ),
+    "release-reservation": (
+        Reason(
+            "reservation unknown",
+            "the worker does not know the id of the reservation it holds (the Reserve's "
+            "reply was lost and reading it back failed): it cannot name it to release it "
+            "(the reservation expires, or the reconciler releases it)",
+            _reservation_unknown,
+        ),
+    ),
     "authorize": (
         Reason(
             "reservation unknown",
@@ -377,6 +389,11 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
         return None
     if kind == "job-worker":
         return Step(name, (j, alpha.worker_index[wk.id]))
+    if kind == "own-reservation":
+        model, st = run.chk.model, run.chk.state
+        mine = st.reservation[j] == alpha.worker_index[wk.id]
+        ending = model.Terminal(st, j) or st.phase[j] == S.Cancelling
+        return Step(name, (j,)) if mine and ending else None
     a = AttemptId(str(step.job), int(step.token or 0))
     if a not in wk.attempts:
         return None

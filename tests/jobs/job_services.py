@@ -22,8 +22,10 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.clock import LogicalClock
+from remora.context import Context
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.durable import open_postgres, open_sqlite
+from remora.jobs.io import Actor
 from remora.jobs.model import JobsConfig
 from remora.jobs.redis_coordination import (
     KEY_NAMES,
@@ -85,6 +87,14 @@ class ServiceBackends:
             clock=clock,
             config=config,
         )
+        # A fresh Redis namespace cannot tell itself from a wiped one (no ``marks`` key):
+        # its first Enqueue would republish the down marks, where a fresh memory store
+        # starts marked — the twin found a first Enqueue whose republish lost its reply
+        # done on memory and unavailable on Redis.  The scratch database holds nobody
+        # down, so the marks are published first (as the coordination twin does).
+        coordination = self.current.coordination
+        assert isinstance(coordination, RedisCoordination)
+        coordination.publish_down(Actor("setup", Context(clock)), [])
         self.built += 1
         return self.current
 

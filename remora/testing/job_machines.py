@@ -1911,10 +1911,7 @@ class JobLoopMachine(JobRuntimeMachine):
         self._do(JobStep("loop-turn", worker=w))
         for x, a in self.run.loops.running():
             if x == w:
-                before = len(self.run.hook.fired)
-                self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
-                if len(self.run.hook.fired) > before:
-                    fs = ()
+                fs = self._stretch(w, a, fs)
 
     @precondition(lambda self: self.has_handler() and bool(self._crowded()))
     @rule(data=st.data(), fs=step_faults("loop-handler"))
@@ -1933,10 +1930,15 @@ class JobLoopMachine(JobRuntimeMachine):
             for a in mine:
                 if (w, a) not in self.run.loops.running():
                     continue  # ended by another's stretch (its process killed, …)
-                before = len(self.run.hook.fired)
-                self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
-                if len(self.run.hook.fired) > before:
-                    fs = ()
+                fs = self._stretch(w, a, fs)
+
+    def _stretch(self, w: str, a: AttemptId, fs: tuple[JobFault, ...]) -> tuple[JobFault, ...]:
+        """One stretch of ``a``'s handler in ``w``'s loop with the fault selectors ``fs``
+        riding on it; what rides on the next stretch (none once one fired)."""
+        assert self.run is not None
+        before = len(self.run.hook.fired)
+        self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
+        return () if len(self.run.hook.fired) > before else fs
 
     @precondition(lambda self: self.has_loop())
     @rule()

@@ -232,6 +232,16 @@ class LoopOutcome:
     result: str
 
 
+def _tend_state(coord: Any, a: AttemptId) -> str:
+    """What a tend of ``a`` met, read from the coordination snapshot ``coord`` after the
+    turn: its job's cancel ``notice``, its lease ``lost`` (gone or no longer live), or its
+    lease ``live``."""
+    lease = coord.leases.get(a)
+    if a.job in coord.notices:
+        return "notice"
+    return "lost" if lease is None or not lease.live else "live"
+
+
 class SimLoops:
     """The incarnations' production loops in one simulation (module docstring)."""
 
@@ -257,7 +267,7 @@ class SimLoops:
         #: (:meth:`problems`), else None.
         self.settled: AttemptId | None = None
         #: The attempts the last turn tended (:meth:`problems`), and what each tend met
-        #: (:meth:`_tend_state`, for the machines' reach).
+        #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
         self.tend_reach: list[str] = []
 
@@ -329,7 +339,8 @@ class SimLoops:
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
         pause = self.pause = loop.turn()
         self.tended = [actx for actx, at in before if actx.tended != at]
-        self.tend_reach = [self._tend_state(actx.attempt) for actx in self.tended]
+        coord = self.sim.stores.coordination.snapshot() if self.tended else None
+        self.tend_reach = [_tend_state(coord, actx.attempt) for actx in self.tended]
         if pause is None:
             self.ended.add(w)
             loop.close()
@@ -443,15 +454,6 @@ class SimLoops:
                 return []
             why = f"it failed with {loop.failed[-1]} though no store is away past its budget"
         return [f"the loop of {w} ended: {why}"]
-
-    def _tend_state(self, a: AttemptId) -> str:
-        """What a tend of ``a`` meets: its job's cancel ``notice``, its lease ``lost`` (gone
-        or no longer live), or its lease ``live``."""
-        coord = self.sim.stores.coordination.snapshot()
-        lease = coord.leases.get(a)
-        if a.job in coord.notices:
-            return "notice"
-        return "lost" if lease is None or not lease.live else "live"
 
     def _unnoticed(self, w: str) -> list[str]:
         """A tend's promise (:meth:`~remora.jobs.attempt.AttemptContext.tend`): an executing

@@ -17,6 +17,7 @@ from remora.errors import RemoraError
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.loop import ReconcileSchedule, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import STOP_POLL, complete, quietly, retry_step
 from remora.jobs.worker import EXECUTING, STOPPED, Worker
 from remora.sim.jobs.loops import LoopParts
@@ -146,6 +147,26 @@ class QuitsOnBlips(Worker):
             return False
 
 
+class DeclaresEarly(Reconciler):
+    """(g) A declarer that does not wait for the whole ``down_after``: it declares an
+    incarnation down once its heartbeat is half of it old, while a healthy loop renews it
+    only every third of it — so a loop that misses a turn or two (a slow handler start, a
+    long GC pause) is declared down, its handlers abandoned and its jobs retried.  No spec
+    step is wrong (a worker may always go down); only the contract's margin
+    (:meth:`remora.sim.jobs.loops.SimLoops.spurious_declarations`) sees it."""
+
+    def declare_expired(self) -> int:
+        stores = self.stores
+        at, rows = stores.durable.liveness(stores.clock.now())
+        self._durable_now = at
+        after = stores.config.down_after_s / 2  # the bug: half the period
+        steps = 0
+        for w, _, seen in rows:
+            if w != self.incarnation and at - seen >= after:
+                steps += bool(quietly(functools.partial(self.declare_down, w, down_after=after)))
+        return steps
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -153,5 +174,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "keeps-stopped-leases": (None, LoopParts(loop=KeepsStoppedLeases)),
     "misses-lost-leases": (None, LoopParts(loop=MissesLostLeases)),
     "quits-on-blips": (Parts(worker=QuitsOnBlips), LoopParts()),
+    "declares-early": (Parts(reconciler=DeclaresEarly), LoopParts()),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -25,6 +25,7 @@ KILLED_BY = {
     "keeps-stopped-leases": "ERROR loop: the lease of ",
     "misses-lost-leases": "ERROR loop: a clean turn of the loop of ",
     "quits-on-blips": r"ERROR loop: the loop of \w+ ended: ",
+    "declares-early": r"ERROR loop: \w+ was declared down by ",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

@@ -36,13 +36,16 @@ pass reads the durable store; an attempt settled by its handler's last stretch h
 lease any more; an executing attempt a turn tended knows it must stop when its job has a
 cancel notice or its lease is gone or no longer live.  After *any* turn that ends the loop
 (faults or not), the end has its reason: asked to stop, an outage past its budget, or the
-incarnation knowing it is down — never a failed call alone.
+incarnation knowing it is down — never a failed call alone.  After *every* step, each
+declaration of an incarnation by another (``CrashWorker`` in the durable record) keeps the
+contract's margin: not sooner after its loop's last clean turn than ``down_after`` minus the
+documented heartbeat cadence (:meth:`SimLoops.spurious_declarations`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -59,6 +62,12 @@ from remora.jobs.worker import EXECUTING, Worker
 
 #: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
 HANDLER = "noop"
+
+#: The heartbeat's documented cadence (docs/jobs.md, "Incarnation liveness"): an incarnation
+#: renews its heartbeat this many times per ``down_after`` — stated here, not read from the
+#: loop, so that :meth:`SimLoops.spurious_declarations` judges the loop against the contract
+#: rather than against its own beat period.
+BEATS_PER_DOWN_AFTER = 3
 
 #: Seconds the scheduler waits for a handler thread to pause before it calls the run hung
 #: (a deadlock between the lockstep threads is a bug of this module, never a wait).
@@ -270,6 +279,9 @@ class SimLoops:
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
         self.tend_reach: list[str] = []
+        #: When each incarnation's loop last took a clean turn while it was durably up
+        #: (:meth:`spurious_declarations`).
+        self.clean_at: dict[str, float] = {}
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -411,6 +423,8 @@ class SimLoops:
         if op == "loop-turn" and result is not None:
             _, rows = sim.stores.durable.liveness(now)
             seen = {wid: at for wid, up, at in rows if up}
+            if w in seen:
+                self.clean_at[w] = now
             if w in seen and now - seen[w] >= loop.beat_every:
                 out.append(
                     f"the heartbeat of {w} is {now - seen[w]:g}s old after a clean turn of "
@@ -430,6 +444,39 @@ class SimLoops:
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
         if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
+        return out
+
+    def spurious_declarations(self, steps: Iterable[tuple[Any, Any]]) -> list[str]:
+        """No spurious declaration (the job side's "no spurious fence"), judged from the
+        durable store's own record — the steps' ``CrashWorker(w)`` by another actor — and
+        independent of the loop's own beat period: a loop that took a clean turn at ``t``
+        left a heartbeat younger than the documented cadence (``down_after`` /
+        :data:`BEATS_PER_DOWN_AFTER`), so nobody may declare it down before ``t`` +
+        ``down_after`` minus that cadence.  A loop that misses a turn or two keeps its
+        incarnation; a heartbeat period as long as ``down_after`` (or a declarer that does
+        not wait for the whole ``down_after``) takes a healthy worker out — its handlers
+        abandoned, its jobs retried — and no spec step is wrong: a worker may always go
+        down."""
+        if not self.clean_at:
+            return []
+        down_after = self.sim.stores.config.down_after_s
+        margin = down_after - down_after / BEATS_PER_DOWN_AFTER
+        now = self.sim.clock.now()
+        out = []
+        for r, _ in steps:
+            if r.action != "CrashWorker":
+                continue
+            w = str(r.params["w"])
+            if r.actor == w or str(r.actor).startswith(f"{w}.") or w not in self.clean_at:
+                continue  # its own clean exit, or an incarnation whose loop never ran
+            quiet = now - self.clean_at[w]
+            if quiet < margin - 1e-9:
+                out.append(
+                    f"{w} was declared down by {r.actor} {quiet:g}s after a clean turn of its "
+                    f"loop: a loop beats {BEATS_PER_DOWN_AFTER} times per down_after "
+                    f"({down_after:g}s), so it may be declared only {margin:g}s after its "
+                    f"last clean turn"
+                )
         return out
 
     def _spurious_end(self, w: str, loop: WorkerLoop) -> list[str]:
@@ -486,6 +533,7 @@ class SimLoops:
 
 
 __all__ = [
+    "BEATS_PER_DOWN_AFTER",
     "HANDLER",
     "PRODUCTION_LOOP",
     "LoopHung",

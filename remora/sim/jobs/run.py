@@ -409,6 +409,9 @@ class JobRun:
             raise JobRunFailure(
                 f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
             )
+        spurious = self.loops.spurious_declarations(self.chk.last_steps)
+        if spurious:
+            raise JobRunFailure(f"ERROR loop: {spurious[0]}", f"at step {label}")
         over = overreach(self) if "overreach" in self.judging else []
         if over:
             raise JobRunFailure(f"ERROR overreach: {over[0]}", f"at step {label}")

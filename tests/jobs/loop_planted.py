@@ -167,6 +167,22 @@ class DeclaresEarly(Reconciler):
         return steps
 
 
+class DeafHeartbeat(Worker):
+    """(h) A heartbeat that matched no row (its incarnation declared down) not taken as
+    the declaration: the incarnation runs on as a zombie — its steps refused by the fences,
+    its slots held, its process never exiting so that no supervisor starts a fresh one.
+    The down marks usually tell it anyway; after a wipe, before they are republished,
+    nothing does.  No spec step is wrong; only the promise that a declared incarnation
+    learns within a heartbeat period sees it."""
+
+    def heartbeat(self) -> bool:
+        self._need_up()
+        now = self.stores.clock.now()
+        if self.stores.durable.heartbeat(self.actor, self.id, now):
+            self.beat_at = now
+        return True  # the bug: no row matched, and the loop is told all is well
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -175,5 +191,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "misses-lost-leases": (None, LoopParts(loop=MissesLostLeases)),
     "quits-on-blips": (Parts(worker=QuitsOnBlips), LoopParts()),
     "declares-early": (Parts(reconciler=DeclaresEarly), LoopParts()),
+    "deaf-heartbeat": (Parts(worker=DeafHeartbeat), LoopParts()),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

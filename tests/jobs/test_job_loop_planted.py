@@ -26,6 +26,7 @@ KILLED_BY = {
     "misses-lost-leases": "ERROR loop: a clean turn of the loop of ",
     "quits-on-blips": r"ERROR loop: the loop of \w+ ended: ",
     "declares-early": r"ERROR loop: \w+ was declared down by ",
+    "deaf-heartbeat": r"ERROR loop: the loop of \w+ took a clean turn .* after \w+ was declared",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

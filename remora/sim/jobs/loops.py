@@ -39,7 +39,8 @@ cancel notice or its lease is gone or no longer live.  After *any* turn that end
 incarnation knowing it is down — never a failed call alone.  After *every* step, each
 declaration of an incarnation by another (``CrashWorker`` in the durable record) keeps the
 contract's margin: not sooner after its loop's last clean turn than ``down_after`` minus the
-documented heartbeat cadence (:meth:`SimLoops.spurious_declarations`).
+documented heartbeat cadence (:meth:`SimLoops.spurious_declarations`); and a clean turn
+that cadence or more after a declaration ends the declared incarnation's loop (it learned).
 """
 
 from __future__ import annotations
@@ -282,6 +283,8 @@ class SimLoops:
         #: When each incarnation's loop last took a clean turn while it was durably up
         #: (:meth:`spurious_declarations`).
         self.clean_at: dict[str, float] = {}
+        #: When each incarnation was declared down by another (:meth:`problems`).
+        self.declared_at: dict[str, float] = {}
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -425,6 +428,7 @@ class SimLoops:
             seen = {wid: at for wid, up, at in rows if up}
             if w in seen:
                 self.clean_at[w] = now
+            out.extend(self._unlearned(w, now))
             if w in seen and now - seen[w] >= loop.beat_every:
                 out.append(
                     f"the heartbeat of {w} is {now - seen[w]:g}s old after a clean turn of "
@@ -457,7 +461,7 @@ class SimLoops:
         not wait for the whole ``down_after``) takes a healthy worker out — its handlers
         abandoned, its jobs retried — and no spec step is wrong: a worker may always go
         down."""
-        if not self.clean_at:
+        if not self.loops:
             return []
         down_after = self.sim.stores.config.down_after_s
         margin = down_after - down_after / BEATS_PER_DOWN_AFTER
@@ -467,8 +471,11 @@ class SimLoops:
             if r.action != "CrashWorker":
                 continue
             w = str(r.params["w"])
-            if r.actor == w or str(r.actor).startswith(f"{w}.") or w not in self.clean_at:
-                continue  # its own clean exit, or an incarnation whose loop never ran
+            if r.actor == w or str(r.actor).startswith(f"{w}."):
+                continue  # its own clean exit
+            self.declared_at.setdefault(w, now)
+            if w not in self.clean_at:
+                continue  # an incarnation whose loop never turned clean
             quiet = now - self.clean_at[w]
             if quiet < margin - 1e-9:
                 out.append(
@@ -478,6 +485,24 @@ class SimLoops:
                     f"last clean turn"
                 )
         return out
+
+    def _unlearned(self, w: str, now: float) -> list[str]:
+        """A declared incarnation learns it is down within one heartbeat period (the
+        contract's cadence, :data:`BEATS_PER_DOWN_AFTER`): a clean turn that much after
+        another incarnation declared ``w`` down ends ``w``'s loop — its heartbeat was due
+        (no beat can have landed since the declaration) and matched no row.  A loop that
+        runs on is a zombie process: it takes steps the fences refuse, and holds its
+        slots, and never exits so that its supervisor could start a new incarnation; the
+        down marks usually tell it first, but not after a wipe, before they are
+        republished."""
+        at = self.declared_at.get(w)
+        period = self.sim.stores.config.down_after_s / BEATS_PER_DOWN_AFTER
+        if at is None or now - at < period - 1e-9:
+            return []
+        return [
+            f"the loop of {w} took a clean turn {now - at:g}s after {w} was declared down and "
+            f"runs on: it must learn within one heartbeat period ({period:g}s)"
+        ]
 
     def _spurious_end(self, w: str, loop: WorkerLoop) -> list[str]:
         """A loop's end has its reason (:meth:`WorkerLoop.turn`): asked to stop (and

@@ -245,6 +245,23 @@ class CoordinationTwin(RuleBasedStateMachine):
             f"ReportProgress({a}, {progress})", lambda c: c.report_progress(actor, a, progress)
         )
 
+    @precondition(lambda self: bool(self.memory.snapshot().leases))
+    @rule()
+    def sweep_leases(self) -> None:
+        """Every call a lease's holder makes, on every lease the stores hold, in one step
+        (``RenewLease``, then ``ReportProgress`` of each progress value): whatever state
+        the other rules left — a holder marked down, a lease aged past its limit, a floor
+        raised above it — each of these guards is compared there, not only when a single
+        call happens to be drawn for it."""
+        for a, lease in sorted(self.memory.snapshot().leases.items(), key=lambda x: str(x[0])):
+            w = lease.worker
+            self.both(f"RenewLease({a}, {w})", lambda c, a=a, w=w: c.renew(self.actors[w], a, w))
+            for p in range(3):
+                self.both(
+                    f"ReportProgress({a}, {p})",
+                    lambda c, a=a, w=w, p=p: c.report_progress(self.actors[w], a, p),
+                )
+
     @rule(data=st.data())
     def expire_lease(self, data: st.DataObject) -> None:
         a = self.attempt(data)
@@ -308,6 +325,8 @@ class CoordinationTwin(RuleBasedStateMachine):
     def mark_down(self, by: str, worker: str) -> None:
         actor = self.actors[by]
         self.both(f"mark_down({worker}) by {by}", lambda c: c.mark_down(actor, worker))
+        # a declared incarnation does not know yet: its process goes on calling
+        self.sweep_leases()
 
     @rule(by=st.sampled_from(ACTORS), which=st.lists(workers, max_size=2, unique=True))
     def unmark_down(self, by: str, which: list[str]) -> None:

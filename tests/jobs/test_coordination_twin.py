@@ -63,6 +63,14 @@ PLANTED = {
     # a reservation that leaves its job in the queue's ranking (a later look at the queue
     # offers a reserved job again)
     "reserve-leaves-the-job-ranked": (Action.RESERVE, "unrank(job)\n", ""),
+    # my realistic bug of stop 34: a progress report that does not look at its holder's
+    # down mark (a declared incarnation that does not know yet keeps publishing progress);
+    # killed by the holder's calls that follow a mark (``sweep_leases``)
+    "progress-ignores-the-mark": (
+        Action.REPORT_PROGRESS,
+        " or is_down(split(l)[1])",
+        "",
+    ),
 }
 
 

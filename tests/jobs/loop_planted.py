@@ -183,6 +183,18 @@ class DeafHeartbeat(Worker):
         return True  # the bug: no row matched, and the loop is told all is well
 
 
+class KeepsRefusedReservations(Worker):
+    """(i) A reservation whose authorization was refused is never given back: the
+    dispatcher's release does nothing, so a job cancelled between its reservation and its
+    authorization waits a whole reservation period before the cancellation finishes — and
+    nothing else may reserve it meanwhile.  No spec step is wrong (a reservation may
+    always expire); only the dispatch's promise (a reservation a clean turn took is in the
+    loop's hands) sees it."""
+
+    def release_reservation(self, job: str) -> bool:
+        return False
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -192,5 +204,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "quits-on-blips": (Parts(worker=QuitsOnBlips), LoopParts()),
     "declares-early": (Parts(reconciler=DeclaresEarly), LoopParts()),
     "deaf-heartbeat": (Parts(worker=DeafHeartbeat), LoopParts()),
+    "keeps-refused-reservations": (Parts(worker=KeepsRefusedReservations), LoopParts()),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -34,13 +34,15 @@ all up): the heartbeat is never older than the loop's beat period; a turn that w
 handler to finish has every slot taken by a handler still running; a scheduled reconcile
 pass reads the durable store; an attempt settled by its handler's last stretch holds no
 lease any more; an executing attempt a turn tended knows it must stop when its job has a
-cancel notice or its lease is gone or no longer live.  After *any* turn that ends the loop
-(faults or not), the end has its reason: asked to stop, an outage past its budget, or the
-incarnation knowing it is down — never a failed call alone.  After *every* step, each
-declaration of an incarnation by another (``CrashWorker`` in the durable record) keeps the
-contract's margin: not sooner after its loop's last clean turn than ``down_after`` minus the
-documented heartbeat cadence (:meth:`SimLoops.spurious_declarations`); and a clean turn
-that cadence or more after a declaration ends the declared incarnation's loop (it learned).
+cancel notice or its lease is gone or no longer live; a reservation a turn took and holds,
+of a terminal or cancelling job, waits for the loop's own authorization or activation.
+After *any* turn that ends the loop (faults or not), the end has its reason: asked to stop,
+an outage past its budget, or the incarnation knowing it is down — never a failed call
+alone. After *every* step, each declaration of an incarnation by another (``CrashWorker``
+in the durable record) keeps the contract's margin: not sooner after its loop's last clean
+turn than ``down_after`` minus the documented heartbeat cadence
+(:meth:`SimLoops.spurious_declarations`); and a clean turn that cadence or more after a
+declaration ends the declared incarnation's loop (it learned).
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ from remora.jobs.attempt import AttemptContext
 from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
 from remora.jobs.io import JobOperation, Links
 from remora.jobs.loop import Pause, ReconcileSchedule, Wait, WorkerLoop
-from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.model import AttemptId, Outcome, Phase
 from remora.jobs.reconciler import Reconciler
-from remora.jobs.worker import EXECUTING, Worker
+from remora.jobs.worker import AUTHORIZED, EXECUTING, Worker
 
 #: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
 HANDLER = "noop"
@@ -280,6 +282,8 @@ class SimLoops:
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
         self.tend_reach: list[str] = []
+        #: The reservations (job: id) the last turn took and still holds (:meth:`_idle`).
+        self.reserved: dict[str, str] = {}
         #: When each incarnation's loop last took a clean turn while it was durably up
         #: (:meth:`spurious_declarations`).
         self.clean_at: dict[str, float] = {}
@@ -352,10 +356,17 @@ class SimLoops:
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
+        store = self.sim.stores.coordination
+        held = {j: r.rid for j, r in store.snapshot().reservations.items() if r.worker == w}
         pause = self.pause = loop.turn()
         self.tended = [actx for actx, at in before if actx.tended != at]
-        coord = self.sim.stores.coordination.snapshot() if self.tended else None
+        coord = store.snapshot()
         self.tend_reach = [_tend_state(coord, actx.attempt) for actx in self.tended]
+        self.reserved = {
+            j: r.rid
+            for j, r in coord.reservations.items()
+            if r.worker == w and held.get(j) != r.rid
+        }
         if pause is None:
             self.ended.add(w)
             loop.close()
@@ -443,6 +454,7 @@ class SimLoops:
                     )
         if op == "loop-turn" and result is not None:
             out.extend(self._unnoticed(w))
+            out.extend(self._idle(w, loop))
         if op == "loop-handler" and self.settled is not None:
             out.extend(self._unreleased(w, self.settled))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
@@ -540,6 +552,35 @@ class SimLoops:
             for actx, seen in zip(self.tended, self.tend_reach, strict=True)
             if seen in why and actx.local.state == EXECUTING and not actx.local.cancel_seen
         ]
+
+    def _idle(self, w: str, loop: WorkerLoop) -> list[str]:
+        """A dispatch's promise (:class:`~remora.jobs.loop.Dispatcher`): a reservation a
+        clean turn took and still holds, of a job that is terminal or cancelling (when the
+        spec's ``ReleaseReservation`` lets its holder give it back), is in the loop's hands
+        — its ``AuthorizeAttempt`` to be tried again (the store was unavailable) or an
+        attempt it authorized waiting to activate — else nobody uses it and the job's
+        cancellation or cleanup waits until it expires (a refused authorization releases
+        its reservation).  No spec step is wrong: a reservation may always expire."""
+        wk: Worker = self.sim.workers[w]
+        out = []
+        for job, rid in sorted(self.reserved.items()):
+            phase = self.sim.stores.durable.job(job).phase
+            if not (phase.terminal or phase is Phase.CANCELLING):
+                continue  # the spec lets its holder release it only then (it waits)
+            if wk.reservations.get(job) == rid and (
+                job in loop.dispatcher.unauthorized
+                or any(
+                    a.job == job and local.rid == rid and local.state == AUTHORIZED
+                    for a, local in wk.attempts.items()
+                )
+            ):
+                continue
+            out.append(
+                f"a clean turn of the loop of {w} reserved {job} and left the reservation "
+                f"idle: no authorization or activation of its own waits for it, and the job "
+                f"is {phase.value} (it waits for the reservation to expire)"
+            )
+        return out
 
     def _unreleased(self, w: str, a: AttemptId) -> list[str]:
         """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an

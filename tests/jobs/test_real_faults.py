@@ -57,7 +57,9 @@ def test_coordination_store_wiped_mid_run(
     from remora.jobs.redis_coordination import RedisCoordination
 
     started = time.monotonic()
-    batch = Batch(remora_scratch_database, redis_url, tmp_path, CONFIG, n=12, nap=0.4)
+    # 16 jobs: after the sixth is done ten are left, four of them running — with 12, the
+    # two still queued were sometimes taken before the wait saw six done (CI, stop 34)
+    batch = Batch(remora_scratch_database, redis_url, tmp_path, CONFIG, n=16, nap=0.4)
     wiper = Actor(
         "wiper", Context(MonotonicClock()), recorder=FileRecorder(batch.record / "wiper.jsonl")
     )

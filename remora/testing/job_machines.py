@@ -481,6 +481,9 @@ class JobMachineBase(RuleBasedStateMachine):
                 reach.add(("loop", last.what, last.result))
             for seen in self.run.loops.tend_reach:
                 reach.add(("loop-tend", seen))
+            if step.op == "loop-turn":
+                for seen in self.run.loops.promise_reach:
+                    reach.add(("loop-promise", seen))
             for record, _ in self.run.chk.last_steps:
                 action = getattr(record.action, "value", record.action)
                 reach.add(("loop-action", step.op, str(action)))
@@ -1931,6 +1934,51 @@ class JobLoopMachine(JobRuntimeMachine):
                 if (w, a) not in self.run.loops.running():
                     continue  # ended by another's stretch (its process killed, …)
                 fs = self._stretch(w, a, fs)
+
+    @precondition(lambda self: self.has_loop() and len(self._looping()) > 1 and self.can_cut())
+    @rule(data=st.data(), rounds=st.integers(2, 4))
+    def loop_handoff(self, data: st.DataObject, rounds: int) -> None:
+        """An incarnation's link to the coordination store drops just before one of its
+        handlers ends (when it runs none, a job is submitted if one is left, and its loop
+        reconciles and turns, dispatching one if it can; the handler takes its stretches
+        until the next one is its last): the outcome
+        commits durably, its lease release fails, and the settlement's retry pauses the
+        handler's thread between tries — while the other loops take ``rounds`` rounds
+        (they may enqueue the job it gave back, reserve and authorize a replacement, and
+        be refused its activation: the old lease still lives).  The link comes back, the
+        handler goes on (the release lands), and the others take a round in the same
+        tick, then one a tick later (a refused activation is tried again once a tick, and
+        must be)."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        if not any(x == w for x, _ in self.run.loops.running()):
+            left = [j for j in self.jobs if j not in self.run.submitted]
+            if left:
+                self._do(JobStep("submit", job=left[0]))
+            for op in ("loop-reconcile", "loop-turn"):
+                if w in self._looping():
+                    self._do(JobStep(op, worker=w))
+        mine = [a for x, a in self.run.loops.running() if x == w]
+        if not mine:
+            return
+        a = data.draw(st.sampled_from(mine), label="handler")
+        for _ in range(self.max_progress + 1):
+            if a in self.run.loops.settling or (w, a) not in self.run.loops.running():
+                break
+            self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+        others = tuple(x for x in self._looping() if x != w)
+        if self._do(JobStep("drop-link", worker=w, service=Service.COORDINATION)) != "ok":
+            return
+        if (w, a) in self.run.loops.running():
+            self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+        for _ in range(rounds):
+            self._round(others)
+        self._do(JobStep("restore-link", worker=w, service=Service.COORDINATION))
+        if (w, a) in self.run.loops.running():
+            self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+        self._round(others)
+        self._do(JobStep("tick"))
+        self._round(others)
 
     def _stretch(self, w: str, a: AttemptId, fs: tuple[JobFault, ...]) -> tuple[JobFault, ...]:
         """One stretch of ``a``'s handler in ``w``'s loop with the fault selectors ``fs``

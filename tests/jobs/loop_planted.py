@@ -15,13 +15,14 @@ from typing import Any
 
 from remora.errors import RemoraError
 from remora.jobs.attempt import AttemptContext
-from remora.jobs.loop import ReconcileSchedule, WorkerLoop
+from remora.jobs.loop import Dispatcher, ReconcileSchedule, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import STOP_POLL, complete, quietly, retry_step
 from remora.jobs.worker import EXECUTING, STOPPED, Worker
 from remora.sim.jobs.loops import LoopParts
 from remora.sim.jobs.simulation import Parts
+from remora.worker.outage import OutageWatch
 
 
 class EagerHeartbeat(Worker):
@@ -195,6 +196,40 @@ class KeepsRefusedReservations(Worker):
         return False
 
 
+class _TriesOnce(Dispatcher):
+    """A dispatcher that tries an activation again only if it was never refused."""
+
+    def awaiting_activation(self) -> list[AttemptId]:
+        return [a for a in super().awaiting_activation() if a not in self.refused]
+
+
+class ForgetsRefusedActivations(WorkerLoop):
+    """(j) A refused activation is never tried again: the job's previous attempt still
+    held a live lease when its new attempt was authorized (its worker had accepted the
+    failure, not yet released the lease), and once that lease is gone nothing activates
+    the new attempt — it stays authorized until its reservation expires and the reaper
+    takes it back, its checkpoint's resumption lost and the job a reservation period late.
+    No spec step is wrong (a reservation may always expire); only the activation's promise
+    (an attempt ready for a tick is activated by a turn with a slot free) sees it."""
+
+    def __init__(self, worker: Worker, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.dispatcher = _TriesOnce(worker, self.batch)
+
+
+class _ForgetsOutages(OutageWatch):
+    """(k) An outage watch for which any call answered ends every outage under way, not
+    only its own service's: with the durable store away and the coordination store
+    answering (a PostgreSQL failover, Redis fine), the outage never lasts past the
+    budget, and the loop rides it out forever — its slots and reservations held while it
+    can commit nothing, and nobody told.  No spec step is wrong; only the outage budget's
+    promise (judged from the simulation's own record of the links) sees it."""
+
+    def answered(self, service: str, started: float) -> None:
+        for other in list(self._outages):
+            super().answered(other, started)
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -205,5 +240,7 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "declares-early": (Parts(reconciler=DeclaresEarly), LoopParts()),
     "deaf-heartbeat": (Parts(worker=DeafHeartbeat), LoopParts()),
     "keeps-refused-reservations": (Parts(worker=KeepsRefusedReservations), LoopParts()),
+    "forgets-refused-activations": (None, LoopParts(loop=ForgetsRefusedActivations)),
+    "forgets-outages": (None, LoopParts(watch=_ForgetsOutages)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -28,6 +28,8 @@ KILLED_BY = {
     "declares-early": r"ERROR loop: \w+ was declared down by ",
     "deaf-heartbeat": r"ERROR loop: the loop of \w+ took a clean turn .* after \w+ was declared",
     "keeps-refused-reservations": r"ERROR loop: a clean turn of the loop of \w+ reserved ",
+    "forgets-refused-activations": r"ERROR loop: a clean turn of the loop of \w+ with a slot free",
+    "forgets-outages": r"ERROR loop: the loop of \w+ runs on .* past its outage budget",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""
@@ -38,13 +40,15 @@ def artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
 
 
-SCALE = {"keeps-stopped-leases": 3, "keeps-refused-reservations": 3}
+SCALE = {"keeps-stopped-leases": 3, "keeps-refused-reservations": 3, "forgets-outages": 3}
 """Bugs hunted with a multiple of the suite's budget: (d) needs a cancel to land while a
 handler runs; since the batched loops and ``loop_stall`` joined the rules it was not killed
 within the suite's budget, and was at three times it (measured at the merge, stop 30).  (i)
 needs a turn to reserve a job cancelled while still queued (the authorization refused): not
-killed within
-the suite's budget, killed at three times it (stop 34; random runs of 300 kill it in seconds)."""
+killed within the suite's budget, killed at three times it (stop 34; random runs of 300 kill
+it in seconds).  (k) needs a loop built with an outage budget (one in three) whose durable
+link is cut for three ticks or more: killed at three times the budget (stop 35; random runs
+of 400 kill it)."""
 
 
 def hunt(machine: type[JobLoopMachine], name: str = "") -> settings:
@@ -71,6 +75,7 @@ def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
             loop_outage=None,
             loop_stall=None,
             loop_lag=None,
+            loop_handoff=None,
         )
     return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
 

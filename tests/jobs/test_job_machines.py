@@ -99,6 +99,10 @@ LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
 LOOP_TENDS = frozenset({"notice", "lost"})
 """What a turn's tend must have met (:meth:`~remora.sim.jobs.loops.SimLoops._tend_state`):
 a cancel notice of its job, its lease gone or dead."""
+LOOP_PROMISES = frozenset({"activation-due", "outage-end"})
+"""The hard cases of the loop's promises a turn must have met
+(:attr:`~remora.sim.jobs.loops.SimLoops.promise_reach`): an activation refused earlier and
+due again, taken; a loop ended by a store away past its outage budget."""
 
 
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
@@ -128,6 +132,7 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "loop faults": set(LOOP_OPS) - {r[0] for r in seen("fault-in")},
         # a turn tended an attempt whose job was cancelled, and one whose lease was lost
         "loop tends": set(LOOP_TENDS - {r[0] for r in seen("loop-tend")}),
+        "loop promises": set(LOOP_PROMISES - {r[0] for r in seen("loop-promise")}),
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}

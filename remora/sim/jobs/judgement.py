@@ -718,16 +718,20 @@ def content_problems(run: JobRun) -> list[str]:
 # -- the coordination store after the drain ---------------------------------------------------
 
 
+def declared_by_other(record: Any) -> str | None:
+    """The incarnation a durable record declares down when another actor took it (a
+    ``CrashWorker`` by anyone but the incarnation itself or its own reconciler — a clean
+    shutdown is the incarnation's own declaration), else None."""
+    if record.action != "CrashWorker":
+        return None
+    w = str(record.params["w"])
+    return None if record.actor == w or str(record.actor).startswith(f"{w}.") else w
+
+
 def declared_by_others(durable_log: Iterable[Any]) -> set[str]:
     """Incarnations another actor declared down (a clean shutdown is the incarnation's
     own declaration: it raises no mark — it no longer acts)."""
-    out = set()
-    for e in durable_log:
-        if e.action == "CrashWorker":
-            w = str(e.params["w"])
-            if e.actor != w and not str(e.actor).startswith(f"{w}."):
-                out.add(w)
-    return out
+    return {w for e in durable_log if (w := declared_by_other(e)) is not None}
 
 
 def down_mark_problems(

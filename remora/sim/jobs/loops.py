@@ -35,7 +35,11 @@ handler to finish has every slot taken by a handler still running; a scheduled r
 pass reads the durable store; an attempt settled by its handler's last stretch holds no
 lease any more; an executing attempt a turn tended knows it must stop when its job has a
 cancel notice or its lease is gone or no longer live; a reservation a turn took and holds,
-of a terminal or cancelling job, waits for the loop's own authorization or activation.
+of a terminal or cancelling job, waits for the loop's own authorization or activation; a
+turn with a slot free starts an attempt while one of its incarnation's authorized attempts
+is ready to activate a tick after its activation may have been refused.  After any turn of
+a loop built with an outage budget, a store one of its calls met away for longer than the
+budget (the link down ever since) has ended the loop.
 After *any* turn that ends the loop (faults or not), the end has its reason: asked to stop,
 an outage past its budget, or the incarnation knowing it is down — never a failed call
 alone. After *every* step, each declaration of an incarnation by another (``CrashWorker``
@@ -47,6 +51,7 @@ declaration ends the declared incarnation's loop (it learned).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -57,11 +62,13 @@ from remora.clock import Disarm, LogicalClock
 from remora.errors import NotEnabled, WorkerDown
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
-from remora.jobs.io import JobOperation, Links
+from remora.jobs.io import SERVICE_NAMES, JobOperation, Links
 from remora.jobs.loop import Pause, ReconcileSchedule, Wait, WorkerLoop
-from remora.jobs.model import AttemptId, Outcome, Phase
+from remora.jobs.model import AttemptId, Outcome, Phase, Service
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.worker import AUTHORIZED, EXECUTING, Worker
+from remora.sim.jobs.judgement import declared_by_other
+from remora.worker.outage import Outage, OutageWatch
 
 #: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
 HANDLER = "noop"
@@ -219,6 +226,38 @@ class SteppedExecutor:
             e.kill()
 
 
+_SERVICE_OF_NAME = {name: svc for svc, name in SERVICE_NAMES.items()}
+
+
+class _WatchTap(OutageWatch):
+    """What a budgeted loop's actors report their calls to: the outage watch the loop
+    installed on them (``inner``; None if it installed none), and a note of every failed
+    call's service (:meth:`SimLoops._failed`) — the record the outage budget's promise is
+    judged from, independent of the watch's own verdict."""
+
+    def __init__(
+        self, inner: OutageWatch | None, clock: LogicalClock, note: Callable[[str], None]
+    ) -> None:
+        super().__init__(inner.budget if inner is not None else 0.0, clock)
+        self.inner = inner
+        self.note = note
+
+    def now(self) -> float:
+        return self.inner.now() if self.inner is not None else self.clock.now()
+
+    def failed(self, service: str, error: BaseException, where: str = "") -> None:
+        self.note(service)
+        if self.inner is not None:
+            self.inner.failed(service, error, where)
+
+    def answered(self, service: str, started: float) -> None:
+        if self.inner is not None:
+            self.inner.answered(service, started)
+
+    def ongoing(self) -> Outage | None:
+        return self.inner.ongoing() if self.inner is not None else None
+
+
 @attrs.frozen
 class LoopParts:
     """What the simulation builds each incarnation's loop from: the loop's class and its
@@ -231,6 +270,13 @@ class LoopParts:
     #: (several jobs authorized, several attempts completed per transaction) and the
     #: unbatched ones both run, deterministically (a trace replays with the same sizes).
     batches: tuple[int, ...] = (2, 1)
+    #: The loops' outage budgets in ticks (None: no watch — a library loop's default), in
+    #: turn like ``batches``: ``remora jobs worker`` always builds its loop with one
+    #: (``--outage-budget``), so some loops give up on a store away past a short budget
+    #: (:meth:`SimLoops._outlasted`) while others ride every outage out.
+    outages: tuple[int | None, ...] = (1, None, None)
+    #: The outage watch's class (production's, unless a test plants a bug in a subclass).
+    watch: type[OutageWatch] = OutageWatch
 
 
 PRODUCTION_LOOP = LoopParts()
@@ -282,6 +328,21 @@ class SimLoops:
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
         self.tend_reach: list[str] = []
+        #: Which promises' hard cases the last turn met, for the machines' reach: an
+        #: activation due again taken (``activation-due``), an end past the outage budget
+        #: (``outage-end``).
+        self.promise_reach: list[str] = []
+        #: The outage past its budget the watch saw when the last turn ended the loop.
+        self.outlasted: Outage | None = None
+        #: Each loop's outage budget in seconds (the loops built with one).
+        self.budgets: dict[str, float] = {}
+        #: Since when a call of each budgeted loop (its incarnation's, its reconciler's)
+        #: has met its link to a store down, the link down ever since (:meth:`_outlasted`).
+        self.cut_since: dict[tuple[str, Service], float] = {}
+        #: The attempts whose handler's next stretch is its last (it paused after its
+        #: checkpoint: the next one ends it and settles the attempt) — for the rules that
+        #: cut a link just before a settlement.
+        self.settling: set[AttemptId] = set()
         #: The reservations (job: id) the last turn took and still holds (:meth:`_idle`).
         self.reserved: dict[str, str] = {}
         #: When each incarnation's loop last took a clean turn while it was durably up
@@ -289,6 +350,18 @@ class SimLoops:
         self.clean_at: dict[str, float] = {}
         #: When each incarnation was declared down by another (:meth:`problems`).
         self.declared_at: dict[str, float] = {}
+        #: The authorized attempts of an incarnation that the spec lets activate now with
+        #: no documented reason for a refusal holding (the run's judgement, set by it:
+        #: :meth:`~remora.sim.jobs.run.JobRun.activations_ready`; :meth:`_unactivated`).
+        self.ready: Callable[[str], frozenset[AttemptId]] = lambda w: frozenset()
+        #: When a turn of each incarnation's loop last began with its authorized attempt
+        #: not ready, or authorized it (:meth:`_unactivated`).
+        self.unready_at: dict[tuple[str, AttemptId], float] = {}
+        #: The attempts ready at the start of the last turn.
+        self.ready_at_start: frozenset[AttemptId] = frozenset()
+        #: Whether the last turn began with a slot free, and the attempts it started.
+        self.slot_free = False
+        self.started: list[AttemptId] = []
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -311,6 +384,7 @@ class SimLoops:
             ctx.advance(1, staged_bytes(a, 1))
             pause()
             ctx.checkpoint()
+            self.settling.add(a)
             pause()
         outcome = self.scripted(a)
         if outcome is Outcome.RETRYABLE:
@@ -343,9 +417,28 @@ class SimLoops:
             incarnation=w,
         )
         executor = SteppedExecutor(w)
-        batch = self.parts.batches[len(self.loops) % len(self.parts.batches)]
-        loop = self.parts.loop(wk, poll=tick, reconcile_every=tick, executor=executor, batch=batch)
+        k = len(self.loops)
+        batch = self.parts.batches[k % len(self.parts.batches)]
+        ticks = self.parts.outages[k % len(self.parts.outages)]
+        outage = None if ticks is None else self.parts.watch(ticks * tick, sim.clock)
+        if ticks is not None:
+            self.budgets[w] = ticks * tick
+        loop = self.parts.loop(
+            wk,
+            poll=tick,
+            reconcile_every=tick,
+            executor=executor,
+            batch=batch,
+            outage=outage,
+            reconciler=reconciler,  # the loop gives it the outage watch, as production's
+        )
         loop.schedule = self.parts.schedule(reconciler, tick, loop.schedule.full_every)
+        if ticks is not None:
+            # Note the failed calls on the record (the watch the loop installed, if any,
+            # still hears every call): the budget's promise counts from them.
+            note = functools.partial(self._failed, w)
+            for actor in (wk.actor, reconciler.actor):
+                actor.watch = _WatchTap(actor.watch, sim.clock, note)
         self.loops[w] = loop
         self.executors[w] = executor
         sim.looped.add(w)
@@ -355,10 +448,19 @@ class SimLoops:
         """One turn of ``w``'s loop; when it ends, the loop closes as :meth:`WorkerLoop.run`
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
+        tick = self.sim.stores.config.tick_ms / 1000
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
         store = self.sim.stores.coordination
         held = {j: r.rid for j, r in store.snapshot().reservations.items() if r.worker == w}
+        self._observe_ready(w)
+        self.slot_free = len(loop.running) < loop.worker.concurrency
+        running = set(loop.running)
         pause = self.pause = loop.turn()
+        self.started = [a for a in loop.running if a not in running]
+        self._observe_ready(w, after=True)
+        now = self.sim.clock.now()
+        due = any(now - self.unready_at.get((w, a), -1e9) >= tick for a in self.ready_at_start)
+        self.promise_reach = ["activation-due"] if due and self.started else []
         self.tended = [actx for actx, at in before if actx.tended != at]
         coord = store.snapshot()
         self.tend_reach = [_tend_state(coord, actx.attempt) for actx in self.tended]
@@ -368,12 +470,47 @@ class SimLoops:
             if r.worker == w and held.get(j) != r.rid
         }
         if pause is None:
+            # The watch's verdict when the turn ended, before the close's calls (an answered
+            # shutdown ends the outage it saw).
+            self.outlasted = None if loop.outage is None else loop.outage.exceeded()
+            if self.outlasted is not None:
+                self.promise_reach.append("outage-end")
             self.ended.add(w)
             loop.close()
             self.last = LoopOutcome("turn", "ended")
         else:
             self.last = LoopOutcome("turn", pause.wait.value)
         return pause
+
+    def _observe_ready(self, w: str, after: bool = False) -> None:
+        """Around a turn of ``w``'s loop: which of its authorized attempts are ready to
+        activate at its start (:attr:`ready`); when a turn last began without each one
+        ready, or (``after``) authorized it."""
+        wk: Worker = self.sim.workers[w]
+        now = self.sim.clock.now()
+        authorized = [a for a, local in list(wk.attempts.items()) if local.state == AUTHORIZED]
+        if after:
+            for a in authorized:
+                self.unready_at.setdefault((w, a), now)
+            return
+        self.ready_at_start = ready = self.ready(w)
+        for a in authorized:
+            if a not in ready:
+                self.unready_at[(w, a)] = now
+
+    def _observe_cuts(self, w: str) -> None:
+        """Forget the outages of ``w``'s links that are up again."""
+        down = self.sim.workers[w].actor.links.down
+        for key in [k for k in self.cut_since if k[0] == w and k[1] not in down]:
+            del self.cut_since[key]
+
+    def _failed(self, w: str, service: str) -> None:
+        """A call of ``w``'s incarnation or reconciler to ``service`` failed
+        (:class:`_WatchTap`): when its link is down, the outage the loop's budget counts
+        from has begun (no call to it can be answered while the link stays down)."""
+        svc = _SERVICE_OF_NAME.get(service)
+        if svc is not None and svc in self.sim.workers[w].actor.links.down:
+            self.cut_since.setdefault((w, svc), self.sim.clock.now())
 
     def handler_step(self, w: str, a: AttemptId) -> bool:
         """The next step of the handler of ``a`` in ``w``'s loop (until it pauses or
@@ -429,6 +566,11 @@ class SimLoops:
         loop = self.loops.get(w)
         if op == "loop-turn" and loop is not None and self.pause is None:
             return self._spurious_end(w, loop)  # faulted or not: an end needs its reason
+        if op == "loop-turn" and loop is not None:
+            self._observe_cuts(w)
+            outlasted = self._outlasted(w)  # faulted or not: the budget is the loop's
+            if outlasted:
+                return outlasted
         if loop is None or faulted or wk.actor.links.down or not wk.up or w in self.ended:
             return []
         out: list[str] = []
@@ -455,6 +597,7 @@ class SimLoops:
         if op == "loop-turn" and result is not None:
             out.extend(self._unnoticed(w))
             out.extend(self._idle(w, loop))
+            out.extend(self._unactivated(w, loop, now))
         if op == "loop-handler" and self.settled is not None:
             out.extend(self._unreleased(w, self.settled))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
@@ -462,9 +605,22 @@ class SimLoops:
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
         return out
 
-    def spurious_declarations(self, steps: Iterable[tuple[Any, Any]]) -> list[str]:
+    def declarations(self, steps: Iterable[tuple[Any, Any]]) -> list[tuple[str, str]]:
+        """The declarations of incarnations by others among a step's spec ``steps``
+        (:func:`~remora.sim.jobs.judgement.declared_by_other`), as (incarnation, actor);
+        each one's time is noted for :meth:`_unlearned`."""
+        out = []
+        for r, _ in steps:
+            w = declared_by_other(r)
+            if w is not None:
+                out.append((w, str(r.actor)))
+                self.declared_at.setdefault(w, self.sim.clock.now())
+        return out
+
+    def spurious_declarations(self, declared: Iterable[tuple[str, str]]) -> list[str]:
         """No spurious declaration (the job side's "no spurious fence"), judged from the
-        durable store's own record — the steps' ``CrashWorker(w)`` by another actor — and
+        durable store's own record — a step's ``CrashWorker(w)`` by another actor,
+        ``declared`` (:meth:`declarations`) — and
         independent of the loop's own beat period: a loop that took a clean turn at ``t``
         left a heartbeat younger than the documented cadence (``down_after`` /
         :data:`BEATS_PER_DOWN_AFTER`), so nobody may declare it down before ``t`` +
@@ -479,19 +635,13 @@ class SimLoops:
         margin = down_after - down_after / BEATS_PER_DOWN_AFTER
         now = self.sim.clock.now()
         out = []
-        for r, _ in steps:
-            if r.action != "CrashWorker":
-                continue
-            w = str(r.params["w"])
-            if r.actor == w or str(r.actor).startswith(f"{w}."):
-                continue  # its own clean exit
-            self.declared_at.setdefault(w, now)
+        for w, actor in declared:
             if w not in self.clean_at:
                 continue  # an incarnation whose loop never turned clean
             quiet = now - self.clean_at[w]
             if quiet < margin - 1e-9:
                 out.append(
-                    f"{w} was declared down by {r.actor} {quiet:g}s after a clean turn of its "
+                    f"{w} was declared down by {actor} {quiet:g}s after a clean turn of its "
                     f"loop: a loop beats {BEATS_PER_DOWN_AFTER} times per down_after "
                     f"({down_after:g}s), so it may be declared only {margin:g}s after its "
                     f"last clean turn"
@@ -533,11 +683,30 @@ class SimLoops:
                 return []
             why = f"it failed with {loop.failed[-1]} though {w} does not know it is down"
         else:
-            gone = None if loop.outage is None else loop.outage.exceeded()
-            if gone is not None:
+            if self.outlasted is not None:
                 return []
             why = f"it failed with {loop.failed[-1]} though no store is away past its budget"
         return [f"the loop of {w} ended: {why}"]
+
+    def _outlasted(self, w: str) -> list[str]:
+        """An outage budget's promise (``--outage-budget``, :class:`~remora.worker.outage.
+        OutageWatch`): a loop one of whose calls (its incarnation's, its reconciler's)
+        met its link to a store down more than its budget ago, the link down ever since,
+        ends at its next turn
+        (:class:`~remora.errors.OutageExceeded`: the process exits 1 and its supervisor
+        sees it) — judged from the simulation's own record of the links, not from the
+        watch.  A loop that rides an outage out forever keeps its slots and its
+        reservations while it can do nothing, and nobody is told."""
+        budget = self.budgets.get(w)
+        if budget is None:
+            return []
+        now = self.sim.clock.now()
+        return [
+            f"the loop of {w} runs on {now - since:g}s after a call met its link to the "
+            f"{svc.value} store down (down ever since), past its outage budget ({budget:g}s)"
+            for (x, svc), since in sorted(self.cut_since.items(), key=lambda kv: kv[0][1].value)
+            if x == w and now - since > budget + 1e-9
+        ]
 
     def _unnoticed(self, w: str) -> list[str]:
         """A tend's promise (:meth:`~remora.jobs.attempt.AttemptContext.tend`): an executing
@@ -581,6 +750,36 @@ class SimLoops:
                 f"is {phase.value} (it waits for the reservation to expire)"
             )
         return out
+
+    def _unactivated(self, w: str, loop: WorkerLoop, now: float) -> list[str]:
+        """An activation's promise (:meth:`~remora.jobs.loop.Dispatcher.
+        awaiting_activation`): a clean turn that begins with a slot free while an
+        authorized attempt of its incarnation is ready to activate (the spec enables its
+        ``ActivateAttempt`` and no documented reason for refusing it holds) starts an
+        attempt — when a tick or more has passed since the last turn that began with that
+        attempt not ready or authorized it (only such a turn may have been refused its
+        activation: a correct runtime does not refuse a ready one; the dispatcher tries a
+        refused activation again once a tick).  An activation refused earlier (another
+        attempt's lease still live) must be tried again; given up,
+        the attempt stays authorized until its reservation expires and the reaper takes it
+        back — a wasted attempt, its checkpoint's resumption lost, and the job waits a
+        reservation period for nothing.  No spec step is wrong: a reservation may always
+        expire."""
+        if not self.slot_free or self.started or loop.deadline is not None:
+            return []
+        tick = self.sim.stores.config.tick_ms / 1000
+        late = sorted(
+            str(a)
+            for a in self.ready_at_start
+            if now - self.unready_at.get((w, a), float("-inf")) >= tick - 1e-9
+        )
+        if not late:
+            return []
+        return [
+            f"a clean turn of the loop of {w} with a slot free started nothing though "
+            f"{late[0]} is ready to activate (the spec enables its ActivateAttempt and no "
+            f"documented reason refuses it) a tick or more after a refusal was possible"
+        ]
 
     def _unreleased(self, w: str, a: AttemptId) -> list[str]:
         """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an

@@ -50,7 +50,7 @@ from remora.jobs.model import (
 )
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget
-from remora.jobs.worker import Worker, WorkerDown, write_credential
+from remora.jobs.worker import AUTHORIZED, Worker, WorkerDown, write_credential
 from remora.protocol.spec import Step
 from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.judgement import (
@@ -199,6 +199,7 @@ class JobRun:
             registry=self.loops.registry,
         )
         self.loops.sim = self.sim
+        self.loops.ready = self.activations_ready
         self.chk = RefinementChecker(self.sim)
         #: What users read (status, history, metrics) judged against the run's account
         #: (:mod:`remora.sim.jobs.read_models`).
@@ -271,6 +272,26 @@ class JobRun:
             return False
         self._contents_seen = seen
         return True
+
+    def activations_ready(self, w: str) -> frozenset[AttemptId]:
+        """The attempts incarnation ``w`` holds authorized whose ``ActivateAttempt`` the
+        tracked spec state enables and no documented reason for refusing it
+        (:data:`~remora.sim.jobs.judgement.REFUSAL_REASONS`) holds: an activation of any
+        of them now would succeed (the loop's activation promise,
+        :meth:`~remora.sim.jobs.loops.SimLoops._unactivated`)."""
+        wk = self.sim.workers.get(w)
+        if wk is None:
+            return frozenset()
+        before = Before(self.chk.last_view, self.chk.state)
+        ready = set()
+        for a, local in list(wk.attempts.items()):
+            if local.state != AUTHORIZED:
+                continue
+            step = JobStep("activate", worker=w, job=a.job, token=a.token)
+            spec = spec_step_of(self, step)
+            if self._enabled(spec) is not None and excused(self, step, before) is None:
+                ready.add(a)
+        return frozenset(ready)
 
     def _enabled(self, spec: Step | None) -> str | None:
         """The label of ``spec`` when the tracked spec state enables it (else None)."""
@@ -409,7 +430,8 @@ class JobRun:
             raise JobRunFailure(
                 f"ERROR exception: {type(result).__name__}: {result}", f"at step {label}"
             )
-        spurious = self.loops.spurious_declarations(self.chk.last_steps)
+        declared = self.loops.declarations(self.chk.last_steps)
+        spurious = self.loops.spurious_declarations(declared)
         if spurious:
             raise JobRunFailure(f"ERROR loop: {spurious[0]}", f"at step {label}")
         over = overreach(self) if "overreach" in self.judging else []

@@ -131,6 +131,7 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "loop-turn": _NO_VAULT,
     "loop-handler": _NO_VAULT,
     "loop-reconcile": _NO_VAULT,  # the loop machine writes no secret: no vault call
+    "loop-stop": (),  # it only asks the loop to stop
 }
 """The operations each step kind may call (environment steps — crash, wipe, link
 changes — call none; a tick renews the running incarnations' heartbeats).  Fault
@@ -1751,6 +1752,8 @@ class JobLoopMachine(JobRuntimeMachine):
     reconcile_attempt = None  # type: ignore[assignment]
     lose_lease = None  # type: ignore[assignment]
     zombie = None  # type: ignore[assignment]
+    # one more rule family a run may switch off: asking a loop to stop (:meth:`loop_stop`)
+    swarm: ClassVar[tuple[str, ...]] = (*SWARM, "stop")
     # links are cut and restored around the loop's steps (:meth:`loop_outage`)
     drop_link = None  # type: ignore[assignment]
     restore_link = None  # type: ignore[assignment]
@@ -1941,8 +1944,8 @@ class JobLoopMachine(JobRuntimeMachine):
         """An incarnation's link to the coordination store drops just before one of its
         handlers ends (when it runs none, a job is submitted if one is left, and its loop
         reconciles and turns, dispatching one if it can; the handler takes its stretches
-        until the next one is its last): the outcome
-        commits durably, its lease release fails, and the settlement's retry pauses the
+        until the next one is its last; one that will fail retryably is preferred): the
+        outcome commits durably, its lease release fails, and the settlement's retry pauses the
         handler's thread between tries — while the other loops take ``rounds`` rounds
         (they may enqueue the job it gave back, reserve and authorize a replacement, and
         be refused its activation: the old lease still lives).  The link comes back, the
@@ -1959,9 +1962,12 @@ class JobLoopMachine(JobRuntimeMachine):
                 if w in self._looping():
                     self._do(JobStep(op, worker=w))
         mine = [a for x, a in self.run.loops.running() if x == w]
+        # a handler that will fail retryably, if there is one: only a retry has a
+        # replacement to hand off to while the old lease lives
+        retrying = [a for a in mine if self.run.scripted(a) is JobOutcome.RETRYABLE]
         if not mine:
             return
-        a = data.draw(st.sampled_from(mine), label="handler")
+        a = data.draw(st.sampled_from(retrying or mine), label="handler")
         for _ in range(self.max_progress + 1):
             if a in self.run.loops.settling or (w, a) not in self.run.loops.running():
                 break
@@ -1987,6 +1993,33 @@ class JobLoopMachine(JobRuntimeMachine):
         before = len(self.run.hook.fired)
         self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
         return () if len(self.run.hook.fired) > before else fs
+
+    def _stoppable(self) -> list[str]:
+        """The looping incarnations not yet asked to stop."""
+        assert self.run is not None
+        return [w for w in self._looping() if w not in self.run.loops.stop_asked]
+
+    @precondition(
+        lambda self: (
+            self.on("stop") and not self.run.loops.stop_asked and len(self._stoppable()) > 1
+        )
+    )
+    @rule(data=st.data())
+    def loop_stop(self, data: st.DataObject) -> None:
+        """An incarnation's process is asked to stop (SIGTERM, a deploy): from its next
+        turn its loop takes no new work and lets its handlers run for the grace period
+        (their leases still renewed), then abandons what still runs and shuts the
+        incarnation down — or ends at the first turn after it has drained.  A job left is
+        submitted and enqueued first (work it must turn down).  Another loop keeps running
+        (the precondition), so the run goes on; one stop per run, in the runs whose swarm
+        keeps the family (a stopped loop takes its incarnation out)."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._stoppable()), label="worker")
+        left = [j for j in self.jobs if j not in self.run.submitted]
+        if left:  # work to turn down while it stops
+            self._do(JobStep("submit", job=left[0]))
+            self._do(JobStep("loop-reconcile", worker=w))
+        self._do(JobStep("loop-stop", worker=w))
 
     @precondition(lambda self: self.has_loop())
     @rule()

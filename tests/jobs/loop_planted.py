@@ -15,7 +15,7 @@ from typing import Any
 
 from remora.errors import RemoraError
 from remora.jobs.attempt import AttemptContext
-from remora.jobs.loop import Dispatcher, ReconcileSchedule, WorkerLoop
+from remora.jobs.loop import Dispatcher, Pause, ReconcileSchedule, Wait, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import STOP_POLL, complete, quietly, retry_step
@@ -230,6 +230,38 @@ class _ForgetsOutages(OutageWatch):
             super().answered(other, started)
 
 
+class WaitsOutGrace(WorkerLoop):
+    """(l) A stopping loop that has drained waits out its whole grace period anyway: a
+    SIGTERM'd worker with nothing running takes ``--grace`` seconds to exit (a deploy
+    waits on every idle worker), its incarnation still up and its slots unused meanwhile.
+    No spec step is wrong; only the stop's promise (a stopping loop ends at its first turn
+    after it drained) sees it."""
+
+    def turn(self) -> Pause | None:
+        now = self.worker.stores.clock.now()
+        if self.stop.is_set() and self.deadline is None:
+            self.deadline = now + self.grace
+        if self.deadline is not None and not self.running and now < self.deadline:
+            return Pause(Wait.HANDLER, self.poll)  # the bug: drained, yet it waits
+        return super().turn()
+
+
+class TakesWorkWhileStopping(WorkerLoop):
+    """(m) A stopping loop that still dispatches into its free slots — its stop check
+    placed after the dispatch: a SIGTERM'd worker keeps reserving and starting jobs
+    during its grace period (and a drained one never ends while work is queued), then
+    abandons them at the deadline — each an attempt wasted and a job retried.  No spec
+    step is wrong (a worker may always go down); only the stop's promise (no new work once
+    asked) sees it."""
+
+    def turn(self) -> Pause | None:
+        if self.stop.is_set():
+            free = self.worker.concurrency - len(self.running)
+            if free > 0:
+                quietly(lambda: self._dispatch(free))  # the bug: dispatch while stopping
+        return super().turn()
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -242,5 +274,7 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "keeps-refused-reservations": (Parts(worker=KeepsRefusedReservations), LoopParts()),
     "forgets-refused-activations": (None, LoopParts(loop=ForgetsRefusedActivations)),
     "forgets-outages": (None, LoopParts(watch=_ForgetsOutages)),
+    "waits-out-grace": (None, LoopParts(loop=WaitsOutGrace)),
+    "takes-work-while-stopping": (None, LoopParts(loop=TakesWorkWhileStopping)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -30,6 +30,9 @@ KILLED_BY = {
     "keeps-refused-reservations": r"ERROR loop: a clean turn of the loop of \w+ reserved ",
     "forgets-refused-activations": r"ERROR loop: a clean turn of the loop of \w+ with a slot free",
     "forgets-outages": r"ERROR loop: the loop of \w+ runs on .* past its outage budget",
+    "waits-out-grace": r"ERROR loop: the loop of \w+, asked to stop .* though drained",
+    "takes-work-while-stopping": r"ERROR loop: the loop of \w+ (started|reserved) .* after it was "
+    "asked to stop",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""
@@ -40,7 +43,12 @@ def artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
 
 
-SCALE = {"keeps-stopped-leases": 3, "keeps-refused-reservations": 3, "forgets-outages": 3}
+SCALE = {
+    "keeps-stopped-leases": 3,
+    "keeps-refused-reservations": 3,
+    "forgets-outages": 3,
+    "takes-work-while-stopping": 3,
+}
 """Bugs hunted with a multiple of the suite's budget: (d) needs a cancel to land while a
 handler runs; since the batched loops and ``loop_stall`` joined the rules it was not killed
 within the suite's budget, and was at three times it (measured at the merge, stop 30).  (i)
@@ -48,7 +56,8 @@ needs a turn to reserve a job cancelled while still queued (the authorization re
 killed within the suite's budget, killed at three times it (stop 34; random runs of 300 kill
 it in seconds).  (k) needs a loop built with an outage budget (one in three) whose durable
 link is cut for three ticks or more: killed at three times the budget (stop 35; random runs
-of 400 kill it)."""
+of 400 kill it).  (m) needs the run's one stop to come while a job is queued and the
+stopping loop has a slot free: not killed within the suite's budget at stop 35."""
 
 
 def hunt(machine: type[JobLoopMachine], name: str = "") -> settings:
@@ -76,6 +85,7 @@ def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
             loop_stall=None,
             loop_lag=None,
             loop_handoff=None,
+            loop_stop=None,
         )
     return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
 

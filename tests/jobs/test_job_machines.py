@@ -99,10 +99,11 @@ LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
 LOOP_TENDS = frozenset({"notice", "lost"})
 """What a turn's tend must have met (:meth:`~remora.sim.jobs.loops.SimLoops._tend_state`):
 a cancel notice of its job, its lease gone or dead."""
-LOOP_PROMISES = frozenset({"activation-due", "outage-end"})
+LOOP_PROMISES = frozenset({"activation-due", "outage-end", "stop-end"})
 """The hard cases of the loop's promises a turn must have met
 (:attr:`~remora.sim.jobs.loops.SimLoops.promise_reach`): an activation refused earlier and
-due again, taken; a loop ended by a store away past its outage budget."""
+due again, taken; a loop ended by a store away past its outage budget; a loop asked to stop,
+ended."""
 
 
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:

@@ -79,6 +79,10 @@ HANDLER = "noop"
 #: rather than against its own beat period.
 BEATS_PER_DOWN_AFTER = 3
 
+#: The loops' grace period once asked to stop, in ticks (``remora jobs worker --grace``):
+#: short enough that the machines see a stopping loop outlast it.
+STOP_GRACE_TICKS = 3
+
 #: Seconds the scheduler waits for a handler thread to pause before it calls the run hung
 #: (a deadlock between the lockstep threads is a bug of this module, never a wait).
 HANDOFF_TIMEOUT = 30.0
@@ -330,10 +334,18 @@ class SimLoops:
         self.tend_reach: list[str] = []
         #: Which promises' hard cases the last turn met, for the machines' reach: an
         #: activation due again taken (``activation-due``), an end past the outage budget
-        #: (``outage-end``).
+        #: (``outage-end``), the end of a loop asked to stop (``stop-end``).
         self.promise_reach: list[str] = []
         #: The outage past its budget the watch saw when the last turn ended the loop.
         self.outlasted: Outage | None = None
+        #: When each loop was asked to stop (``loop-stop``), and when its first turn after
+        #: that came (its grace period counts from there: :meth:`_lingering`).
+        self.stop_asked: dict[str, float] = {}
+        self.stopping_since: dict[str, float] = {}
+        #: Whether each stopping loop's last turn began with no handler running.
+        self.drained: dict[str, bool] = {}
+        #: What the last turn of a stopping loop broke of the stop's promises.
+        self.stop_problems: list[str] = []
         #: Each loop's outage budget in seconds (the loops built with one).
         self.budgets: dict[str, float] = {}
         #: Since when a call of each budgeted loop (its incarnation's, its reconciler's)
@@ -427,6 +439,7 @@ class SimLoops:
             wk,
             poll=tick,
             reconcile_every=tick,
+            grace=STOP_GRACE_TICKS * tick,
             executor=executor,
             batch=batch,
             outage=outage,
@@ -455,8 +468,21 @@ class SimLoops:
         self._observe_ready(w)
         self.slot_free = len(loop.running) < loop.worker.concurrency
         running = set(loop.running)
+        stopping = w in self.stop_asked
+        must_end = self._observe_stop(w, loop, len(self.executors[w].live()))
         pause = self.pause = loop.turn()
         self.started = [a for a in loop.running if a not in running]
+        self.stop_problems = []
+        if stopping and self.started:
+            self.stop_problems.append(
+                f"the loop of {w} started {self.started[0]} after it was asked to stop"
+            )
+        if pause is not None and must_end:
+            self.stop_problems.append(
+                f"the loop of {w}, asked to stop {self.sim.clock.now() - self.stop_asked[w]:g}s "
+                f"ago, took a turn and runs on though {' and '.join(must_end)} (its grace is "
+                f"{loop.grace:g}s)"
+            )
         self._observe_ready(w, after=True)
         now = self.sim.clock.now()
         due = any(now - self.unready_at.get((w, a), -1e9) >= tick for a in self.ready_at_start)
@@ -469,12 +495,18 @@ class SimLoops:
             for j, r in coord.reservations.items()
             if r.worker == w and held.get(j) != r.rid
         }
+        if stopping and self.reserved:
+            self.stop_problems.append(
+                f"the loop of {w} reserved {min(self.reserved)} after it was asked to stop"
+            )
         if pause is None:
             # The watch's verdict when the turn ended, before the close's calls (an answered
             # shutdown ends the outage it saw).
             self.outlasted = None if loop.outage is None else loop.outage.exceeded()
             if self.outlasted is not None:
                 self.promise_reach.append("outage-end")
+            if stopping:
+                self.promise_reach.append("stop-end")
             self.ended.add(w)
             loop.close()
             self.last = LoopOutcome("turn", "ended")
@@ -498,11 +530,32 @@ class SimLoops:
             if a not in ready:
                 self.unready_at[(w, a)] = now
 
-    def _observe_cuts(self, w: str) -> None:
-        """Forget the outages of ``w``'s links that are up again."""
-        down = self.sim.workers[w].actor.links.down
-        for key in [k for k in self.cut_since if k[0] == w and k[1] not in down]:
-            del self.cut_since[key]
+    def ask_stop(self, w: str) -> None:
+        """``w``'s process is asked to stop (SIGTERM: ``remora jobs worker`` sets its
+        loop's ``stop``): no new work; its handlers get the grace period."""
+        self.loop(w).stop.set()
+        self.stop_asked.setdefault(w, self.sim.clock.now())
+
+    def _observe_stop(self, w: str, loop: WorkerLoop, live: int) -> list[str]:
+        """Before a turn of ``w``'s loop (``live``: its handlers running): the stop's
+        promises this turn must keep (:meth:`_lingering`), judged after it."""
+        if w not in self.stop_asked:
+            return []
+        now = self.sim.clock.now()
+        first = w not in self.stopping_since
+        since = self.stopping_since.setdefault(w, now)
+        must = []
+        if not first and self.drained.get(w):
+            must.append("drained")  # its previous turn, already stopping, ran no handler
+        if now >= since + loop.grace - 1e-9:
+            must.append("past its grace")
+        self.drained[w] = live == 0
+        return must
+
+    def link_changed(self, w: str, service: Service) -> None:
+        """``w``'s link to ``service`` is dropped or restored: an outage the budget's
+        promise counted on it is over (a new one begins at the next failed call)."""
+        self.cut_since.pop((w, service), None)
 
     def _failed(self, w: str, service: str) -> None:
         """A call of ``w``'s incarnation or reconciler to ``service`` failed
@@ -564,10 +617,11 @@ class SimLoops:
         sim = self.sim
         wk: Worker = sim.workers[w]
         loop = self.loops.get(w)
+        if op == "loop-turn" and self.stop_problems:
+            return list(self.stop_problems)  # faulted or not: the stop is the loop's own
         if op == "loop-turn" and loop is not None and self.pause is None:
             return self._spurious_end(w, loop)  # faulted or not: an end needs its reason
         if op == "loop-turn" and loop is not None:
-            self._observe_cuts(w)
             outlasted = self._outlasted(w)  # faulted or not: the budget is the loop's
             if outlasted:
                 return outlasted

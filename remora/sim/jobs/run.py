@@ -84,6 +84,8 @@ DRAIN_ROUNDS = 40
 #: The steps of the incarnations' production loops (:mod:`remora.sim.jobs.loops`): after
 #: each, the loop's own promises are checked.
 LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
+"""The loop steps after which the loop's promises are checked (``loop-stop`` only asks a
+loop to stop: its promises are its later turns')."""
 
 
 _CONTENT_WRITES = (JobOperation.TARGET_WRITE, JobOperation.VAULT_WRITE)
@@ -495,6 +497,11 @@ class JobRun:
         if op == "loop-handler":
             self.loops.handler_step(str(s.worker), self._attempt(s))
             return True
+        if op == "loop-stop":
+            self.loops.ask_stop(str(s.worker))
+            return True
+        if op in ("drop-link", "restore-link") and s.service is not None:
+            self.loops.link_changed(str(s.worker), s.service)
         return dispatch(self.sim, s, self.submitted, self.submit)
 
     # -- the fair drain ---------------------------------------------------------------------

@@ -68,6 +68,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "loop-turn": ("worker",),
     "loop-handler": ("worker", "job", "token"),
     "loop-reconcile": ("worker",),
+    "loop-stop": ("worker",),  # the loop is asked to stop (SIGTERM)
     # reconciler: per job
     "enqueue": ("job",),
     "publish-cancel-notice": ("job",),

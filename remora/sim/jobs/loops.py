@@ -344,8 +344,8 @@ class SimLoops:
         self.stopping_since: dict[str, float] = {}
         #: Whether each stopping loop's last turn began with no handler running.
         self.drained: dict[str, bool] = {}
-        #: What the last turn of a stopping loop broke of the stop's promises.
-        self.stop_problems: list[str] = []
+        #: Why the last turn had to end its loop, if it had to (:meth:`_lingering`).
+        self.must_end: list[str] = []
         #: Each loop's outage budget in seconds (the loops built with one).
         self.budgets: dict[str, float] = {}
         #: Since when a call of each budgeted loop (its incarnation's, its reconciler's)
@@ -461,7 +461,6 @@ class SimLoops:
         """One turn of ``w``'s loop; when it ends, the loop closes as :meth:`WorkerLoop.run`
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
-        tick = self.sim.stores.config.tick_ms / 1000
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
         store = self.sim.stores.coordination
         held = {j: r.rid for j, r in store.snapshot().reservations.items() if r.worker == w}
@@ -469,23 +468,11 @@ class SimLoops:
         self.slot_free = len(loop.running) < loop.worker.concurrency
         running = set(loop.running)
         stopping = w in self.stop_asked
-        must_end = self._observe_stop(w, loop, len(self.executors[w].live()))
+        self.must_end = self._observe_stop(w, loop, len(self.executors[w].live()))
         pause = self.pause = loop.turn()
         self.started = [a for a in loop.running if a not in running]
-        self.stop_problems = []
-        if stopping and self.started:
-            self.stop_problems.append(
-                f"the loop of {w} started {self.started[0]} after it was asked to stop"
-            )
-        if pause is not None and must_end:
-            self.stop_problems.append(
-                f"the loop of {w}, asked to stop {self.sim.clock.now() - self.stop_asked[w]:g}s "
-                f"ago, took a turn and runs on though {' and '.join(must_end)} (its grace is "
-                f"{loop.grace:g}s)"
-            )
         self._observe_ready(w, after=True)
-        now = self.sim.clock.now()
-        due = any(now - self.unready_at.get((w, a), -1e9) >= tick for a in self.ready_at_start)
+        due = self._due_activations(w)
         self.promise_reach = ["activation-due"] if due and self.started else []
         self.tended = [actx for actx, at in before if actx.tended != at]
         coord = store.snapshot()
@@ -495,10 +482,6 @@ class SimLoops:
             for j, r in coord.reservations.items()
             if r.worker == w and held.get(j) != r.rid
         }
-        if stopping and self.reserved:
-            self.stop_problems.append(
-                f"the loop of {w} reserved {min(self.reserved)} after it was asked to stop"
-            )
         if pause is None:
             # The watch's verdict when the turn ended, before the close's calls (an answered
             # shutdown ends the outage it saw).
@@ -537,8 +520,8 @@ class SimLoops:
         self.stop_asked.setdefault(w, self.sim.clock.now())
 
     def _observe_stop(self, w: str, loop: WorkerLoop, live: int) -> list[str]:
-        """Before a turn of ``w``'s loop (``live``: its handlers running): the stop's
-        promises this turn must keep (:meth:`_lingering`), judged after it."""
+        """Before a turn of ``w``'s loop (``live``: its handlers running): why the turn must
+        end the loop, if it must (:meth:`_lingering` judges it after the turn)."""
         if w not in self.stop_asked:
             return []
         now = self.sim.clock.now()
@@ -617,8 +600,10 @@ class SimLoops:
         sim = self.sim
         wk: Worker = sim.workers[w]
         loop = self.loops.get(w)
-        if op == "loop-turn" and self.stop_problems:
-            return list(self.stop_problems)  # faulted or not: the stop is the loop's own
+        if op == "loop-turn" and w in self.stop_asked and loop is not None:
+            lingering = self._lingering(w, loop)  # faulted or not: the stop is the loop's own
+            if lingering:
+                return lingering
         if op == "loop-turn" and loop is not None and self.pause is None:
             return self._spurious_end(w, loop)  # faulted or not: an end needs its reason
         if op == "loop-turn" and loop is not None:
@@ -651,7 +636,7 @@ class SimLoops:
         if op == "loop-turn" and result is not None:
             out.extend(self._unnoticed(w))
             out.extend(self._idle(w, loop))
-            out.extend(self._unactivated(w, loop, now))
+            out.extend(self._unactivated(w, loop))
         if op == "loop-handler" and self.settled is not None:
             out.extend(self._unreleased(w, self.settled))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
@@ -805,7 +790,43 @@ class SimLoops:
             )
         return out
 
-    def _unactivated(self, w: str, loop: WorkerLoop, now: float) -> list[str]:
+    def _lingering(self, w: str, loop: WorkerLoop) -> list[str]:
+        """A stop's promises (``remora jobs worker`` on SIGTERM, :meth:`WorkerLoop.turn`):
+        a turn of a loop asked to stop takes no new work (it reserves nothing, starts no
+        attempt), and ends the loop once it must (:meth:`_observe_stop`): its previous
+        turn, already stopping, began with no handler running (drained), or its grace
+        has run out.  A stopping loop that lingers holds a deploy up (every idle worker
+        waits out its grace) or never exits (a handler that never returns); one that takes
+        work abandons it at the deadline.  No spec step is wrong either way."""
+        out = []
+        if self.started:
+            out.append(f"the loop of {w} started {self.started[0]} after it was asked to stop")
+        if self.reserved:
+            out.append(f"the loop of {w} reserved {min(self.reserved)} after it was asked to stop")
+        if self.pause is not None and self.must_end:
+            out.append(
+                f"the loop of {w}, asked to stop {self.sim.clock.now() - self.stop_asked[w]:g}s "
+                f"ago, took a turn and runs on though {' and '.join(self.must_end)} (its grace "
+                f"is {loop.grace:g}s)"
+            )
+        return out
+
+    def _due_activations(self, w: str) -> list[AttemptId]:
+        """The attempts ready to activate at the start of the last turn of ``w``'s loop a
+        tick or more after the last turn that may have been refused their activation (one
+        that began with them not ready, or authorized them): a turn must retry those."""
+        tick = self.sim.stores.config.tick_ms / 1000
+        now = self.sim.clock.now()
+        return sorted(
+            (
+                a
+                for a in self.ready_at_start
+                if now - self.unready_at.get((w, a), float("-inf")) >= tick - 1e-9
+            ),
+            key=str,
+        )
+
+    def _unactivated(self, w: str, loop: WorkerLoop) -> list[str]:
         """An activation's promise (:meth:`~remora.jobs.loop.Dispatcher.
         awaiting_activation`): a clean turn that begins with a slot free while an
         authorized attempt of its incarnation is ready to activate (the spec enables its
@@ -821,12 +842,7 @@ class SimLoops:
         expire."""
         if not self.slot_free or self.started or loop.deadline is not None:
             return []
-        tick = self.sim.stores.config.tick_ms / 1000
-        late = sorted(
-            str(a)
-            for a in self.ready_at_start
-            if now - self.unready_at.get((w, a), float("-inf")) >= tick - 1e-9
-        )
+        late = self._due_activations(w)
         if not late:
             return []
         return [

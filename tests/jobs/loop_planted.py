@@ -15,6 +15,7 @@ from typing import Any
 
 from remora.errors import RemoraError
 from remora.jobs.attempt import AttemptContext
+from remora.jobs.handlers import HandlerResult
 from remora.jobs.loop import Dispatcher, Pause, ReconcileSchedule, Wait, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.reconciler import Reconciler
@@ -262,6 +263,29 @@ class TakesWorkWhileStopping(WorkerLoop):
         return super().turn()
 
 
+class _RetriesPermanent(AttemptContext):
+    """An attempt context that concludes a handler's permanent failure as a retryable
+    one."""
+
+    def conclude(self, result: HandlerResult, output: bytes | None) -> HandlerResult:
+        if result.outcome is Outcome.PERMANENT:
+            result = HandlerResult(Outcome.RETRYABLE, result.error)  # the bug
+        return super().conclude(result, output)
+
+
+class RetriesPermanentFailures(WorkerLoop):
+    """(n) A handler's permanent failure settled as a retryable one (a wrong branch where
+    the handler's end is classified): a job its handler refused for good runs again and
+    again until its retry budget is spent, each run doing its side effects again.  Every
+    spec step is allowed (a worker may send any outcome); only the handler's own account
+    of how it ended (:meth:`~remora.sim.jobs.loops.SimLoops.missent`) tells."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _RetriesPermanent(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -276,5 +300,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "forgets-outages": (None, LoopParts(watch=_ForgetsOutages)),
     "waits-out-grace": (None, LoopParts(loop=WaitsOutGrace)),
     "takes-work-while-stopping": (None, LoopParts(loop=TakesWorkWhileStopping)),
+    "retries-permanent-failures": (None, LoopParts(loop=RetriesPermanentFailures)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -33,6 +33,8 @@ KILLED_BY = {
     "waits-out-grace": r"ERROR loop: the loop of \w+, asked to stop .* though drained",
     "takes-work-while-stopping": r"ERROR loop: the loop of \w+ (started|reserved) .* after it was "
     "asked to stop",
+    "retries-permanent-failures": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for "
+    r"\S+, whose handler asked for WantsPermanentFailure",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

@@ -59,7 +59,8 @@ from typing import Any
 import attrs
 
 from remora.clock import Disarm, LogicalClock
-from remora.errors import NotEnabled, WorkerDown
+from remora.errors import NotEnabled, UnknownHandler, WorkerDown
+from remora.jobs.actions import Action
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
 from remora.jobs.io import SERVICE_NAMES, JobOperation, Links
@@ -304,6 +305,21 @@ def _tend_state(coord: Any, a: AttemptId) -> str:
     return "lost" if lease is None or not lease.live else "live"
 
 
+def handler_asks(exc: BaseException | None) -> str | None:
+    """The outcome a handler that ended so asks its settlement to send, as the spec names
+    it — the handler contract of docs/jobs.md, stated here on its own (never read from
+    :func:`~remora.jobs.handlers.call_handler`, which it judges): a return asks for a
+    success; :class:`Cancelled` is a cooperative stop (no outcome); :class:`Permanent` (or
+    an unknown handler) a permanent failure; anything else a retryable one."""
+    if exc is None:
+        return "WantsSuccess"
+    if isinstance(exc, Cancelled):
+        return None
+    if isinstance(exc, Permanent | UnknownHandler):
+        return "WantsPermanentFailure"
+    return "WantsRetryableFailure"
+
+
 class SimLoops:
     """The incarnations' production loops in one simulation (module docstring)."""
 
@@ -374,15 +390,31 @@ class SimLoops:
         #: Whether the last turn began with a slot free, and the attempts it started.
         self.slot_free = False
         self.started: list[AttemptId] = []
+        #: How each attempt's handler ended, as the outcome it asks its settlement to
+        #: send (the spec's name; None: it stopped cooperatively) — :meth:`missent`.
+        self.ends: dict[AttemptId, str | None] = {}
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
         """Deterministic: stage half (checkpointed), pause, end as scripted; stop
-        cooperatively once cancelled.  Runs in a :class:`SteppedExecution`'s thread."""
+        cooperatively once cancelled.  Runs in a :class:`SteppedExecution`'s thread.  How
+        it ended is noted in :attr:`ends` (what its settlement must send:
+        :meth:`missent`)."""
+        a = AttemptId(ctx.job_id, ctx.token)
+        try:
+            output = self._handle(ctx, a)
+        except _Killed:
+            raise
+        except BaseException as exc:
+            self.ends[a] = handler_asks(exc)
+            raise
+        self.ends[a] = handler_asks(None)
+        return output
+
+    def _handle(self, ctx: Any, a: AttemptId) -> bytes:
         from remora.sim.jobs.run import staged_bytes
 
         execution: SteppedExecution = _current.execution
-        a = AttemptId(ctx.job_id, ctx.token)
         top = int(ctx.max_progress)
 
         def pause() -> None:
@@ -850,6 +882,30 @@ class SimLoops:
             f"{late[0]} is ready to activate (the spec enables its ActivateAttempt and no "
             f"documented reason refuses it) a tick or more after a refusal was possible"
         ]
+
+    def missent(self, w: str, steps: Iterable[tuple[Any, Any]]) -> list[str]:
+        """What a loop's settlement sends is what its handler asked for: every
+        ``SendOutcome`` that ``w`` took in a loop step (``steps``: the spec actions of that
+        step) names the outcome ``w``'s handler of the attempt ended with (:attr:`ends`,
+        :func:`handler_asks`) — faulted or not, and whichever way the outcome travels (its
+        handler's settlement, a batch flushed by a later turn).  A permanent failure sent
+        as retryable runs a job its handler refused again until its budget is spent; a
+        retryable one sent as permanent gives up a job that would have succeeded; an
+        outcome sent for a handler that stopped, or has not ended, settles work nobody
+        finished — and every one of these is a step the spec allows (a worker may send any
+        outcome), so only the handler's own account tells them apart."""
+        out = []
+        for r, _ in steps:
+            if r.action != Action.SEND_OUTCOME or str(r.actor) != w:
+                continue
+            a = AttemptId.parse(str(r.params["a"]))
+            sent = str(r.params["outcome"])
+            if a not in self.ends:
+                out.append(f"the loop of {w} sent {sent} for {a}, whose handler has not ended")
+            elif self.ends[a] != sent:
+                asked = self.ends[a] or "no outcome (it stopped cooperatively)"
+                out.append(f"the loop of {w} sent {sent} for {a}, whose handler asked for {asked}")
+        return out
 
     def _unreleased(self, w: str, a: AttemptId) -> list[str]:
         """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an

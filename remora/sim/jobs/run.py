@@ -239,6 +239,10 @@ class JobRun:
             affirmed = affirmation_problems(self, step, self.last_result)
             if affirmed:
                 raise JobRunFailure(f"ERROR affirmed: {affirmed[0]}", f"at step {step.label()}")
+        if step.op in LOOP_OPS:
+            missent = self.loops.missent(str(step.worker), self.chk.last_steps)
+            if missent:
+                raise JobRunFailure(f"ERROR loop: {missent[0]}", f"at step {step.label()}")
         if step.op in LOOP_OPS and kind == "ok":
             faulted = len(self.hook.fired) > fired
             broken = self.loops.problems(step.op, str(step.worker), faulted)

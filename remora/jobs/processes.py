@@ -108,6 +108,14 @@ class Child:
             self.kill()
             self.proc.wait()
 
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the process to exit, then kill it and wait."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.wait()
+
     def ended(self) -> str:
         """How the process ended, in words (waiting briefly for its status)."""
         try:
@@ -236,10 +244,20 @@ class ProcessExecutor:
     docstring); the loop's :class:`~remora.jobs.executor.Executor`.  :meth:`close` it when
     the loop is done (every child is ended)."""
 
-    def __init__(self, app: str, size: int, *, name: str = "remora-jobs") -> None:
+    def __init__(
+        self,
+        app: str,
+        size: int,
+        *,
+        name: str = "remora-jobs",
+        spawn: Callable[[str, int], Child] = Child,
+    ) -> None:
         if size < 1:
             raise InvalidInput("a process pool needs at least one process")
         self.app = app
+        #: How a child is started: ``spawn(app, lifeline)`` (a :class:`Child`; the
+        #: simulation gives one whose process is a lockstep thread).
+        self.spawn = spawn
         self.size = size
         self.name = name
         self._cond = threading.Condition()
@@ -275,7 +293,7 @@ class ProcessExecutor:
 
     def _spawn(self) -> Child:
         """A new child, counted live (the caller holds the lock)."""
-        child = Child(self.app, self._lifeline_r)
+        child = self.spawn(self.app, self._lifeline_r)
         self._live.append(child)
         return child
 
@@ -353,11 +371,7 @@ class ProcessExecutor:
             child.conn.close()
         deadline = time.monotonic() + 2.0
         for child in children:
-            try:
-                child.proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.proc.wait()
+            child.join(max(deadline - time.monotonic(), 0.01))
         for fd in (self._lifeline_r, self._lifeline_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -18,6 +18,7 @@ from remora.jobs.attempt import AttemptContext
 from remora.jobs.handlers import HandlerResult
 from remora.jobs.loop import Dispatcher, Pause, ReconcileSchedule, Wait, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
+from remora.jobs.processes import Child, ChildGone, ProcessExecution
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.settlement import STOP_POLL, complete, quietly, retry_step
 from remora.jobs.worker import EXECUTING, STOPPED, Worker
@@ -286,6 +287,34 @@ class RetriesPermanentFailures(WorkerLoop):
         return actx
 
 
+class _Gone(Exception):
+    """A child that died, already discarded (:class:`SettlesNothingForDeadChildren`)."""
+
+
+class SettlesNothingForDeadChildren(ProcessExecution):
+    """(o) A handler process that died on its own settles nothing, as a killed one does
+    (the ``killed`` test dropped where the parent reads end-of-file): the attempt is left
+    executing with no outcome — its lease no longer renewed, the reaper takes it a lease
+    period later, and the handler's crash is gone from the job's history (a job whose
+    handler crashes its process every time loops through reaps).  Every spec step is
+    allowed; only the settlement's promise (an outcome the handler asked for, here a
+    retryable failure, is sent while the spec enables it:
+    :meth:`~remora.sim.jobs.loops.SimLoops._unsent`) sees it."""
+
+    def _serve(self, child: Child) -> tuple[HandlerResult, bytes | None]:
+        try:
+            return super()._serve(child)
+        except ChildGone:
+            self.pool.discard(child)
+            raise _Gone from None
+
+    def _run(self) -> HandlerResult:
+        try:
+            return super()._run()
+        except _Gone:
+            return HandlerResult(None)  # the bug: died on its own, settled as killed
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -301,5 +330,9 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "waits-out-grace": (None, LoopParts(loop=WaitsOutGrace)),
     "takes-work-while-stopping": (None, LoopParts(loop=TakesWorkWhileStopping)),
     "retries-permanent-failures": (None, LoopParts(loop=RetriesPermanentFailures)),
+    "settles-nothing-for-dead-children": (
+        None,
+        LoopParts(process_execution=SettlesNothingForDeadChildren),
+    ),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -35,6 +35,8 @@ KILLED_BY = {
     "asked to stop",
     "retries-permanent-failures": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for "
     r"\S+, whose handler asked for WantsPermanentFailure",
+    "settles-nothing-for-dead-children": r"ERROR loop: the handler of \S+ in the loop of \w+ "
+    r"asked for WantsRetryableFailure, and its settlement ended without sending it",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

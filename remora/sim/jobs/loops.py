@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -66,10 +66,14 @@ from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
 from remora.jobs.io import SERVICE_NAMES, JobOperation, Links
 from remora.jobs.loop import Pause, ReconcileSchedule, Wait, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome, Phase, Service
+from remora.jobs.processes import ProcessExecution
 from remora.jobs.reconciler import Reconciler
 from remora.jobs.worker import AUTHORIZED, EXECUTING, Worker
 from remora.sim.jobs.judgement import declared_by_other
 from remora.worker.outage import Outage, OutageWatch
+
+if TYPE_CHECKING:
+    from remora.sim.jobs.processes import ProcessSteppedExecutor
 
 #: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
 HANDLER = "noop"
@@ -149,7 +153,7 @@ class SteppedExecution:
         _current.execution = self
         try:
             if not self._killed:
-                self.attempt.execute()
+                self.run_body()
         except _Killed:
             pass
         except BaseException as exc:  # the loop's executor would swallow it: report it
@@ -159,6 +163,15 @@ class SteppedExecution:
             if not self._killed:
                 self._done()  # before the scheduler resumes: nothing runs beside it
             self._back.release()
+
+    def run_body(self) -> None:
+        """What the thread runs: the handler and the attempt's settlement."""
+        self.attempt.execute()
+
+    @property
+    def killed(self) -> bool:
+        """Whether it was ended (:meth:`kill`): nothing it would do next runs."""
+        return self._killed
 
     def pause(self) -> None:
         """Hand control back to the scheduler; return at the next step (raise
@@ -282,6 +295,15 @@ class LoopParts:
     outages: tuple[int | None, ...] = (1, None, None)
     #: The outage watch's class (production's, unless a test plants a bug in a subclass).
     watch: type[OutageWatch] = OutageWatch
+    #: Where the loops run their handlers, in turn like ``batches``: ``"thread"`` (the
+    #: thread executor's way, :class:`SteppedExecutor`) or ``"process"`` (production's
+    #: process pool over simulated children, :mod:`remora.sim.jobs.processes` — the
+    #: default of ``remora jobs worker``).  A process-isolated handler whose script fails
+    #: retryably on an odd token dies with its process instead.
+    isolations: tuple[str, ...] = ("thread", "process", "process", "thread")
+    #: The parent's side of a process-isolated attempt (production's, unless a test
+    #: plants a bug in a subclass).
+    process_execution: type[ProcessExecution] = ProcessExecution
 
 
 PRODUCTION_LOOP = LoopParts()
@@ -334,7 +356,7 @@ class SimLoops:
         self.registry = Registry()
         self.registry.handler(HANDLER)(self.handler)
         self.loops: dict[str, WorkerLoop] = {}
-        self.executors: dict[str, SteppedExecutor] = {}
+        self.executors: dict[str, SteppedExecutor | ProcessSteppedExecutor] = {}
         #: Incarnations whose loop ended (it returned no pause, or its process is gone).
         self.ended: set[str] = set()
         #: The last loop step's outcome (reach).
@@ -393,6 +415,18 @@ class SimLoops:
         #: How each attempt's handler ended, as the outcome it asks its settlement to
         #: send (the spec's name; None: it stopped cooperatively) — :meth:`missent`.
         self.ends: dict[AttemptId, str | None] = {}
+        #: The attempts a loop sent an outcome for, and those whose handler ended before a
+        #: loop step of a fault, a link down or a down incarnation (:meth:`_unsent`).
+        self.sent: set[AttemptId] = set()
+        #: The step of its execution in which each handler ended, and the attempt the last
+        #: handler step stepped with how many of its steps came after its handler's end.
+        self.end_step: dict[AttemptId, int] = {}
+        self.stepped: tuple[AttemptId, int] | None = None
+        self.troubled: set[AttemptId] = set()
+        #: Whether the tracked spec state enables ``SendOutcome(a, o)`` by ``w`` with no
+        #: documented reason for a refusal holding (set by the run:
+        #: :meth:`~remora.sim.jobs.run.JobRun.outcome_sendable`; :meth:`_unsent`).
+        self.sendable: Callable[[str, AttemptId, str], bool] = lambda w, a, o: False
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -431,6 +465,10 @@ class SimLoops:
             self.settling.add(a)
             pause()
         outcome = self.scripted(a)
+        if outcome is Outcome.RETRYABLE and getattr(_current, "loops", None) and a.token % 2:
+            from remora.sim.jobs.processes import ChildDied
+
+            raise ChildDied(f"the handler process of {a} exits")  # as os._exit(1) would
         if outcome is Outcome.RETRYABLE:
             raise Retryable("scripted")
         if outcome is Outcome.PERMANENT:
@@ -460,8 +498,14 @@ class SimLoops:
             links=links,
             incarnation=w,
         )
-        executor = SteppedExecutor(w)
         k = len(self.loops)
+        executor: SteppedExecutor | ProcessSteppedExecutor
+        if self.parts.isolations[k % len(self.parts.isolations)] == "process":
+            from remora.sim.jobs.processes import ProcessSteppedExecutor as Pool
+
+            executor = Pool(w, self, wk.concurrency, self.parts.process_execution)
+        else:
+            executor = SteppedExecutor(w)
         batch = self.parts.batches[k % len(self.parts.batches)]
         ticks = self.parts.outages[k % len(self.parts.outages)]
         outage = None if ticks is None else self.parts.watch(ticks * tick, sim.clock)
@@ -588,6 +632,9 @@ class SimLoops:
         if execution is None:
             raise NotEnabled(f"{w}'s loop does not run {a}")
         execution.step()
+        if a in self.ends:
+            self.end_step.setdefault(a, execution.steps)
+        self.stepped = (a, execution.steps - self.end_step.get(a, execution.steps))
         self.tended, self.tend_reach = [], []
         self.last = LoopOutcome("handler", "settled" if execution.finished else "paused")
         self.settled = a if execution.finished else None
@@ -642,6 +689,8 @@ class SimLoops:
             outlasted = self._outlasted(w)  # faulted or not: the budget is the loop's
             if outlasted:
                 return outlasted
+        if faulted or wk.actor.links.down or not wk.up:
+            self.troubled.update(a for a in self.ends if a not in self.sent)
         if loop is None or faulted or wk.actor.links.down or not wk.up or w in self.ended:
             return []
         out: list[str] = []
@@ -669,6 +718,10 @@ class SimLoops:
             out.extend(self._unnoticed(w))
             out.extend(self._idle(w, loop))
             out.extend(self._unactivated(w, loop))
+        if op == "loop-handler" and self.stepped is not None:
+            a, after = self.stepped
+            if a == self.settled or after >= 2:
+                out.extend(self._unsent(w, a))
         if op == "loop-handler" and self.settled is not None:
             out.extend(self._unreleased(w, self.settled))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
@@ -900,12 +953,37 @@ class SimLoops:
                 continue
             a = AttemptId.parse(str(r.params["a"]))
             sent = str(r.params["outcome"])
+            self.sent.add(a)
             if a not in self.ends:
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler has not ended")
             elif self.ends[a] != sent:
                 asked = self.ends[a] or "no outcome (it stopped cooperatively)"
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler asked for {asked}")
         return out
+
+    def _unsent(self, w: str, a: AttemptId) -> list[str]:
+        """A clean settlement sends what its handler asked for: once the handler of ``a``
+        ended asking for an outcome (:attr:`ends`), at a clean step of it that ended its
+        settlement or came two or more steps after the handler's end (a batched completion
+        waits one step for others to join), with no fault since the handler ended
+        (:attr:`troubled`), either the outcome
+        was sent or the spec no longer enables sending it (no documented reason for a
+        refusal holding) — unless the settlement saw its job's cancel or its lease lost
+        (then it stops cooperatively instead: docs/jobs.md).  A settlement that drops an
+        outcome leaves the attempt to its lease's expiry and the reaper: a lease period
+        lost, the handler's error gone from the job's history, and a handler that crashes
+        its process every time retried without end if the reaper's retry is not counted
+        like the failure it was."""
+        asked = self.ends.get(a)
+        local = self.sim.workers[w].attempts.get(a)
+        if asked is None or a in self.sent or a in self.troubled or local is None:
+            return []
+        if local.cancel_seen or not self.sendable(w, a, asked):
+            return []
+        return [
+            f"the handler of {a} in the loop of {w} asked for {asked}, and its settlement "
+            f"ended without sending it though the spec enables it"
+        ]
 
     def _unreleased(self, w: str, a: AttemptId) -> list[str]:
         """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an

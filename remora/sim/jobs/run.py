@@ -202,6 +202,7 @@ class JobRun:
         )
         self.loops.sim = self.sim
         self.loops.ready = self.activations_ready
+        self.loops.sendable = self.outcome_sendable
         self.chk = RefinementChecker(self.sim)
         #: What users read (status, history, metrics) judged against the run's account
         #: (:mod:`remora.sim.jobs.read_models`).
@@ -298,6 +299,18 @@ class JobRun:
             if self._enabled(spec) is not None and excused(self, step, before) is None:
                 ready.add(a)
         return frozenset(ready)
+
+    def outcome_sendable(self, w: str, a: AttemptId, outcome: str) -> bool:
+        """Whether ``w`` sending ``outcome`` for ``a`` now would be taken: the tracked spec
+        state enables its ``SendOutcome`` and no documented reason for refusing it holds
+        (the loop's settlement promise, :meth:`~remora.sim.jobs.loops.SimLoops._unsent`)."""
+        wk = self.sim.workers.get(w)
+        if wk is None or a not in wk.attempts:
+            return False
+        step = JobStep("send-outcome", worker=w, job=a.job, token=a.token, outcome=Outcome(outcome))
+        before = Before(self.chk.last_view, self.chk.state)
+        spec = spec_step_of(self, step)
+        return self._enabled(spec) is not None and excused(self, step, before) is None
 
     def _enabled(self, spec: Step | None) -> str | None:
         """The label of ``spec`` when the tracked spec state enables it (else None)."""

@@ -52,6 +52,7 @@ declaration ends the declared incarnation's loop (it learned).
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -427,6 +428,10 @@ class SimLoops:
         #: documented reason for a refusal holding (set by the run:
         #: :meth:`~remora.sim.jobs.run.JobRun.outcome_sendable`; :meth:`_unsent`).
         self.sendable: Callable[[str, AttemptId, str], bool] = lambda w, a, o: False
+        #: The process ids of the run's simulated handler processes
+        #: (:mod:`remora.sim.jobs.processes`): one count per run, so a replay and a twin
+        #: run name the same processes.
+        self.child_pids = itertools.count(10_000)
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:

@@ -33,11 +33,10 @@ runs any more.
 
 from __future__ import annotations
 
-import itertools
 import pickle
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from remora.jobs.attempt import AttemptContext
@@ -149,12 +148,12 @@ class SimPool:
     """What the simulated children of one incarnation's pool share: the loops (their
     handler), and the execution stepped last (:class:`_ChildPause`)."""
 
-    _pids = itertools.count(10_000)
-
     def __init__(self, loops: Any, execution: type[ProcessExecution] = ProcessExecution) -> None:
         self.loops = loops
         self.execution = execution
         self.active: ProcessStepped | None = None
+        #: The run's process ids (one count per run: a replay and a twin run see the same).
+        self.pids: Iterator[int] = loops.child_pids
 
     def spawn(self, app: str, lifeline: int) -> Child:
         return SimChild(self, app, lifeline)
@@ -169,7 +168,7 @@ class SimChild(Child):
         self.pipe = _Pipe()
         self.conn: Any = SimConn(self.pipe, 0)
         self._end = SimConn(self.pipe, 1)
-        self.pid = next(SimPool._pids)
+        self.pid = next(pool.pids)
         self.ready = False
         #: How it ended: its exit code (-9: killed), None while it runs.
         self.code: int | None = None

@@ -482,6 +482,8 @@ class JobMachineBase(RuleBasedStateMachine):
                 reach.add(("loop", last.what, last.result))
             for seen in self.run.loops.tend_reach:
                 reach.add(("loop-tend", seen))
+            for seen in self.run.loops.process_reach:
+                reach.add(("loop-process", seen))
             if step.op == "loop-turn":
                 for seen in self.run.loops.promise_reach:
                     reach.add(("loop-promise", seen))

@@ -295,8 +295,8 @@ class SettlesNothingForDeadChildren(ProcessExecution):
     """(o) A handler process that died on its own settles nothing, as a killed one does
     (the ``killed`` test dropped where the parent reads end-of-file): the attempt is left
     executing with no outcome — its lease no longer renewed, the reaper takes it a lease
-    period later, and the handler's crash is gone from the job's history (a job whose
-    handler crashes its process every time loops through reaps).  Every spec step is
+    period later, and the handler's crash is gone from the job's history (it shows the
+    attempt reaped).  Every spec step is
     allowed; only the settlement's promise (an outcome the handler asked for, here a
     retryable failure, is sent while the spec enables it:
     :meth:`~remora.sim.jobs.loops.SimLoops._unsent`) sees it."""

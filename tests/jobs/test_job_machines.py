@@ -105,6 +105,11 @@ LOOP_PROMISES = frozenset({"activation-due", "outage-end", "stop-end"})
 due again, taken; a loop ended by a store away past its outage budget; a loop asked to stop,
 ended."""
 
+LOOP_PROCESSES = frozenset({"settled", "died", "abandoned"})
+"""What the process-isolated loops' attempts must have met
+(:attr:`~remora.sim.jobs.loops.SimLoops.process_reach`): settled through a child, their
+child dead on its own, abandoned by their loop (its child killed)."""
+
 
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
     """What the runs of ``machines`` together did not reach."""
@@ -134,6 +139,7 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         # a turn tended an attempt whose job was cancelled, and one whose lease was lost
         "loop tends": set(LOOP_TENDS - {r[0] for r in seen("loop-tend")}),
         "loop promises": set(LOOP_PROMISES - {r[0] for r in seen("loop-promise")}),
+        "loop processes": set(LOOP_PROCESSES - {r[0] for r in seen("loop-process")}),
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}

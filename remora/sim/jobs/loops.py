@@ -432,6 +432,10 @@ class SimLoops:
         #: (:mod:`remora.sim.jobs.processes`): one count per run, so a replay and a twin
         #: run name the same processes.
         self.child_pids = itertools.count(10_000)
+        #: What the run's process-isolated attempts met (:mod:`remora.sim.jobs.processes`,
+        #: for the machines' reach): ``settled``, ``died`` (its child, on its own),
+        #: ``abandoned`` (by its loop).
+        self.process_reach: set[str] = set()
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:
@@ -976,9 +980,7 @@ class SimLoops:
         refusal holding) — unless the settlement saw its job's cancel or its lease lost
         (then it stops cooperatively instead: docs/jobs.md).  A settlement that drops an
         outcome leaves the attempt to its lease's expiry and the reaper: a lease period
-        lost, the handler's error gone from the job's history, and a handler that crashes
-        its process every time retried without end if the reaper's retry is not counted
-        like the failure it was."""
+        lost, and the handler's error gone from the job's history (it shows "reaped")."""
         asked = self.ends.get(a)
         local = self.sim.workers[w].attempts.get(a)
         if asked is None or a in self.sent or a in self.troubled or local is None:

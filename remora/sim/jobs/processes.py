@@ -154,6 +154,9 @@ class SimPool:
         self.active: ProcessStepped | None = None
         #: The run's process ids (one count per run: a replay and a twin run see the same).
         self.pids: Iterator[int] = loops.child_pids
+        #: What the run's process-isolated attempts met (the machines' reach): settled by
+        #: their parent's side, their child died on its own, abandoned by the loop.
+        self.seen: set[str] = loops.process_reach
 
     def spawn(self, app: str, lifeline: int) -> Child:
         return SimChild(self, app, lifeline)
@@ -242,6 +245,12 @@ class ProcessStepped(SteppedExecution):
 
     def run_body(self) -> None:
         self.process.run(lambda: None)
+        child = self.process.child  # kept when it died: the parent read end-of-file
+        code = child.code if isinstance(child, SimChild) else None
+        if code == 1:
+            self.shared.seen.add("died")
+        elif code is None:
+            self.shared.seen.add("settled")
 
     def _handoff(self) -> None:
         self.shared.active = self
@@ -254,6 +263,7 @@ class ProcessStepped(SteppedExecution):
         self.abandoned = True
         if self.finished:
             return
+        self.shared.seen.add("abandoned")
         self.process.abandon()
         for _ in range(ABANDON_STEPS):
             if self.finished:

@@ -121,9 +121,14 @@ class ChildContext:
         return int(self._link.call("put_secret", raw))
 
 
-def run_attempt(link: _Link, registry: Registry, attempt: dict[str, Any]) -> tuple[Any, ...]:
-    """Run one attempt's handler; the ``done`` message."""
-    ctx = ChildContext(link, attempt)
+def run_attempt(
+    link: _Link,
+    registry: Registry,
+    attempt: dict[str, Any],
+    context: type[ChildContext] = ChildContext,
+) -> tuple[Any, ...]:
+    """Run one attempt's handler (given a ``context``); the ``done`` message."""
+    ctx = context(link, attempt)
     try:
         fn = registry.get(ctx.handler)
     except UnknownHandler as exc:
@@ -143,8 +148,9 @@ def _watch(lifeline: int) -> None:
     os._exit(ORPHANED)
 
 
-def serve(conn: Connection) -> int:
-    """Import the app, then run attempts until the worker closes the pipe."""
+def serve(conn: Connection, context: type[ChildContext] = ChildContext) -> int:
+    """Import the app, then run attempts (each handler given a ``context``) until the
+    worker closes the pipe."""
     kind, init = conn.recv()
     assert kind == "init", kind
     for entry in reversed(init["sys_path"]):
@@ -164,7 +170,7 @@ def serve(conn: Connection) -> int:
             return 0
         if message[0] != "run":
             return 0
-        done = run_attempt(link, registry, message[1])
+        done = run_attempt(link, registry, message[1], context)
         with link._lock:
             conn.send(done)
 

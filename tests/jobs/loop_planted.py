@@ -15,6 +15,7 @@ from typing import Any
 
 from remora.errors import RemoraError
 from remora.jobs.attempt import AttemptContext
+from remora.jobs.child import ChildContext
 from remora.jobs.handlers import HandlerResult
 from remora.jobs.loop import Dispatcher, Pause, ReconcileSchedule, Wait, WorkerLoop
 from remora.jobs.model import AttemptId, Outcome
@@ -315,6 +316,24 @@ class SettlesNothingForDeadChildren(ProcessExecution):
             return HandlerResult(None)  # the bug: died on its own, settled as killed
 
 
+class CachesCancelled(ChildContext):
+    """(p) A child's ``ctx.cancelled`` asked of the worker once and remembered (one round
+    trip per attempt instead of one per check): a handler in a child process that polls it
+    to stop cleanly never learns of a cancel or a lost lease, runs on until its loop gives
+    up and kills it mid-work, and its attempt ends late and uncleanly.  Every spec step is
+    allowed; only the handler's view (:meth:`~remora.sim.jobs.loops.SimLoops.
+    _told_cancelled`: once the loop noticed a stop condition, the handler is told) sees
+    it."""
+
+    _remembered: bool | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        if self._remembered is None:
+            self._remembered = bool(self._link.call("cancelled"))
+        return self._remembered
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -334,5 +353,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
         None,
         LoopParts(process_execution=SettlesNothingForDeadChildren),
     ),
+    "caches-cancelled": (None, LoopParts(child_context=CachesCancelled)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

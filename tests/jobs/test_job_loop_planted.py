@@ -37,6 +37,8 @@ KILLED_BY = {
     r"\S+, whose handler asked for WantsPermanentFailure",
     "settles-nothing-for-dead-children": r"ERROR loop: the handler of \S+ in the loop of \w+ "
     r"asked for WantsRetryableFailure, and its settlement ended without sending it",
+    "caches-cancelled": r"ERROR loop: the handler of \S+ was told its attempt goes on after its "
+    r"loop noticed it must stop",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

@@ -63,6 +63,7 @@ from remora.clock import Disarm, LogicalClock
 from remora.errors import NotEnabled, UnknownHandler, WorkerDown
 from remora.jobs.actions import Action
 from remora.jobs.attempt import AttemptContext
+from remora.jobs.child import ChildContext
 from remora.jobs.handlers import Cancelled, Permanent, Registry, Retryable
 from remora.jobs.io import SERVICE_NAMES, JobOperation, Links
 from remora.jobs.loop import Pause, ReconcileSchedule, Wait, WorkerLoop
@@ -305,6 +306,9 @@ class LoopParts:
     #: The parent's side of a process-isolated attempt (production's, unless a test
     #: plants a bug in a subclass).
     process_execution: type[ProcessExecution] = ProcessExecution
+    #: The handler's context in a simulated child process (production's, unless a test
+    #: plants a bug in a subclass).
+    child_context: type[ChildContext] = ChildContext
 
 
 PRODUCTION_LOOP = LoopParts()
@@ -432,6 +436,9 @@ class SimLoops:
         #: (:mod:`remora.sim.jobs.processes`): one count per run, so a replay and a twin
         #: run name the same processes.
         self.child_pids = itertools.count(10_000)
+        #: What handlers' contexts told them that their attempts' state says otherwise
+        #: (:meth:`_view_at_start`, :meth:`_told_cancelled`): judged after each loop step.
+        self.views: list[str] = []
         #: What the run's process-isolated attempts met (:mod:`remora.sim.jobs.processes`,
         #: for the machines' reach): ``settled``, ``died`` (its child, on its own),
         #: ``abandoned`` (by its loop).
@@ -459,13 +466,14 @@ class SimLoops:
 
         execution: SteppedExecution = _current.execution
         top = int(ctx.max_progress)
+        self._view_at_start(a, ctx)
 
         def pause() -> None:
             execution.pause()
-            if ctx.cancelled:
+            if self._told_cancelled(a, ctx):
                 raise Cancelled(f"{a} was cancelled")
 
-        if ctx.cancelled:
+        if self._told_cancelled(a, ctx):
             raise Cancelled(f"{a} was cancelled")
         if top > 1 and ctx.progress < 1:
             ctx.advance(1, staged_bytes(a, 1))
@@ -483,6 +491,43 @@ class SimLoops:
         if outcome is Outcome.PERMANENT:
             raise Permanent("scripted")
         return staged_bytes(a, top)
+
+    def _local(self, a: AttemptId) -> Any:
+        """The attempt ``a`` as the incarnation whose loop runs it holds it (None if none
+        does)."""
+        for w, ex in self.executors.items():
+            if a in ex.executions:
+                return self.sim.workers[w].attempts.get(a)
+        return None
+
+    def _view_at_start(self, a: AttemptId, ctx: Any) -> None:
+        """The handler's context at its start tells the attempt's own state: the progress
+        it resumes from (a checkpoint's, else 0) and whether it resumed (:attr:`views`)."""
+        local = self._local(a)
+        if local is None:
+            return
+        progress, resumed = int(ctx.progress), bool(ctx.resumed)
+        if progress != local.progress or resumed != (local.progress > 0):
+            self.views.append(
+                f"the handler of {a} started at progress {progress} (resumed: {resumed}); "
+                f"its attempt is at {local.progress}"
+            )
+
+    def _told_cancelled(self, a: AttemptId, ctx: Any) -> bool:
+        """``ctx.cancelled``, judged: once the attempt's loop noticed a stop condition
+        (``cancel_seen``: a cancel notice, a lost lease) its handler is told so
+        (:attr:`views`) — else a handler that polls ``ctx.cancelled`` to stop cleanly runs
+        on until the loop gives up on it and abandons it (a thread left behind, a child
+        killed mid-write)."""
+        local = self._local(a)
+        knew = local is not None and bool(local.cancel_seen)
+        told = bool(ctx.cancelled)
+        if knew and not told:
+            self.views.append(
+                f"the handler of {a} was told its attempt goes on after its loop noticed it "
+                f"must stop"
+            )
+        return told
 
     # -- the loops --------------------------------------------------------------------------
     def loop(self, w: str) -> WorkerLoop:
@@ -512,7 +557,9 @@ class SimLoops:
         if self.parts.isolations[k % len(self.parts.isolations)] == "process":
             from remora.sim.jobs.processes import ProcessSteppedExecutor as Pool
 
-            executor = Pool(w, self, wk.concurrency, self.parts.process_execution)
+            executor = Pool(
+                w, self, wk.concurrency, self.parts.process_execution, self.parts.child_context
+            )
         else:
             executor = SteppedExecutor(w)
         batch = self.parts.batches[k % len(self.parts.batches)]
@@ -685,6 +732,8 @@ class SimLoops:
     def problems(self, op: str, w: str, faulted: bool) -> list[str]:
         """The promises a clean loop step (``faulted``: a fault fired in it) of ``w``
         broke (module docstring)."""
+        if self.views:
+            return self.views[:1]  # faulted or not: a handler's view is the attempt's
         sim = self.sim
         wk: Worker = sim.workers[w]
         loop = self.loops.get(w)

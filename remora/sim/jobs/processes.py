@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from remora.jobs.attempt import AttemptContext
+from remora.jobs.child import ChildContext
 from remora.jobs.model import AttemptId
 from remora.jobs.processes import Child, ProcessExecution, ProcessExecutor
 from remora.sim.jobs.loops import (
@@ -148,9 +149,15 @@ class SimPool:
     """What the simulated children of one incarnation's pool share: the loops (their
     handler), and the execution stepped last (:class:`_ChildPause`)."""
 
-    def __init__(self, loops: Any, execution: type[ProcessExecution] = ProcessExecution) -> None:
+    def __init__(
+        self,
+        loops: Any,
+        execution: type[ProcessExecution] = ProcessExecution,
+        context: type[ChildContext] = ChildContext,
+    ) -> None:
         self.loops = loops
         self.execution = execution
+        self.context = context
         self.active: ProcessStepped | None = None
         #: The run's process ids (one count per run: a replay and a twin run see the same).
         self.pids: Iterator[int] = loops.child_pids
@@ -190,7 +197,7 @@ class SimChild(Child):
             if not pipe.wake[1].acquire(timeout=HANDOFF_TIMEOUT):
                 return  # never handed control: its pool was dropped
             if not pipe.killed:
-                code = serve(self._end)  # type: ignore[arg-type]  # the same calls
+                code = serve(self._end, self.pool.context)  # type: ignore[arg-type]
         except _Killed:
             pass
         except ChildDied:
@@ -290,9 +297,10 @@ class ProcessSteppedExecutor:
         loops: Any,
         size: int,
         execution: type[ProcessExecution] = ProcessExecution,
+        context: type[ChildContext] = ChildContext,
     ) -> None:
         self.name = name
-        self.shared = SimPool(loops, execution)
+        self.shared = SimPool(loops, execution, context)
         self.pool = ProcessExecutor(CHILD_APP, size, name=name, spawn=self.shared.spawn)
         self.executions: dict[AttemptId, SteppedExecution] = {}
 

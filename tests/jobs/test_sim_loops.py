@@ -82,3 +82,42 @@ def test_a_link_of_an_incarnation_declared_down_is_not_the_specs_to_cut() -> Non
         assert run.chk.actions.get("DropLink") == 1
     finally:
         run.close()
+
+
+def test_a_job_runs_through_a_process_isolated_loop_and_replays() -> None:
+    """The second loop a run builds runs its handlers in production's process pool over
+    simulated children (``remora/sim/jobs/processes.py``): the first attempt's handler
+    (scripted to fail retryably, on an odd token) dies with its process and is settled as
+    the documented retryable failure; its retry succeeds through a fresh child; the
+    schedule replays to the same result."""
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1", "w2"), concurrency=1),
+        {"j1": (Outcome.RETRYABLE, Outcome.SUCCESS)},
+    )
+    s = JobStep
+    try:
+        for step in [s("start", worker="w1"), s("start", worker="w2")]:
+            run.execute(step)
+        run.execute(s("loop-turn", worker="w1"))  # the first loop (threads), once
+        run.execute(s("submit", job="j1"))
+        for _ in range(12):  # the second loop (processes) takes every step
+            run.execute(s("loop-reconcile", worker="w2"))
+            run.execute(s("loop-turn", worker="w2"))
+            for w, a in run.loops.running():
+                run.execute(s("loop-handler", worker=w, job=a.job, token=a.token))
+            run.execute(s("tick"))
+        assert run.chk.actions.get("AcceptRetryableFailureWithBudget") == 1, run.chk.actions
+        assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
+        assert run.loops.process_reach == {"died", "settled"}
+        rows = run.sim.stores.durable.snapshot().attempts
+        assert {r.worker for r in rows} == {"w2"}
+        # the job keeps its last failure's words: the first attempt's process died
+        assert run.sim.stores.durable.job("j1").error.startswith("the handler's process died")
+        run.drain()  # as a replay does
+        run.judge()
+        actions = dict(run.chk.actions)
+        trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+    finally:
+        run.close()
+    replayed = run_trace(trace)
+    assert replayed.failure is None and replayed.actions == actions

@@ -224,7 +224,11 @@ class SimChild(Child):
         self.join(HANDOFF_TIMEOUT)
 
     def join(self, timeout: float) -> None:
-        if self._thread.is_alive() and self._end.waiting:
+        if not self._thread.is_alive():
+            return
+        if not self.ready:
+            self.pipe.killed = True  # never handed control: it exits without starting
+        if self._end.waiting or not self.ready:
             self.pipe.wake[1].release()  # it reads end-of-file (or was killed) and exits
             self._thread.join(timeout)
 

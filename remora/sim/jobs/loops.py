@@ -432,9 +432,6 @@ class SimLoops:
         #: documented reason for a refusal holding (set by the run:
         #: :meth:`~remora.sim.jobs.run.JobRun.outcome_sendable`; :meth:`_unsent`).
         self.sendable: Callable[[str, AttemptId, str], bool] = lambda w, a, o: False
-        #: Whether a spec state enables sending ``a``'s success (set by the run:
-        #: :meth:`~remora.sim.jobs.run.JobRun.success_sendable_in`; :meth:`missent`).
-        self.could_succeed: Callable[[Any, AttemptId], bool] = lambda s, a: True
         #: The process ids of the run's simulated handler processes
         #: (:mod:`remora.sim.jobs.processes`): one count per run, so a replay and a twin
         #: run name the same processes.
@@ -1007,21 +1004,20 @@ class SimLoops:
         retryable one sent as permanent gives up a job that would have succeeded; an
         outcome sent for a handler that stopped, or has not ended, settles work nobody
         finished — and every one of these is a step the spec allows.  One exception is
-        documented: a success whose output's stage was refused is sent as a retryable
-        failure (docs/jobs.md) — allowed when the spec state it was sent in does not enable
-        sending the success.  A worker may send any outcome, so only the handler's own
+        documented: a success whose sending (with its output's deferred stage) was refused
+        is sent as a retryable failure (docs/jobs.md), so a success may travel as a
+        retryable failure.  A worker may send any outcome, so only the handler's own
         account tells these apart."""
         out = []
-        for r, s in steps:
+        for r, _ in steps:
             if r.action != Action.SEND_OUTCOME or str(r.actor) != w:
                 continue
             a = AttemptId.parse(str(r.params["a"]))
             sent = str(r.params["outcome"])
             self.sent.add(a)
             asked = self.ends.get(a, "")
-            refused_stage = asked == Outcome.SUCCESS.value and sent == Outcome.RETRYABLE.value
-            if refused_stage and not self.could_succeed(s, a):
-                continue  # its output's stage was refused: a retryable failure (docs)
+            if asked == Outcome.SUCCESS.value and sent == Outcome.RETRYABLE.value:
+                continue  # a refused stage or success: a retryable failure (docs)
             if a not in self.ends:
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler has not ended")
             elif self.ends[a] != sent:

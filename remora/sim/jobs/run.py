@@ -51,7 +51,6 @@ from remora.jobs.model import (
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget
 from remora.jobs.worker import AUTHORIZED, Worker, WorkerDown, write_credential
-from remora.protocol import spec as S
 from remora.protocol.spec import Step
 from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.judgement import (
@@ -204,7 +203,6 @@ class JobRun:
         self.loops.sim = self.sim
         self.loops.ready = self.activations_ready
         self.loops.sendable = self.outcome_sendable
-        self.loops.could_succeed = self.success_sendable_in
         self.chk = RefinementChecker(self.sim)
         #: What users read (status, history, metrics) judged against the run's account
         #: (:mod:`remora.sim.jobs.read_models`).
@@ -313,14 +311,6 @@ class JobRun:
         before = Before(self.chk.last_view, self.chk.state)
         spec = spec_step_of(self, step)
         return self._enabled(spec) is not None and excused(self, step, before) is None
-
-    def success_sendable_in(self, state: Any, a: AttemptId) -> bool:
-        """Whether spec state ``state`` enables ``SendOutcome(a, WantsSuccess)`` — not
-        while its output is not staged in full (:meth:`~remora.sim.jobs.loops.SimLoops.
-        missent`: a refused stage is sent as a retryable failure, docs/jobs.md)."""
-        i = self.chk.alpha.attempt(a)
-        success = S.OUTCOME_NAMES.index(Outcome.SUCCESS.value)
-        return self.chk.model.apply(state, Step("SendOutcome", (i, success))) is not None
 
     def _enabled(self, spec: Step | None) -> str | None:
         """The label of ``spec`` when the tracked spec state enables it (else None)."""

@@ -55,7 +55,7 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -73,9 +73,6 @@ from remora.jobs.reconciler import Reconciler
 from remora.jobs.worker import AUTHORIZED, EXECUTING, Worker
 from remora.sim.jobs.judgement import declared_by_other
 from remora.worker.outage import Outage, OutageWatch
-
-if TYPE_CHECKING:
-    from remora.sim.jobs.processes import ProcessSteppedExecutor
 
 #: The name the simulation submits its jobs under (:meth:`Simulation.submit`).
 HANDLER = "noop"
@@ -234,9 +231,15 @@ class SteppedExecutor:
         old = self.executions.get(attempt.attempt)
         if old is not None:
             old.kill()
-        execution = SteppedExecution(attempt, done, f"{self.name}-{attempt.attempt}")
+        execution = self.execution(attempt, done, f"{self.name}-{attempt.attempt}")
         self.executions[attempt.attempt] = execution
         return execution
+
+    def execution(
+        self, attempt: AttemptContext, done: Callable[[], None], name: str
+    ) -> SteppedExecution:
+        """A new execution of ``attempt`` (a thread's; a process pool's in a subclass)."""
+        return SteppedExecution(attempt, done, name)
 
     def live(self) -> list[SteppedExecution]:
         return [e for e in self.executions.values() if e.live]
@@ -361,7 +364,7 @@ class SimLoops:
         self.registry = Registry()
         self.registry.handler(HANDLER)(self.handler)
         self.loops: dict[str, WorkerLoop] = {}
-        self.executors: dict[str, SteppedExecutor | ProcessSteppedExecutor] = {}
+        self.executors: dict[str, SteppedExecutor] = {}
         #: Incarnations whose loop ended (it returned no pause, or its process is gone).
         self.ended: set[str] = set()
         #: The last loop step's outcome (reach).
@@ -553,7 +556,7 @@ class SimLoops:
             incarnation=w,
         )
         k = len(self.loops)
-        executor: SteppedExecutor | ProcessSteppedExecutor
+        executor: SteppedExecutor
         if self.parts.isolations[k % len(self.parts.isolations)] == "process":
             from remora.sim.jobs.processes import ProcessSteppedExecutor as Pool
 

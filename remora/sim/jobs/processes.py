@@ -41,12 +41,12 @@ from typing import Any
 
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.child import ChildContext
-from remora.jobs.model import AttemptId
 from remora.jobs.processes import Child, ProcessExecution, ProcessExecutor
 from remora.sim.jobs.loops import (
     HANDOFF_TIMEOUT,
     LoopHung,
     SteppedExecution,
+    SteppedExecutor,
     _current,
     _Killed,
 )
@@ -291,7 +291,7 @@ class ProcessStepped(SteppedExecution):
         super().kill()
 
 
-class ProcessSteppedExecutor:
+class ProcessSteppedExecutor(SteppedExecutor):
     """The executor of a process-isolated incarnation's loop: production's pool of
     :class:`SimChild` processes, each attempt a :class:`ProcessStepped`."""
 
@@ -303,27 +303,17 @@ class ProcessSteppedExecutor:
         execution: type[ProcessExecution] = ProcessExecution,
         context: type[ChildContext] = ChildContext,
     ) -> None:
-        self.name = name
+        super().__init__(name)
         self.shared = SimPool(loops, execution, context)
         self.pool = ProcessExecutor(CHILD_APP, size, name=name, spawn=self.shared.spawn)
-        self.executions: dict[AttemptId, SteppedExecution] = {}
 
-    def start(self, attempt: AttemptContext, done: Callable[[], None]) -> SteppedExecution:
-        old = self.executions.get(attempt.attempt)
-        if old is not None:
-            old.kill()
-        execution = ProcessStepped(
-            self.pool, self.shared, attempt, done, f"{self.name}-{attempt.attempt}"
-        )
-        self.executions[attempt.attempt] = execution
-        return execution
-
-    def live(self) -> list[SteppedExecution]:
-        return [e for e in self.executions.values() if e.live]
+    def execution(
+        self, attempt: AttemptContext, done: Callable[[], None], name: str
+    ) -> SteppedExecution:
+        return ProcessStepped(self.pool, self.shared, attempt, done, name)
 
     def kill_all(self) -> None:
-        for e in self.executions.values():
-            e.kill()
+        super().kill_all()
         self.pool.close()
 
 

@@ -556,8 +556,17 @@ class Worker:
         outside the durable store's database written first)."""
         local = self._executing(a)
         prepare = None
+        if (
+            stage is not None
+            and outcome is Outcome.SUCCESS
+            and local.progress >= local.max_progress
+        ):
+            # An earlier try of this completion staged it (its own write, before a
+            # transaction that failed and is now tried again): the success goes as it is
+            # — refusing it would throw the staged work away and spend an attempt.
+            stage = None
         if stage is not None:
-            if outcome is not Outcome.SUCCESS or local.progress >= local.max_progress:
+            if outcome is not Outcome.SUCCESS:
                 raise NotEnabled(f"{a}: nothing to stage")
             locked_write = getattr(self.stores.target, "locked_write", None)
             if locked_write is not None:

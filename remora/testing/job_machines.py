@@ -160,25 +160,29 @@ def kill_point(ops: tuple[JobOperation, ...]) -> st.SearchStrategy[JobFault] | N
     )
 
 
-def step_faults(op: str) -> st.SearchStrategy[tuple[JobFault, ...]]:
-    """A step's fault selectors: none half the time, else (for a step that writes
-    durably) a lost durable COMMIT reply, or one or two selectors on the operations the
-    step calls (:data:`STEP_CALLS`), each with any outcome that operation can have."""
-    if op not in _step_faults:
+def step_faults(op: str, *, some: bool = False) -> st.SearchStrategy[tuple[JobFault, ...]]:
+    """A step's fault selectors: none half the time (never with ``some``), else (for a
+    step that writes durably) a lost durable COMMIT reply, or one or two selectors on the
+    operations the step calls (:data:`STEP_CALLS`), each with any outcome that operation
+    can have."""
+    key = f"{op}+" if some else op
+    if key not in _step_faults:
         ops = STEP_CALLS.get(op, ())
         if not ops:
-            _step_faults[op] = st.just(())
+            _step_faults[key] = st.just(())
         else:
             choices = [(o, out) for (o, out) in FAULT_CHOICES if o in ops]
             one = st.tuples(st.sampled_from(choices), st.integers(1, 2)).map(
                 lambda t: JobFault(t[0][0], t[1], t[0][1])
             )
-            alts: list[st.SearchStrategy[tuple[JobFault, ...]]] = [st.just(()), st.just(())]
+            alts: list[st.SearchStrategy[tuple[JobFault, ...]]] = []
+            if not some:
+                alts += [st.just(()), st.just(())]
             if JobOperation.DURABLE_WRITE in ops:
                 alts.append(st.lists(_durable_unknown, min_size=1, max_size=1).map(tuple))
             alts.append(st.lists(one, min_size=1, max_size=2).map(tuple))
-            _step_faults[op] = st.one_of(alts)
-    return _step_faults[op]
+            _step_faults[key] = st.one_of(alts)
+    return _step_faults[key]
 
 
 def committed_cut(ops: tuple[JobOperation, ...]) -> st.SearchStrategy[JobFault]:
@@ -290,6 +294,10 @@ class JobMachineBase(RuleBasedStateMachine):
     max_delay: ClassVar[int] = 2
     queues: ClassVar[tuple[str, ...]] = (DEFAULT_QUEUE, "bulk")
     priorities: ClassVar[tuple[int, int]] = (-1, 2)
+    #: A job's timeout: half the jobs none, the others from 2 to ``max_timeout`` ticks
+    #: (``submit --timeout``; 0 or 1: no job has one) — only the production loop enforces
+    #: one, so only the loop machine draws it.
+    max_timeout: ClassVar[int] = 0
     swarm: ClassVar[tuple[str, ...]] = SWARM
     #: A second configuration of the stores (the machines over PostgreSQL + Redis): every
     #: step runs on both runs, which must agree after it (:meth:`differential`).  The
@@ -371,7 +379,19 @@ class JobMachineBase(RuleBasedStateMachine):
         self.off = frozenset(
             f for f in self.swarm if data.draw(st.booleans(), label=f"swarm off {f}")
         )
-        plain = self.max_delay == 0 and len(self.queues) == 1 and self.priorities == (0, 0)
+        plain = (
+            self.max_delay == 0
+            and len(self.queues) == 1
+            and self.priorities == (0, 0)
+            and self.max_timeout == 0
+        )
+        # half the jobs without a timeout: a short one ends most attempts, and runs whose
+        # attempts all time out reach little else
+        timeouts = (
+            st.one_of(st.just(0), st.integers(2, self.max_timeout))
+            if self.max_timeout >= 2
+            else st.just(0)
+        )
         kinds = (
             {}
             if plain
@@ -382,6 +402,7 @@ class JobMachineBase(RuleBasedStateMachine):
                         delay=st.integers(0, self.max_delay),
                         queue=st.sampled_from(self.queues),
                         priority=st.integers(*self.priorities),
+                        timeout=timeouts,
                     ),
                     label=f"kind {j}",
                 )
@@ -484,6 +505,8 @@ class JobMachineBase(RuleBasedStateMachine):
                 reach.add(("loop-tend", seen))
             for seen in self.run.loops.process_reach:
                 reach.add(("loop-process", seen))
+            for seen in self.run.loops.timeout_reach:
+                reach.add(("loop-timeout", seen))
             if step.op == "loop-turn":
                 for seen in self.run.loops.promise_reach:
                     reach.add(("loop-promise", seen))
@@ -1756,6 +1779,7 @@ class JobLoopMachine(JobRuntimeMachine):
     zombie = None  # type: ignore[assignment]
     # one more rule family a run may switch off: asking a loop to stop (:meth:`loop_stop`)
     swarm: ClassVar[tuple[str, ...]] = (*SWARM, "stop")
+    max_timeout = 5
     # links are cut and restored around the loop's steps (:meth:`loop_outage`)
     drop_link = None  # type: ignore[assignment]
     restore_link = None  # type: ignore[assignment]
@@ -1825,17 +1849,22 @@ class JobLoopMachine(JobRuntimeMachine):
         self._do(JobStep("restore-link", worker=w, service=service))
         self._round((w,))
 
-    def _round(self, workers: tuple[str, ...], reconcile_faults: tuple[JobFault, ...] = ()) -> None:
+    def _round(
+        self,
+        workers: tuple[str, ...],
+        reconcile_faults: tuple[JobFault, ...] = (),
+        hung: AttemptId | None = None,
+    ) -> None:
         """A round of ``workers``' loops, as production's threads interleave between two
         ticks: each loop turns once (if it still runs), each handler it runs goes on to
-        its next call (or its end), and its reconcile schedule passes (the first pass
-        meeting ``reconcile_faults``)."""
+        its next call (or its end; not ``hung``'s), and its reconcile schedule passes (the
+        first pass meeting ``reconcile_faults``)."""
         assert self.run is not None
         for w in workers:
             if w in self._looping():
                 self._do(JobStep("loop-turn", worker=w))
         for w, a in self.run.loops.running():
-            if w in workers:
+            if w in workers and a != hung:
                 self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
         for w in workers:
             if w in self._looping():
@@ -1940,12 +1969,75 @@ class JobLoopMachine(JobRuntimeMachine):
                     continue  # ended by another's stretch (its process killed, …)
                 fs = self._stretch(w, a, fs)
 
+    @precondition(lambda self: self.has_loop())
+    @rule(data=st.data(), fs=step_faults("loop-handler", some=True))
+    def loop_settle_faulted(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
+        """A handler runs to its end, and its settlement meets the stores' faults (when
+        the incarnation runs none, it is given one: :meth:`_give_handler`): its stretches
+        run clean until the next one is its last (the handler ends and its attempt is
+        settled — the deferred stage written, the outcome sent and accepted, the stop
+        recorded, the lease released; a batching completer's flush waits a stretch),
+        then ``fs`` ride on the stretches until one fires.  :meth:`loop_handler` draws
+        its faults on any stretch, and the first of a handler's calls they name is mostly
+        an earlier one (its checkpoint, its first stage write); and a handler runs in few
+        of the loop machine's states: a settlement's own calls seldom met a fault."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        mine = self._give_handler(w)
+        if not mine:
+            return
+        a = data.draw(st.sampled_from(mine), label="handler")
+        for _ in range(self.max_progress + 3):
+            if (w, a) not in self.run.loops.running():
+                return
+            if self.run.loops.ends_next(a):
+                fs = self._stretch(w, a, fs)
+            else:
+                self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+
+    @precondition(lambda self: self.has_loop())
+    @rule(data=st.data(), ticks=st.integers(1, 7))
+    def loop_hang(self, data: st.DataObject, ticks: int) -> None:
+        """A handler hangs in a long call — it takes no stretch, so it reads no
+        ``ctx.cancelled`` — while every loop, its own included, takes its rounds for
+        ``ticks`` ticks (when its incarnation runs none, it is given one:
+        :meth:`_give_handler`): its loop alone must end what overran its job's timeout (a
+        retryable failure) or outlived a stop condition's grace (a cooperative stop); then
+        the handler goes on, if its loop still waits for it.  Every other rule gives a
+        handler its stretch within a round of its loop's turn, so a handler always
+        cooperated before its loop had to end it."""
+        assert self.run is not None
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        mine = self._give_handler(w)
+        if not mine:
+            return
+        a = data.draw(st.sampled_from(mine), label="handler")
+        for _ in range(ticks):
+            self._do(JobStep("tick"))
+            self._round(tuple(self._looping()), hung=a)
+        if (w, a) in self.run.loops.running():
+            self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+
+    def _give_handler(self, w: str) -> list[AttemptId]:
+        """The attempts whose handlers ``w``'s loop runs — when it runs none, after a job
+        is submitted (if one is left) and its loop reconciles and turns, dispatching one if
+        it can."""
+        assert self.run is not None
+        if not any(x == w for x, _ in self.run.loops.running()):
+            left = [j for j in self.jobs if j not in self.run.submitted]
+            if left:
+                self._do(JobStep("submit", job=left[0]))
+            for op in ("loop-reconcile", "loop-turn"):
+                if w in self._looping():
+                    self._do(JobStep(op, worker=w))
+        return [a for x, a in self.run.loops.running() if x == w]
+
     @precondition(lambda self: self.has_loop() and len(self._looping()) > 1 and self.can_cut())
     @rule(data=st.data(), rounds=st.integers(2, 4))
     def loop_handoff(self, data: st.DataObject, rounds: int) -> None:
         """An incarnation's link to the coordination store drops just before one of its
-        handlers ends (when it runs none, a job is submitted if one is left, and its loop
-        reconciles and turns, dispatching one if it can; the handler takes its stretches
+        handlers ends (when it runs none, it is given one: :meth:`_give_handler`; the
+        handler takes its stretches
         until the next one is its last; one that will fail retryably is preferred): the
         outcome commits durably, its lease release fails, and the settlement's retry pauses the
         handler's thread between tries — while the other loops take ``rounds`` rounds
@@ -1956,14 +2048,7 @@ class JobLoopMachine(JobRuntimeMachine):
         must be)."""
         assert self.run is not None
         w = data.draw(st.sampled_from(self._looping()), label="worker")
-        if not any(x == w for x, _ in self.run.loops.running()):
-            left = [j for j in self.jobs if j not in self.run.submitted]
-            if left:
-                self._do(JobStep("submit", job=left[0]))
-            for op in ("loop-reconcile", "loop-turn"):
-                if w in self._looping():
-                    self._do(JobStep(op, worker=w))
-        mine = [a for x, a in self.run.loops.running() if x == w]
+        mine = self._give_handler(w)
         # a handler that will fail retryably, if there is one: only a retry has a
         # replacement to hand off to while the old lease lives
         retrying = [a for a in mine if self.run.scripted(a) is JobOutcome.RETRYABLE]

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from remora.errors import RemoraError
+from remora.errors import NotEnabled, RemoraError
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.child import ChildContext
 from remora.jobs.handlers import HandlerResult
@@ -334,6 +334,67 @@ class CachesCancelled(ChildContext):
         return self._remembered
 
 
+class RestagesOnRetry(Worker):
+    """(q) A completion tried again after its transaction failed stages its success's
+    output again: the first try wrote the stage (a target outside the durable store's
+    database takes its own write), so the second finds nothing to stage, is refused, and
+    the settlement sends the documented retryable failure — the staged work thrown away
+    and one of the job's attempts spent.  (The bug the batched loops found at stop 36,
+    in the default settlement too.)  Every spec step is allowed; only what the loop sent
+    against what its handler asked for, from a state where the success was enabled
+    (:meth:`~remora.sim.jobs.loops.SimLoops.missent`), sees it."""
+
+    def _completion(self, a: AttemptId, outcome: Outcome, error: str, stage: bytes | None) -> Any:
+        local = self.attempts[a]
+        if stage is not None and local.progress >= local.max_progress:
+            raise NotEnabled(f"{a}: nothing to stage")
+        return super()._completion(a, outcome, error, stage)
+
+
+class _TimedFromLastTend(AttemptContext):
+    """An attempt context that measures its run from its last tend."""
+
+    def timed_out(self, now: float) -> bool:
+        return self.timeout is not None and now - self.tended >= self.timeout  # the bug
+
+
+class NeverTimesOut(WorkerLoop):
+    """(r) An attempt's run measured from its loop's last tend of it, not from its start
+    (``tended`` for ``started``: both are set at the start): every turn tends it, so it
+    never overruns — a job's timeout never ends a hung handler, which holds its slot and
+    its job's lease for as long as it hangs.  Every spec step is allowed; only the loop's
+    timeout promise (:meth:`~remora.sim.jobs.loops.SimLoops._overrun`) sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _TimedFromLastTend(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
+class _TimedFromFirstStart(AttemptContext):
+    """An attempt context whose run starts when its job first started."""
+
+    def __init__(self, worker: Worker, a: AttemptId, **kwargs: Any) -> None:
+        super().__init__(worker, a, **kwargs)
+        row = worker.stores.durable.job(a.job)
+        self.started = row.started_at or self.started  # the bug: the job's, not the attempt's
+
+
+class TimesOutFromFirstStart(WorkerLoop):
+    """(s) An attempt's timeout counted from its job's first start (the row's
+    ``started_at``, its first ``AuthorizeAttempt``) rather than its own: a retry inherits
+    the time its predecessors ran and is ended as timed out early — a job that would have
+    succeeded spends its attempts and fails.  Every spec step is allowed (a worker may
+    send a retryable failure at any time); only the sent-outcome promise, which allows a
+    timeout's failure from the attempt's activation plus its timeout on
+    (:meth:`~remora.sim.jobs.loops.SimLoops.missent`), sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _TimedFromFirstStart(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -354,5 +415,8 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
         LoopParts(process_execution=SettlesNothingForDeadChildren),
     ),
     "caches-cancelled": (None, LoopParts(child_context=CachesCancelled)),
+    "restages-on-retry": (Parts(worker=RestagesOnRetry), LoopParts()),
+    "never-times-out": (None, LoopParts(loop=NeverTimesOut)),
+    "times-out-from-first-start": (None, LoopParts(loop=TimesOutFromFirstStart)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

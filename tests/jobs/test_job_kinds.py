@@ -131,6 +131,10 @@ def test_kinds_travel_in_the_trace_and_replay() -> None:
     trace = new_trace(CONFIG, HANDLERS, tuple(delayed_steps()), "test", kinds)
     text = trace.dumps()
     assert '"kinds"' in text and loads(text).kinds == kinds
+    assert '"timeout"' not in text  # a kind without a timeout reads as before it existed
+    timed = {"j1": JobKind(delay=2, timeout=3)}
+    text = new_trace(CONFIG, HANDLERS, tuple(delayed_steps()), "test", timed).dumps()
+    assert '"timeout": 3' in text and loads(text).kinds == timed
     assert run_trace(loads(text)).failure is None
     plain = new_trace(CONFIG, HANDLERS, tuple(delayed_steps()), "test")
     assert '"kinds"' not in plain.dumps()  # a plain run's trace is as before
@@ -142,6 +146,8 @@ def test_kinds_travel_in_the_trace_and_replay() -> None:
         ({"delay": -1}, "trace.kinds.j1.delay"),
         ({"queue": "no spaces"}, "trace.kinds.j1.queue"),
         ({"priority": 10**7}, "trace.kinds.j1.priority"),
+        ({"timeout": -1}, "trace.kinds.j1.timeout"),
+        ({"timeout": 1.5}, "trace.kinds.j1.timeout"),
         ({"speed": 1}, "trace.kinds.j1.speed"),
     ],
 )

@@ -30,7 +30,9 @@ KILLED_BY = {
     "keeps-refused-reservations": r"ERROR loop: a clean turn of the loop of \w+ reserved ",
     "forgets-refused-activations": r"ERROR loop: a clean turn of the loop of \w+ with a slot free",
     "forgets-outages": r"ERROR loop: the loop of \w+ runs on .* past its outage budget",
-    "waits-out-grace": r"ERROR loop: the loop of \w+, asked to stop .* though drained",
+    # its waiting turns also skip the heartbeat: the beat's promise may see it first
+    "waits-out-grace": r"ERROR loop: (the loop of \w+, asked to stop .* though drained|the "
+    r"heartbeat of \w+ is \S+ old after a clean turn)",
     "takes-work-while-stopping": r"ERROR loop: the loop of \w+ (started|reserved) .* after it was "
     "asked to stop",
     "retries-permanent-failures": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for "
@@ -39,6 +41,12 @@ KILLED_BY = {
     r"asked for WantsRetryableFailure, and its settlement ended without sending it",
     "caches-cancelled": r"ERROR loop: the handler of \S+ was told its attempt goes on after its "
     r"loop noticed it must stop",
+    "restages-on-retry": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for \S+, whose "
+    r"handler asked for WantsSuccess",
+    "never-times-out": r"ERROR loop: a clean turn of the loop of \w+ left \S+ running .*its "
+    r"job's timeout",
+    "times-out-from-first-start": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for "
+    r"\S+, whose handler",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""
@@ -54,6 +62,7 @@ SCALE = {
     "keeps-refused-reservations": 3,
     "forgets-outages": 3,
     "takes-work-while-stopping": 3,
+    "forgets-refused-activations": 2,
 }
 """Bugs hunted with a multiple of the suite's budget: (d) needs a cancel to land while a
 handler runs; since the batched loops and ``loop_stall`` joined the rules it was not killed
@@ -63,7 +72,10 @@ killed within the suite's budget, killed at three times it (stop 34; random runs
 it in seconds).  (k) needs a loop built with an outage budget (one in three) whose durable
 link is cut for three ticks or more: killed at three times the budget (stop 35; random runs
 of 400 kill it).  (m) needs the run's one stop to come while a job is queued and the
-stopping loop has a slot free: not killed within the suite's budget at stop 35."""
+stopping loop has a slot free: not killed within the suite's budget at stop 35.  (j) needs
+a ``loop_handoff`` whose replacement's activation is refused: killed within the suite's
+budget until stop 37's rules (``loop_settle_faulted``, ``loop_hang``) shifted the draws,
+then at twice it (random runs kill it within 100 to 200 examples)."""
 
 
 def hunt(machine: type[JobLoopMachine], name: str = "") -> settings:
@@ -81,17 +93,14 @@ def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
     """The loop machine with bug ``name`` planted (and its loop rules, or none)."""
     parts, loop_parts = PLANTED[name]
     body: dict[str, object] = {"parts": parts, "loop_parts": loop_parts}
-    if not loop_rules:
+    if not loop_rules:  # every rule that drives a loop (``loop_*``), whatever it is
         body.update(
-            loop_turn=None,
-            loop_handler=None,
-            loop_reconcile=None,
-            loop_round=None,
-            loop_outage=None,
-            loop_stall=None,
-            loop_lag=None,
-            loop_handoff=None,
-            loop_stop=None,
+            {
+                n: None
+                for n in dir(LoopJobs)
+                if n.startswith("loop_")
+                and hasattr(getattr(LoopJobs, n), "hypothesis_stateful_rule")
+            }
         )
     return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
 

@@ -111,6 +111,13 @@ LOOP_PROCESSES = frozenset({"settled", "died", "abandoned"})
 child dead on its own, abandoned by their loop (its child killed)."""
 
 
+LOOP_TIMEOUTS = frozenset({"ended by its loop", "settled by its handler"})
+"""How the loops' attempts that overran their job's timeout must have ended
+(:attr:`~remora.sim.jobs.loops.SimLoops.timeout_reach`): as a retryable failure sent by a
+turn of their loop (the handler kept running past the grace), and by their settlement (the
+handler stopped when asked, or returned)."""
+
+
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
     """What the runs of ``machines`` together did not reach."""
 
@@ -140,6 +147,7 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "loop tends": set(LOOP_TENDS - {r[0] for r in seen("loop-tend")}),
         "loop promises": set(LOOP_PROMISES - {r[0] for r in seen("loop-promise")}),
         "loop processes": set(LOOP_PROCESSES - {r[0] for r in seen("loop-process")}),
+        "loop timeouts": set(LOOP_TIMEOUTS - {r[0] for r in seen("loop-timeout")}),
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}

@@ -5,10 +5,12 @@ stretches and the settlement, and the reconciler's schedule alone — no single 
 
 from __future__ import annotations
 
+from remora.faults import Outcome as IOOutcome
+from remora.jobs.io import JobOperation
 from remora.jobs.loop import Wait
 from remora.jobs.model import Outcome, Service
 from remora.sim.jobs.run import JobRun, run_trace
-from remora.sim.jobs.trace import JobConfig, JobStep, new_trace
+from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, new_trace
 
 
 def _through_the_loop() -> JobRun:
@@ -114,6 +116,93 @@ def test_a_job_runs_through_a_process_isolated_loop_and_replays() -> None:
         # the job keeps its last failure's words: the first attempt's process died
         assert run.sim.stores.durable.job("j1").error.startswith("the handler's process died")
         run.drain()  # as a replay does
+        run.judge()
+        actions = dict(run.chk.actions)
+        trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+    finally:
+        run.close()
+    replayed = run_trace(trace)
+    assert replayed.failure is None and replayed.actions == actions
+
+
+def test_a_completion_tried_again_after_its_transaction_failed_still_sends_the_success() -> None:
+    """The settlement stages a successful handler's output with its own write (the
+    simulation's target lives outside the durable store's database, as a memory or a
+    separate database's target does), then its transaction — ``SendOutcome`` and
+    ``AcceptSuccess`` — aborts once, or loses its reply and did not commit.  The retry
+    finds the stage already written and must send the success as it is: the stop-36 bug
+    refused it as "nothing to stage" and sent a retryable failure instead (the staged work
+    thrown away, an attempt spent; found by the batched loops, planted as (q)
+    ``restages-on-retry``).  The schedule replays."""
+    for lost in (IOOutcome.ABORT, IOOutcome.UNKNOWN_ABORTED):
+        run = JobRun(
+            JobConfig(jobs=("j1",), workers=("w1",), concurrency=1), {"j1": (Outcome.SUCCESS,)}
+        )
+        s = JobStep
+        fault = (JobFault(JobOperation.DURABLE_WRITE, 1, lost),)
+        try:
+            for step in [s("start", worker="w1"), s("submit", job="j1")]:
+                run.execute(step)
+            faulted = False
+            for _ in range(8):
+                run.execute(s("loop-reconcile", worker="w1"))
+                run.execute(s("loop-turn", worker="w1"))
+                for w, a in run.loops.running():
+                    last = run.loops.ends_next(a)
+                    fs = fault if last and not faulted else ()
+                    faulted = faulted or last
+                    run.execute(s("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
+                run.execute(s("tick"))
+            assert ("durable-write", lost.value) in run.hook.fired, run.hook.fired
+            assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
+            assert "AcceptRetryableFailureWithBudget" not in run.chk.actions
+            assert run.sim.stores.durable.job("j1").error == ""
+            run.drain()
+            run.judge()
+            actions = dict(run.chk.actions)
+            trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+        finally:
+            run.close()
+        replayed = run_trace(trace)
+        assert replayed.failure is None and replayed.actions == actions
+
+
+def test_a_hung_handler_past_its_jobs_timeout_is_ended_by_its_loop_and_replays() -> None:
+    """A job submitted with a timeout of three ticks (``JobKind.timeout``, as ``submit
+    --timeout`` is); its handler hangs (it takes no stretch) while its loop turns every
+    tick: past the timeout the loop asks it to stop, and two ticks later (its grace) ends
+    the attempt itself — a retryable failure, ``timed out after 3s`` — and the retry, whose
+    handler runs, succeeds.  Neither the sent-outcome promise (no earlier than the
+    attempt's activation plus its timeout) nor the timeout's (ended once overrun past the
+    grace) objects, and the schedule replays."""
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1",), concurrency=1),
+        {"j1": (Outcome.SUCCESS,)},
+        kinds={"j1": JobKind(timeout=3)},
+    )
+    s = JobStep
+    try:
+        for step in [s("start", worker="w1"), s("submit", job="j1")]:
+            run.execute(step)
+        run.execute(s("loop-reconcile", worker="w1"))
+        run.execute(s("loop-turn", worker="w1"))
+        [(_, first)] = run.loops.running()
+        for _ in range(7):  # the first attempt's handler hangs
+            run.execute(s("tick"))
+            run.execute(s("loop-reconcile", worker="w1"))
+            run.execute(s("loop-turn", worker="w1"))
+        assert run.loops.timeout_reach == {"ended by its loop"}
+        assert run.sim.stores.durable.job("j1").error == "timed out after 3s"
+        for _ in range(10):  # the retry's handler runs
+            run.execute(s("loop-reconcile", worker="w1"))
+            run.execute(s("loop-turn", worker="w1"))
+            for w, a in run.loops.running():
+                if a != first:
+                    run.execute(s("loop-handler", worker=w, job=a.job, token=a.token))
+            run.execute(s("tick"))
+        assert run.chk.actions.get("AcceptRetryableFailureWithBudget") == 1, run.chk.actions
+        assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
+        run.drain()
         run.judge()
         actions = dict(run.chk.actions)
         trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)

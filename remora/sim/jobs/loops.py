@@ -401,6 +401,24 @@ class SimLoops:
         #: checkpoint: the next one ends it and settles the attempt) — for the rules that
         #: cut a link just before a settlement.
         self.settling: set[AttemptId] = set()
+        #: The attempts whose handler has begun, and whether it stages in two parts
+        #: (pausing after its first stage write and after its checkpoint) — :meth:`ends_next`.
+        self.two_part: dict[AttemptId, bool] = {}
+        #: Each job's timeout in seconds (set by the run from its kinds; absent: none) and
+        #: when each attempt a loop ran was activated (its ``ActivateAttempt`` in a loop
+        #: step, on the run's clock): a timeout's retryable failure is sent no earlier
+        #: (:meth:`missent`), and the loop ends an overrun attempt (:meth:`_overrun`).
+        self.timeouts: dict[str, float] = {}
+        self.activated: dict[AttemptId, float] = {}
+        #: The first clean turn of its loop at or after each attempt's timeout, and the
+        #: last turn of each loop that met a fault, a link down or its incarnation down
+        #: (:meth:`_overrun`).
+        self.overran: dict[AttemptId, float] = {}
+        self.rough_turn: dict[str, float] = {}
+        #: How the run's attempts that overran their timeout ended (for the machines'
+        #: reach): ``ended by its loop`` (a turn sent the retryable failure: the handler
+        #: kept running), ``settled by its handler`` (it stopped when asked, or returned).
+        self.timeout_reach: set[str] = set()
         #: The reservations (job: id) the last turn took and still holds (:meth:`_idle`).
         self.reserved: dict[str, str] = {}
         #: When each incarnation's loop last took a clean turn while it was durably up
@@ -435,6 +453,10 @@ class SimLoops:
         #: documented reason for a refusal holding (set by the run:
         #: :meth:`~remora.sim.jobs.run.JobRun.outcome_sendable`; :meth:`_unsent`).
         self.sendable: Callable[[str, AttemptId, str], bool] = lambda w, a, o: False
+        #: Whether ``a``'s stage is complete in a spec state (set by the run: it knows the
+        #: abstraction; :meth:`missent`).  A success is sent as a retryable failure only
+        #: when its stage was not: then the spec does not enable the success.
+        self.staged: Callable[[Any, AttemptId], bool] = lambda s, a: False
         #: The process ids of the run's simulated handler processes
         #: (:mod:`remora.sim.jobs.processes`): one count per run, so a replay and a twin
         #: run name the same processes.
@@ -476,6 +498,7 @@ class SimLoops:
             if self._told_cancelled(a, ctx):
                 raise Cancelled(f"{a} was cancelled")
 
+        self.two_part[a] = top > 1 and ctx.progress < 1
         if self._told_cancelled(a, ctx):
             raise Cancelled(f"{a} was cancelled")
         if top > 1 and ctx.progress < 1:
@@ -494,6 +517,16 @@ class SimLoops:
         if outcome is Outcome.PERMANENT:
             raise Permanent("scripted")
         return staged_bytes(a, top)
+
+    def ends_next(self, a: AttemptId) -> bool:
+        """Whether the next stretch of ``a``'s handler is its last: it ends, and its
+        attempt is settled (a handler not begun yet stages in two parts when it starts
+        from nothing with more than one step to stage)."""
+        local = self._local(a)
+        if local is None:
+            return False
+        two_part = self.two_part.get(a, local.progress < 1 and local.max_progress > 1)
+        return not two_part or a in self.settling
 
     def _local(self, a: AttemptId) -> Any:
         """The attempt ``a`` as the incarnation whose loop runs it holds it (None if none
@@ -752,6 +785,8 @@ class SimLoops:
                 return outlasted
         if faulted or wk.actor.links.down or not wk.up:
             self.troubled.update(a for a in self.ends if a not in self.sent)
+            if op == "loop-turn":
+                self.rough_turn[w] = sim.clock.now()
         if loop is None or faulted or wk.actor.links.down or not wk.up or w in self.ended:
             return []
         out: list[str] = []
@@ -777,6 +812,7 @@ class SimLoops:
                     )
         if op == "loop-turn" and result is not None:
             out.extend(self._unnoticed(w))
+            out.extend(self._overrun(w, loop))
             out.extend(self._idle(w, loop))
             out.extend(self._unactivated(w, loop))
         if op == "loop-handler" and self.stepped is not None:
@@ -997,7 +1033,7 @@ class SimLoops:
             f"documented reason refuses it) a tick or more after a refusal was possible"
         ]
 
-    def missent(self, w: str, steps: Iterable[tuple[Any, Any]]) -> list[str]:
+    def missent(self, w: str, steps: Iterable[tuple[Any, Any]], op: str = "") -> list[str]:
         """What a loop's settlement sends is what its handler asked for: every
         ``SendOutcome`` that ``w`` took in a loop step (``steps``: the spec actions of that
         step) names the outcome ``w``'s handler of the attempt ended with (:attr:`ends`,
@@ -1007,25 +1043,86 @@ class SimLoops:
         retryable one sent as permanent gives up a job that would have succeeded; an
         outcome sent for a handler that stopped, or has not ended, settles work nobody
         finished — and every one of these is a step the spec allows.  One exception is
-        documented: a success whose sending (with its output's deferred stage) was refused
-        is sent as a retryable failure (docs/jobs.md), so a success may travel as a
-        retryable failure.  A worker may send any outcome, so only the handler's own
-        account tells these apart."""
+        documented: a success whose output's deferred stage was refused is sent as a
+        retryable failure (docs/jobs.md), so a success may travel as a retryable failure
+        — but only from a spec state where its stage is not complete (:attr:`staged`): a
+        success whose stage did land, sent as a retryable failure, throws that work away
+        and spends one of the job's attempts.  A worker may send any outcome, so only the
+        handler's own account tells these apart."""
         out = []
-        for r, _ in steps:
+        now = self.sim.clock.now()
+        for r, s in steps:
+            if r.action == Action.ACTIVATE_ATTEMPT and str(r.actor) == w:
+                self.activated.setdefault(AttemptId.parse(str(r.params["a"])), now)
             if r.action != Action.SEND_OUTCOME or str(r.actor) != w:
                 continue
             a = AttemptId.parse(str(r.params["a"]))
             sent = str(r.params["outcome"])
             self.sent.add(a)
+            if sent == Outcome.RETRYABLE.value and self.timed_out(a, now):
+                # the attempt overran its timeout: a retryable failure whatever its handler
+                # asked for, or before it ended (docs/jobs.md)
+                how = "ended by its loop" if op == "loop-turn" else "settled by its handler"
+                self.timeout_reach.add(how)
+                continue
             asked = self.ends.get(a, "")
-            if asked == Outcome.SUCCESS.value and sent == Outcome.RETRYABLE.value:
-                continue  # a refused stage or success: a retryable failure (docs)
+            if (
+                asked == Outcome.SUCCESS.value
+                and sent == Outcome.RETRYABLE.value
+                and not self.staged(s, a)
+            ):
+                continue  # a refused stage: a retryable failure (docs)
             if a not in self.ends:
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler has not ended")
             elif self.ends[a] != sent:
                 asked = self.ends[a] or "no outcome (it stopped cooperatively)"
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler asked for {asked}")
+        return out
+
+    def timed_out(self, a: AttemptId, now: float) -> bool:
+        """Whether ``a`` has run its job's timeout by ``now`` (from its activation, as the
+        run saw it: :attr:`activated`)."""
+        timeout = self.timeouts.get(a.job, 0.0)
+        start = self.activated.get(a)
+        return bool(timeout) and start is not None and now - start >= timeout
+
+    def _overrun(self, w: str, loop: WorkerLoop) -> list[str]:
+        """A timeout's promise (:class:`~remora.jobs.loop.WorkerLoop`, docs/jobs.md): an
+        attempt that overran its job's timeout is asked to stop, and a turn at least the
+        loop's ``cancel_grace`` after it ends it as a retryable failure — judged at a clean
+        turn, of an attempt still executing whose handler has not ended (its settlement
+        decides then), that saw no stop condition of its own and sent nothing, whose
+        retryable failure the spec enables, with no rough turn of its loop within the last
+        tick (a failed try waits a tick).  One that is never ended holds its slot and its
+        job's lease for as long as its handler runs: a job with a timeout hangs anyway."""
+        now = self.sim.clock.now()
+        tick = self.sim.config.jobs_config.tick_ms / 1000
+        wk: Worker = self.sim.workers[w]
+        out = []
+        for a in sorted(loop.running, key=str):
+            local = wk.attempts.get(a)
+            if (
+                not self.timed_out(a, now)
+                or local is None
+                or local.state != EXECUTING
+                or local.cancel_seen
+                or local.outcome_sent
+                or a in self.ends
+            ):
+                self.overran.pop(a, None)
+                continue
+            first = self.overran.setdefault(a, now)
+            if (
+                now - first >= loop.cancel_grace
+                and now - self.rough_turn.get(w, -tick) >= tick
+                and self.sendable(w, a, Outcome.RETRYABLE.value)
+            ):
+                out.append(
+                    f"a clean turn of the loop of {w} left {a} running "
+                    f"{now - self.activated[a]:g}s after its activation (its job's timeout "
+                    f"is {self.timeouts[a.job]:g}s; a clean turn saw it overrun "
+                    f"{now - first:g}s ago, its grace is {loop.cancel_grace:g}s)"
+                )
         return out
 
     def _unsent(self, w: str, a: AttemptId) -> list[str]:

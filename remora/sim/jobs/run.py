@@ -51,7 +51,8 @@ from remora.jobs.model import (
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget
 from remora.jobs.worker import AUTHORIZED, Worker, WorkerDown, write_credential
-from remora.protocol.spec import Step
+from remora.protocol import spec as S
+from remora.protocol.spec import State, Step
 from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.judgement import (
     JUDGED_REFUSALS,
@@ -203,6 +204,9 @@ class JobRun:
         self.loops.sim = self.sim
         self.loops.ready = self.activations_ready
         self.loops.sendable = self.outcome_sendable
+        self.loops.staged = self.stage_complete
+        tick = self.sim.config.jobs_config.tick_ms / 1000
+        self.loops.timeouts = {j: k.timeout * tick for j, k in self.kinds.items() if k.timeout}
         self.chk = RefinementChecker(self.sim)
         #: What users read (status, history, metrics) judged against the run's account
         #: (:mod:`remora.sim.jobs.read_models`).
@@ -241,7 +245,7 @@ class JobRun:
             if affirmed:
                 raise JobRunFailure(f"ERROR affirmed: {affirmed[0]}", f"at step {step.label()}")
         if step.op in LOOP_OPS:
-            missent = self.loops.missent(str(step.worker), self.chk.last_steps)
+            missent = self.loops.missent(str(step.worker), self.chk.last_steps, step.op)
             if missent:
                 raise JobRunFailure(f"ERROR loop: {missent[0]}", f"at step {step.label()}")
         if step.op in LOOP_OPS and kind == "ok":
@@ -312,6 +316,11 @@ class JobRun:
         spec = spec_step_of(self, step)
         return self._enabled(spec) is not None and excused(self, step, before) is None
 
+    def stage_complete(self, s: State, a: AttemptId) -> bool:
+        """Whether ``a``'s stage is complete in the spec state ``s`` (then the spec enables
+        its success: :meth:`~remora.sim.jobs.loops.SimLoops.missent`)."""
+        return bool(s.stageState[self.chk.alpha.attempt(a)] == S.StageComplete)
+
     def _enabled(self, spec: Step | None) -> str | None:
         """The label of ``spec`` when the tracked spec state enables it (else None)."""
         if spec is None or self.chk.model.apply(self.chk.state, spec) is None:
@@ -330,6 +339,7 @@ class JobRun:
             queue=kind.queue,
             priority=kind.priority,
             delay=kind.delay * tick if kind.delay else None,
+            timeout=kind.timeout * tick,
         )
 
     def early(self) -> str | None:

@@ -190,10 +190,19 @@ class Simulation:
         queue: str = DEFAULT_QUEUE,
         priority: int = 0,
         delay: float | None = None,
+        timeout: float = 0.0,
     ) -> None:
-        """Submit ``job`` (``delay``: seconds on the clock before it may be enqueued)."""
+        """Submit ``job`` (``delay``: seconds on the clock before it may be enqueued;
+        ``timeout``: seconds an attempt of it may run, 0 for none)."""
         self.client_stores.submit(
-            self.client, job, handler, payload, queue=queue, priority=priority, delay=delay
+            self.client,
+            job,
+            handler,
+            payload,
+            queue=queue,
+            priority=priority,
+            delay=delay,
+            timeout=timeout,
         )
 
     def cancel(self, job: str) -> None:

@@ -228,15 +228,21 @@ MAX_DELAY_TICKS = 100
 @attrs.frozen
 class JobKind:
     """How a job is submitted: ``delay`` ticks before it may be enqueued
-    (``submit --in``), its named ``queue`` and its ``priority``.  A trace lists only the
-    jobs whose kind is not the default (``kinds``; a trace without the field has none)."""
+    (``submit --in``), its named ``queue``, its ``priority`` and the ``timeout`` in ticks
+    an attempt of it may run (``submit --timeout``; 0: none — only the production loop
+    enforces it).  A trace lists only the jobs whose kind is not the default (``kinds``;
+    a trace without the field has none, a kind without ``timeout`` has none)."""
 
     delay: int = 0
     queue: str = DEFAULT_QUEUE
     priority: int = 0
+    timeout: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        out = attrs.asdict(self)
+        if not self.timeout:
+            del out["timeout"]  # a trace of a kind without one reads as before
+        return out
 
 
 PLAIN = JobKind()
@@ -439,7 +445,7 @@ def from_json(doc: Any) -> JobTrace:
 
 
 def _parse_kind(doc: Any, path: str) -> JobKind:
-    d = read_object(doc, path, [], ["delay", "queue", "priority"])
+    d = read_object(doc, path, [], ["delay", "queue", "priority", "timeout"])
     queue = read_name(d.get("queue", DEFAULT_QUEUE), f"{path}.queue")
     try:
         check_id("queue", queue)
@@ -449,6 +455,7 @@ def _parse_kind(doc: Any, path: str) -> JobKind:
         delay=read_int(d.get("delay", 0), f"{path}.delay", 0, MAX_DELAY_TICKS),
         queue=queue,
         priority=read_int(d.get("priority", 0), f"{path}.priority", -MAX_PRIORITY, MAX_PRIORITY),
+        timeout=read_int(d.get("timeout", 0), f"{path}.timeout", 0, MAX_DELAY_TICKS),
     )
 
 

@@ -326,9 +326,10 @@ def hunt_budget() -> settings:
 
 
 def plant_script(monkeypatch: Any, name: str, old: str, new: str) -> None:
-    """A planted bug in the Lua script ``name``: ``old`` replaced by ``new`` (``monkeypatch``:
-    pytest's, undone after the test)."""
+    """A planted bug in the Lua script ``name`` (a step's, or a read's): ``old`` replaced by
+    ``new`` (``monkeypatch``: pytest's, undone after the test)."""
     from remora.jobs import redis_coordination as rc
 
-    assert old in rc.SCRIPTS[name], f"the planted bug no longer applies to {name}"
-    monkeypatch.setitem(rc.SCRIPTS, name, rc.SCRIPTS[name].replace(old, new))
+    table = rc.SCRIPTS if name in rc.SCRIPTS else rc.READS
+    assert old in table[name], f"the planted bug no longer applies to {name}"
+    monkeypatch.setitem(table, name, table[name].replace(old, new))

@@ -395,6 +395,36 @@ class TimesOutFromFirstStart(WorkerLoop):
         return actx
 
 
+class _KeepsTimedOutLease(AttemptContext):
+    """An attempt context whose loop's end of a timed-out attempt releases no lease."""
+
+    def end_from_loop(self) -> bool:
+        if not self.expired or self.local.cancel_seen:
+            return super().end_from_loop()
+        w = self.worker
+        w.release_lease = lambda a: None  # type: ignore[method-assign]  # the bug
+        try:
+            return super().end_from_loop()
+        finally:
+            del w.release_lease
+
+
+class KeepsTimedOutLeases(WorkerLoop):
+    """(t) The loop's end of an attempt that overran its timeout sends and processes the
+    retryable failure but leaves the lease for the reconciler's next pass to release ("one
+    write fewer on the loop's thread"): the job's retry cannot activate until that pass or
+    the lease's expiry.  My realistic bug of stop 37: the job machines alone survived it
+    (16 passed) — the settlement's release promise judged only attempts whose handler
+    settled them.  Every spec step is allowed; only the release promise of a turn that
+    ended an attempt itself (:meth:`~remora.sim.jobs.loops.SimLoops._unreleased`) sees
+    it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _KeepsTimedOutLease(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -418,5 +448,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "restages-on-retry": (Parts(worker=RestagesOnRetry), LoopParts()),
     "never-times-out": (None, LoopParts(loop=NeverTimesOut)),
     "times-out-from-first-start": (None, LoopParts(loop=TimesOutFromFirstStart)),
+    "keeps-timed-out-leases": (None, LoopParts(loop=KeepsTimedOutLeases)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

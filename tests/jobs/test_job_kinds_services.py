@@ -8,8 +8,6 @@ job in its queue's ranking, ``Enqueue`` that ranks by submission order only."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +20,7 @@ from remora.jobs.io import Actor
 from remora.jobs.model import JobsConfig
 from tests.common.services import require_redis
 from tests.jobs.job_machines import LargerJobs, SpecSizedJobs
-from tests.jobs.job_services import ServiceBackends, killed, plant_script, service_backends
+from tests.jobs.job_services import ServiceBackends, killed, plant_script
 
 pytestmark = pytest.mark.services
 
@@ -74,15 +72,6 @@ def test_redis_ranks_a_queue_as_the_memory_store_does() -> None:
     finally:
         redis_store.client.delete(*rc.namespace_keys(redis_store.client, redis_store.ns))
         redis_store.close()
-
-
-@pytest.fixture
-def services(
-    remora_scratch_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[ServiceBackends]:
-    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
-    with service_backends(remora_scratch_database) as backends:
-        yield backends
 
 
 @pytest.mark.nightly

@@ -47,6 +47,7 @@ KILLED_BY = {
     r"job's timeout",
     "times-out-from-first-start": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for "
     r"\S+, whose handler",
+    "keeps-timed-out-leases": r"ERROR loop: the lease of \S+ is still held after its loop ended it",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

@@ -5,7 +5,6 @@ the Redis namespace against the durable store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from tests.jobs.job_services import (
     ServiceBackends,
     killed,
     plant_script,
-    service_backends,
     twin_machine,
 )
 
@@ -32,13 +30,6 @@ measured), and it survives it without the count."""
 @pytest.fixture(autouse=True)
 def artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
-
-
-@pytest.fixture
-def services(remora_scratch_database: str) -> Iterator[ServiceBackends]:
-    """The stores over PostgreSQL (the plugin's scratch database) and Redis."""
-    with service_backends(remora_scratch_database) as backends:
-        yield backends
 
 
 def test_a_lua_script_comparing_one_field_fewer_is_killed(

@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from remora.jobs.actions import Action
+from remora.jobs.coordination import active_part, narrow
 from remora.jobs.model import AttemptId, CoordEntry, CredentialState, IntentId, SecretState, Stop
 from remora.jobs.worker import EXECUTING
 from remora.protocol import spec as S
@@ -98,6 +99,7 @@ JUDGEMENTS: frozenset[str] = frozenset(
         "stopped-incarnations",
         "durable-log",
         "coordination-log",
+        "coordination-reads",
         "row-times",
         "read-models",
     }
@@ -623,6 +625,34 @@ def durable_log_problems(run: JobRun) -> list[str]:
                 f"{record.actor} recorded {record.action} as {record.key} v{record.version}, "
                 f"the durable log holds {held!r} there"
             )
+    return problems
+
+
+def coordination_read_problems(run: JobRun) -> list[str]:
+    """The coordination store's narrow reads show what its whole state holds: ``view`` of
+    each job (with every attempt of it the durable store knows, and every lease the store
+    holds for it) equals :func:`~remora.jobs.coordination.narrow` of its ``snapshot``, and
+    ``active`` equals :func:`~remora.jobs.coordination.active_part` of it.  The workers'
+    and the reaper's guards decide on these reads, and the Redis store answers each with
+    its own script (``View``, ``Active``): a script that reads one field wrong misleads
+    every guard that trusts it while the snapshot, which the other judgements compare,
+    stays right.  A pure read of the store, no actor: no fault fires in it."""
+    coord = run.sim.stores.coordination
+    snap = coord.snapshot()
+    durable = run.sim.stores.durable.snapshot()
+    problems: list[str] = []
+    for job in run.config.jobs:
+        attempts = {AttemptId(r.job, r.token) for r in durable.attempts if r.job == job}
+        attempts |= {a for a in snap.leases if a.job == job}
+        wanted = sorted(attempts, key=str)
+        got, want = coord.view(None, job, wanted), narrow(snap, job, wanted)
+        if got != want:
+            problems.append(
+                f"the coordination store's view of {job} is {got!r}, its state {want!r}"
+            )
+    got, want = coord.active(None), active_part(snap)
+    if got != want:
+        problems.append(f"the coordination store's active read is {got!r}, its state {want!r}")
     return problems
 
 

@@ -378,6 +378,9 @@ class SimLoops:
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
         self.tend_reach: list[str] = []
+        #: The attempts the last turn ended itself (its handler left running: a timeout,
+        #: a stop condition's grace outlived) — :meth:`_unreleased`.
+        self.ended_by_turn: list[AttemptId] = []
         #: Which promises' hard cases the last turn met, for the machines' reach: an
         #: activation due again taken (``activation-due``), an end past the outage budget
         #: (``outage-end``), the end of a loop asked to stop (``stop-end``).
@@ -643,6 +646,11 @@ class SimLoops:
         due = self._due_activations(w)
         self.promise_reach = ["activation-due"] if due and self.started else []
         self.tended = [actx for actx, at in before if actx.tended != at]
+        self.ended_by_turn = [
+            actx.attempt
+            for actx, _ in before
+            if pause is not None and actx.abandoned and actx.attempt not in loop.running
+        ]
         coord = store.snapshot()
         self.tend_reach = [_tend_state(coord, actx.attempt) for actx in self.tended]
         self.reserved = {
@@ -813,6 +821,8 @@ class SimLoops:
         if op == "loop-turn" and result is not None:
             out.extend(self._unnoticed(w))
             out.extend(self._overrun(w, loop))
+            for a in self.ended_by_turn:
+                out.extend(self._unreleased(w, a, "after its loop ended it"))
             out.extend(self._idle(w, loop))
             out.extend(self._unactivated(w, loop))
         if op == "loop-handler" and self.stepped is not None:
@@ -820,7 +830,7 @@ class SimLoops:
             if a == self.settled or after >= 2:
                 out.extend(self._unsent(w, a))
         if op == "loop-handler" and self.settled is not None:
-            out.extend(self._unreleased(w, self.settled))
+            out.extend(self._unreleased(w, self.settled, "after its settlement"))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
         if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
@@ -1147,19 +1157,21 @@ class SimLoops:
             f"ended without sending it though the spec enables it"
         ]
 
-    def _unreleased(self, w: str, a: AttemptId) -> list[str]:
-        """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`): an
-        attempt whose handler and settlement ended while its incarnation stayed up and
-        connected was finished or stopped, and its lease is released — else a cancelled or
-        stopped attempt keeps its job's lease until it expires, delaying the job's next
-        step by a lease period for nothing."""
+    def _unreleased(self, w: str, a: AttemptId, when: str) -> list[str]:
+        """A clean settlement's promise (:func:`~remora.jobs.settlement.settle`), and a
+        clean turn's that ended an attempt itself (``AttemptContext.end_from_loop``: a
+        timeout's retryable failure, a stop condition's grace outlived): an attempt whose
+        settlement (or whose end by its loop) came while its incarnation stayed up and
+        connected was finished or stopped, and its lease is released — else a cancelled,
+        stopped or timed-out attempt keeps its job's lease until it expires (or a
+        reconcile pass releases it), delaying the job's next step for nothing."""
         lease = self.sim.stores.coordination.snapshot().leases.get(a)
         if lease is None or not lease.live or lease.worker != w:
             return []
         state = self.sim.workers[w].attempts[a].state
         return [
-            f"the lease of {a} is still held after its settlement in the loop of {w} "
-            f"({state}): a clean settlement releases it"
+            f"the lease of {a} is still held {when} in the loop of {w} ({state}): a clean "
+            f"settlement releases it"
         ]
 
 

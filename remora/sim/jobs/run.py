@@ -62,6 +62,7 @@ from remora.sim.jobs.judgement import (
     affirmation_problems,
     content_problems,
     coordination_log_problems,
+    coordination_read_problems,
     credential_step,
     drained_coordination_problems,
     durable_log_problems,
@@ -486,6 +487,12 @@ class JobRun:
             problems = coordination_log_problems(self)
             if problems:
                 raise JobRunFailure(f"ERROR coordination-log: {problems[0]}", f"after step {label}")
+        if "coordination-reads" in self.judging:
+            problems = coordination_read_problems(self)
+            if problems:
+                raise JobRunFailure(
+                    f"ERROR coordination-reads: {problems[0]}", f"after step {label}"
+                )
         if self.readers is not None:
             self.readers.observe()
             problems = read_model_problems(self.readers)

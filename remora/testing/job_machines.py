@@ -1982,11 +1982,10 @@ class JobLoopMachine(JobRuntimeMachine):
         an earlier one (its checkpoint, its first stage write); and a handler runs in few
         of the loop machine's states: a settlement's own calls seldom met a fault."""
         assert self.run is not None
-        w = data.draw(st.sampled_from(self._looping()), label="worker")
-        mine = self._give_handler(w)
-        if not mine:
+        drawn = self._draw_given_handler(data)
+        if drawn is None:
             return
-        a = data.draw(st.sampled_from(mine), label="handler")
+        w, a = drawn
         for _ in range(self.max_progress + 3):
             if (w, a) not in self.run.loops.running():
                 return
@@ -2007,16 +2006,24 @@ class JobLoopMachine(JobRuntimeMachine):
         handler its stretch within a round of its loop's turn, so a handler always
         cooperated before its loop had to end it."""
         assert self.run is not None
-        w = data.draw(st.sampled_from(self._looping()), label="worker")
-        mine = self._give_handler(w)
-        if not mine:
+        drawn = self._draw_given_handler(data)
+        if drawn is None:
             return
-        a = data.draw(st.sampled_from(mine), label="handler")
+        w, a = drawn
         for _ in range(ticks):
             self._do(JobStep("tick"))
             self._round(tuple(self._looping()), hung=a)
         if (w, a) in self.run.loops.running():
             self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
+
+    def _draw_given_handler(self, data: st.DataObject) -> tuple[str, AttemptId] | None:
+        """A looping incarnation and one of its handlers (it is given one when it runs
+        none: :meth:`_give_handler`), or None when it has none to give."""
+        w = data.draw(st.sampled_from(self._looping()), label="worker")
+        mine = self._give_handler(w)
+        if not mine:
+            return None
+        return w, data.draw(st.sampled_from(mine), label="handler")
 
     def _give_handler(self, w: str) -> list[AttemptId]:
         """The attempts whose handlers ``w``'s loop runs — when it runs none, after a job

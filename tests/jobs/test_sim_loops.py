@@ -5,12 +5,29 @@ stretches and the settlement, and the reconciler's schedule alone — no single 
 
 from __future__ import annotations
 
+from typing import Any
+
 from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
 from remora.jobs.loop import Wait
 from remora.jobs.model import Outcome, Service
 from remora.sim.jobs.run import JobRun, run_trace
-from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, new_trace
+from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, JobTrace, new_trace
+
+
+def _drained(run: JobRun) -> tuple[JobTrace, dict[Any, int]]:
+    """Drain and judge ``run`` (as a replay does): its schedule as a trace, and the spec
+    actions it took."""
+    run.drain()
+    run.judge()
+    trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+    return trace, dict(run.chk.actions)
+
+
+def _replays(trace: JobTrace, actions: dict[Any, int]) -> None:
+    """The schedule replays to the same result: no failure, the same spec actions."""
+    replayed = run_trace(trace)
+    assert replayed.failure is None and replayed.actions == actions
 
 
 def _through_the_loop() -> JobRun:
@@ -48,13 +65,10 @@ def test_a_job_runs_through_the_production_loop() -> None:
         period = run.loops.loops["w1"].beat_every
         _, rows = run.sim.stores.durable.liveness(now)
         assert [(w, now - seen < period + 1) for w, _, seen in rows] == [("w1", True)]
-        run.drain()  # as a replay does
-        run.judge()
-        trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+        drained = _drained(run)
     finally:
         run.close()
-    replayed = run_trace(trace)
-    assert replayed.failure is None and replayed.actions == dict(actions)
+    _replays(*drained)
 
 
 def test_a_link_of_an_incarnation_declared_down_is_not_the_specs_to_cut() -> None:
@@ -115,14 +129,10 @@ def test_a_job_runs_through_a_process_isolated_loop_and_replays() -> None:
         assert {r.worker for r in rows} == {"w2"}
         # the job keeps its last failure's words: the first attempt's process died
         assert run.sim.stores.durable.job("j1").error.startswith("the handler's process died")
-        run.drain()  # as a replay does
-        run.judge()
-        actions = dict(run.chk.actions)
-        trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+        drained = _drained(run)
     finally:
         run.close()
-    replayed = run_trace(trace)
-    assert replayed.failure is None and replayed.actions == actions
+    _replays(*drained)
 
 
 def test_a_completion_tried_again_after_its_transaction_failed_still_sends_the_success() -> None:
@@ -157,14 +167,10 @@ def test_a_completion_tried_again_after_its_transaction_failed_still_sends_the_s
             assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
             assert "AcceptRetryableFailureWithBudget" not in run.chk.actions
             assert run.sim.stores.durable.job("j1").error == ""
-            run.drain()
-            run.judge()
-            actions = dict(run.chk.actions)
-            trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+            drained = _drained(run)
         finally:
             run.close()
-        replayed = run_trace(trace)
-        assert replayed.failure is None and replayed.actions == actions
+        _replays(*drained)
 
 
 def test_a_hung_handler_past_its_jobs_timeout_is_ended_by_its_loop_and_replays() -> None:
@@ -202,11 +208,7 @@ def test_a_hung_handler_past_its_jobs_timeout_is_ended_by_its_loop_and_replays()
             run.execute(s("tick"))
         assert run.chk.actions.get("AcceptRetryableFailureWithBudget") == 1, run.chk.actions
         assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
-        run.drain()
-        run.judge()
-        actions = dict(run.chk.actions)
-        trace = new_trace(run.config, run.handlers, tuple(run.steps), "test", run.kinds)
+        drained = _drained(run)
     finally:
         run.close()
-    replayed = run_trace(trace)
-    assert replayed.failure is None and replayed.actions == actions
+    _replays(*drained)

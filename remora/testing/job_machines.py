@@ -296,7 +296,8 @@ class JobMachineBase(RuleBasedStateMachine):
     priorities: ClassVar[tuple[int, int]] = (-1, 2)
     #: A job's timeout: half the jobs none, the others from 2 to ``max_timeout`` ticks
     #: (``submit --timeout``; 0 or 1: no job has one) — only the production loop enforces
-    #: one, so only the loop machine draws it.
+    #: one, so only the loop machine draws it.  The handler's own timeout is drawn the
+    #: same way, once per run (:attr:`~remora.sim.jobs.trace.JobConfig.handler_timeout`).
     max_timeout: ClassVar[int] = 0
     swarm: ClassVar[tuple[str, ...]] = SWARM
     #: A second configuration of the stores (the machines over PostgreSQL + Redis): every
@@ -410,8 +411,13 @@ class JobMachineBase(RuleBasedStateMachine):
             }
         )
         kinds = {j: k for j, k in kinds.items() if k != PLAIN}
+        # the handler's own timeout (``@handler(..., timeout=)``), in half the runs: an
+        # attempt's timeout is the smaller of it and its job's
+        config = attrs.evolve(
+            self.config(), handler_timeout=data.draw(timeouts, label="handler timeout")
+        )
         self.run = JobRun(
-            self.config(),
+            config,
             handlers,
             judging=self.judging,
             kinds=kinds,
@@ -420,9 +426,7 @@ class JobMachineBase(RuleBasedStateMachine):
         )
         twin = type(self).twin_backends
         if twin is not None:
-            self.twin = JobRun(
-                self.config(), handlers, backends=twin, judging=self.judging, kinds=kinds
-            )
+            self.twin = JobRun(config, handlers, backends=twin, judging=self.judging, kinds=kinds)
         self._do(JobStep("start", worker=self.workers[0]))
 
     # -- the trace ---------------------------------------------------------------------------

@@ -425,6 +425,32 @@ class KeepsTimedOutLeases(WorkerLoop):
         return actx
 
 
+class _JobTimeoutFirst(AttemptContext):
+    """An attempt context whose job's timeout, when it has one, replaces its handler's."""
+
+    def __init__(self, worker: Worker, a: AttemptId, **kwargs: Any) -> None:
+        super().__init__(worker, a, **kwargs)
+        row = worker.stores.durable.job(a.job)
+        registry = worker.registry
+        handler = registry.timeout(self.handler) if registry is not None else None
+        self.timeout = row.timeout or handler  # the bug: the job's wins, even when larger
+
+
+class JobTimeoutOverridesHandler(WorkerLoop):
+    """(u) A job's own timeout (``submit --timeout``) replaces its handler's
+    (``@handler(..., timeout=)``) instead of the smaller of the two applying ("the job's is
+    the more specific"): a handler that must never run past 2 s runs as long as any job
+    asks.  My realistic bug 2 of stop 37, which the job machines alone survived — no run's
+    handler had a timeout of its own.  Every spec step is allowed; only the loop's timeout
+    promise, judged with the smaller of the two
+    (:meth:`~remora.sim.jobs.loops.SimLoops.timeout_of`), sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _JobTimeoutFirst(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -449,5 +475,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "never-times-out": (None, LoopParts(loop=NeverTimesOut)),
     "times-out-from-first-start": (None, LoopParts(loop=TimesOutFromFirstStart)),
     "keeps-timed-out-leases": (None, LoopParts(loop=KeepsTimedOutLeases)),
+    "job-timeout-overrides-handler": (None, LoopParts(loop=JobTimeoutOverridesHandler)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
@@ -138,6 +139,24 @@ def test_kinds_travel_in_the_trace_and_replay() -> None:
     assert run_trace(loads(text)).failure is None
     plain = new_trace(CONFIG, HANDLERS, tuple(delayed_steps()), "test")
     assert '"kinds"' not in plain.dumps()  # a plain run's trace is as before
+
+
+def test_the_handlers_timeout_travels_in_the_trace_and_replays() -> None:
+    import json
+
+    from remora.sim.codec import TraceError
+
+    plain = new_trace(CONFIG, HANDLERS, tuple(delayed_steps()), "test").dumps()
+    assert '"handler_timeout"' not in plain  # a run without one reads as before it existed
+    timed = attrs.evolve(CONFIG, handler_timeout=2)
+    text = new_trace(timed, HANDLERS, tuple(delayed_steps()), "test").dumps()
+    assert '"handler_timeout": 2' in text and loads(text).config == timed
+    assert run_trace(loads(text)).failure is None
+    for bad in (-1, 1.5, True):
+        doc = json.loads(text)
+        doc["config"]["handler_timeout"] = bad
+        with pytest.raises(TraceError, match=r"trace\.config\.handler_timeout"):
+            loads(json.dumps(doc))
 
 
 @pytest.mark.parametrize(

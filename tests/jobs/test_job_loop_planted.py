@@ -44,10 +44,12 @@ KILLED_BY = {
     "restages-on-retry": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for \S+, whose "
     r"handler asked for WantsSuccess",
     "never-times-out": r"ERROR loop: a clean turn of the loop of \w+ left \S+ running .*its "
-    r"job's timeout",
+    r"timeout",
     "times-out-from-first-start": r"ERROR loop: the loop of \w+ sent WantsRetryableFailure for "
     r"\S+, whose handler",
     "keeps-timed-out-leases": r"ERROR loop: the lease of \S+ is still held after its loop ended it",
+    "job-timeout-overrides-handler": r"ERROR loop: a clean turn of the loop of \w+ left \S+ "
+    r"running .*its timeout",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

@@ -111,11 +111,14 @@ LOOP_PROCESSES = frozenset({"settled", "died", "abandoned"})
 child dead on its own, abandoned by their loop (its child killed)."""
 
 
-LOOP_TIMEOUTS = frozenset({"ended by its loop", "settled by its handler"})
-"""How the loops' attempts that overran their job's timeout must have ended
+LOOP_TIMEOUTS = frozenset(
+    {"ended by its loop", "settled by its handler", "by its handler's, its job's larger"}
+)
+"""How the loops' attempts that overran their timeout must have ended
 (:attr:`~remora.sim.jobs.loops.SimLoops.timeout_reach`): as a retryable failure sent by a
 turn of their loop (the handler kept running past the grace), and by their settlement (the
-handler stopped when asked, or returned)."""
+handler stopped when asked, or returned); and one must have overrun its handler's own
+timeout while its job's was larger (the smaller of the two applies)."""
 
 
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:

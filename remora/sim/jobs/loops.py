@@ -412,6 +412,9 @@ class SimLoops:
         #: step, on the run's clock): a timeout's retryable failure is sent no earlier
         #: (:meth:`missent`), and the loop ends an overrun attempt (:meth:`_overrun`).
         self.timeouts: dict[str, float] = {}
+        #: The handler's own timeout in seconds (0: none; :meth:`set_handler_timeout`): an
+        #: attempt's is the smaller of its handler's and its job's (:meth:`timeout_of`).
+        self.handler_timeout = 0.0
         self.activated: dict[AttemptId, float] = {}
         #: The first clean turn of its loop at or after each attempt's timeout, and the
         #: last turn of each loop that met a fault, a link down or its incarnation down
@@ -1074,6 +1077,8 @@ class SimLoops:
                 # asked for, or before it ended (docs/jobs.md)
                 how = "ended by its loop" if op == "loop-turn" else "settled by its handler"
                 self.timeout_reach.add(how)
+                if 0 < self.handler_timeout < self.timeouts.get(a.job, 0.0):
+                    self.timeout_reach.add("by its handler's, its job's larger")
                 continue
             asked = self.ends.get(a, "")
             if (
@@ -1089,10 +1094,23 @@ class SimLoops:
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler asked for {asked}")
         return out
 
+    def set_handler_timeout(self, seconds: float) -> None:
+        """Register the run's handler with a timeout of ``seconds`` (0: none), as
+        ``@handler(..., timeout=)`` does."""
+        self.handler_timeout = seconds
+        self.registry.handler(HANDLER, timeout=seconds or None)(self.handler)
+
+    def timeout_of(self, a: AttemptId) -> float:
+        """The timeout of ``a`` in seconds (0: none): the smaller of its handler's and its
+        job's, as docs/jobs.md states it — stated here on its own, never read from
+        :class:`~remora.jobs.attempt.AttemptContext`, which it judges."""
+        limits = [t for t in (self.handler_timeout, self.timeouts.get(a.job, 0.0)) if t]
+        return min(limits, default=0.0)
+
     def timed_out(self, a: AttemptId, now: float) -> bool:
-        """Whether ``a`` has run its job's timeout by ``now`` (from its activation, as the
-        run saw it: :attr:`activated`)."""
-        timeout = self.timeouts.get(a.job, 0.0)
+        """Whether ``a`` has run its timeout (:meth:`timeout_of`) by ``now`` (from its
+        activation, as the run saw it: :attr:`activated`)."""
+        timeout = self.timeout_of(a)
         start = self.activated.get(a)
         return bool(timeout) and start is not None and now - start >= timeout
 
@@ -1129,8 +1147,8 @@ class SimLoops:
             ):
                 out.append(
                     f"a clean turn of the loop of {w} left {a} running "
-                    f"{now - self.activated[a]:g}s after its activation (its job's timeout "
-                    f"is {self.timeouts[a.job]:g}s; a clean turn saw it overrun "
+                    f"{now - self.activated[a]:g}s after its activation (its timeout "
+                    f"is {self.timeout_of(a):g}s; a clean turn saw it overrun "
                     f"{now - first:g}s ago, its grace is {loop.cancel_grace:g}s)"
                 )
         return out

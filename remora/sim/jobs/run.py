@@ -208,6 +208,7 @@ class JobRun:
         self.loops.staged = self.stage_complete
         tick = self.sim.config.jobs_config.tick_ms / 1000
         self.loops.timeouts = {j: k.timeout * tick for j, k in self.kinds.items() if k.timeout}
+        self.loops.set_handler_timeout(config.handler_timeout * tick)
         self.chk = RefinementChecker(self.sim)
         #: What users read (status, history, metrics) judged against the run's account
         #: (:mod:`remora.sim.jobs.read_models`).
@@ -225,6 +226,9 @@ class JobRun:
         #: over two configurations compare step by step
         self.trail: list[tuple[str, str]] = []
         self.submitted: set[str] = set()
+        #: What the judgement's incremental checks remember between steps (the logs'
+        #: entries judged so far, the coordination state whose reads were last judged).
+        self.memo: dict[str, Any] = {}
 
     # -- steps ----------------------------------------------------------------------------------
     def execute(self, step: JobStep) -> str:

@@ -193,7 +193,10 @@ class JobConfig:
     """A run's size and limits (complete and immutable; digested into the trace).
 
     ``workers`` are the incarnations the steps may use; ``drain_worker`` is a spare
-    incarnation only the fair drain starts (so the drain always has a live worker)."""
+    incarnation only the fair drain starts (so the drain always has a live worker).
+    ``handler_timeout``: the ticks an attempt may run by its handler's own timeout
+    (``@handler(..., timeout=)``; 0: none — written only when set, so a trace without it
+    reads as before); an attempt's timeout is the smaller of it and its job's."""
 
     jobs: tuple[str, ...] = ("j1", "j2", "j3")
     workers: tuple[str, ...] = ("w1", "w2", "w3")
@@ -209,12 +212,15 @@ class JobConfig:
     max_partitions: int = 3
     steps: int = 1000
     mutation: str | None = None
+    handler_timeout: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = attrs.asdict(self)
         out["jobs"], out["workers"] = list(self.jobs), list(self.workers)
         if self.mutation is None:
             del out["mutation"]
+        if not self.handler_timeout:
+            del out["handler_timeout"]
         return out
 
     def digest(self) -> str:
@@ -320,7 +326,12 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
         "steps",
     )
     budgets = ("max_coord_losses", "max_partitions")
-    d = read_object(doc, path, ["jobs", "workers", "drain_worker", *ints, *budgets], ["mutation"])
+    d = read_object(
+        doc,
+        path,
+        ["jobs", "workers", "drain_worker", *ints, *budgets],
+        ["mutation", "handler_timeout"],
+    )
     jobs = _ids(d["jobs"], f"{path}.jobs")
     workers = _ids(d["workers"], f"{path}.workers")
     drain = read_name(d["drain_worker"], f"{path}.drain_worker")
@@ -329,7 +340,12 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
     values = {k: read_int(d[k], f"{path}.{k}", 1, 10_000) for k in ints}
     values.update({k: read_int(d[k], f"{path}.{k}", 0, 100) for k in budgets})
     mutation = None if "mutation" not in d else read_name(d["mutation"], f"{path}.mutation")
-    return JobConfig(jobs, workers, drain, mutation=mutation, **values)
+    handler_timeout = read_int(
+        d.get("handler_timeout", 0), f"{path}.handler_timeout", 0, MAX_DELAY_TICKS
+    )
+    return JobConfig(
+        jobs, workers, drain, mutation=mutation, handler_timeout=handler_timeout, **values
+    )
 
 
 def _parse_fault(doc: Any, path: str) -> JobFault:

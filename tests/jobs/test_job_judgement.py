@@ -250,3 +250,24 @@ def test_a_planted_bug_survives_without_its_check(
 ) -> None:
     planted = plant(name, monkeypatch, tmp_path)
     assert hunt(name, JUDGEMENTS - {planted.check}) is None
+
+
+def test_the_log_judgements_see_an_entry_rewritten_after_they_judged_it() -> None:
+    """The log judgements are incremental (they fold in only what a step added): an entry
+    an earlier check judged clean and a later step rewrites is still a finding — the log
+    no longer holds what was judged, so it is judged whole again."""
+    import attrs
+
+    from remora.sim.jobs.judgement import coordination_log_problems, durable_log_problems
+
+    run = JobRun(CONFIG, {"j1": (Outcome.SUCCESS,)})
+    expire_a_lease(run)
+    assert durable_log_problems(run) == [] and coordination_log_problems(run) == []
+    conn = run.sim.stores.durable.backend._conn
+    conn.execute(
+        "UPDATE remora_jobs_log SET action = 'Tampered' WHERE subject = 'j1' AND version = 2"
+    )
+    assert any("the durable log holds 'Tampered'" in p for p in durable_log_problems(run))
+    log = run.sim.stores.coordination._log
+    log[0] = attrs.evolve(log[0], actor_seq=log[0].actor_seq + 100)
+    assert any("the coordination log holds nothing" in p for p in coordination_log_problems(run))

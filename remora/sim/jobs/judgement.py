@@ -598,25 +598,64 @@ def stopped_incarnation_problems(run: JobRun) -> list[str]:
     return problems
 
 
+@attrs.define
+class _LogSeen:
+    """What a log judgement saw at its last clean check (:attr:`JobRun.memo
+    <remora.sim.jobs.run.JobRun.memo>`): the log's entries, what they were folded into,
+    and how many of the recorder's steps were judged against them.  A later check folds in
+    only what was added since; a log changed anywhere else is judged whole again."""
+
+    entries: Any
+    logged: dict[Any, Any]
+    records: int
+    last_record: Any = None
+    wiped: tuple[int, int] = (0, 0)
+    last: tuple[int, int] | None = None
+
+
+def _new_records(run: JobRun, seen: _LogSeen) -> list[Any]:
+    """The recorder's steps since ``seen`` (all of them if its list changed before)."""
+    steps = run.sim.recorder.steps
+    n = seen.records
+    if n and (len(steps) < n or steps[n - 1] is not seen.last_record):
+        seen.records, n = 0, 0  # the recorder only appends
+    seen.records, seen.last_record = len(steps), (steps[-1] if steps else None)
+    return list(steps[n:])
+
+
 def durable_log_problems(run: JobRun) -> list[str]:
     """The durable log is not every subject's contiguous history, a job row's version is
     not its last logged one, or a recorded durable step is not in the log (module
-    docstring)."""
-    logged: dict[str, dict[int, str]] = {}
+    docstring).  Incremental: entries and records judged at an earlier clean check are not
+    judged again while the log still holds them all."""
+    entries = run.sim.stores.durable.log_versions()
+    current = frozenset(entries)
+    seen = run.memo.get("durable-log")
+    if (
+        not isinstance(seen, _LogSeen)
+        or len(current) != len(entries)
+        or not seen.entries <= current
+    ):
+        seen = _LogSeen(frozenset(), {}, 0)
+    logged: dict[str, dict[int, str]] = seen.logged
     problems: list[str] = []
-    for key, version, action in run.sim.stores.durable.log_versions():
+    touched: set[str] = set()
+    fresh = current - seen.entries if seen.entries else entries
+    for key, version, action in sorted(fresh):
         versions = logged.setdefault(key, {})
         if version in versions:
             problems.append(f"the durable log of {key} holds version {version} twice")
         versions[version] = action
-    for key, versions in sorted(logged.items()):
+        touched.add(key)
+    for key in sorted(touched):
+        versions = logged[key]
         if sorted(versions) != list(range(1, len(versions) + 1)):
             problems.append(f"the durable log of {key} holds versions {sorted(versions)}")
     for row in run.chk.last_view.durable.jobs:
         last = max(logged.get(row.id, {}), default=0)
         if row.version != last:
             problems.append(f"{row.id} is at version {row.version}, its log at {last}")
-    for record in run.sim.recorder.steps:
+    for record in _new_records(run, seen):
         if record.store != "durable" or not record.key or not record.action:
             continue
         held = logged.get(record.key, {}).get(record.version)
@@ -625,6 +664,11 @@ def durable_log_problems(run: JobRun) -> list[str]:
                 f"{record.actor} recorded {record.action} as {record.key} v{record.version}, "
                 f"the durable log holds {held!r} there"
             )
+    seen.entries = current
+    if problems:
+        run.memo.pop("durable-log", None)
+    else:
+        run.memo["durable-log"] = seen
     return problems
 
 
@@ -636,10 +680,13 @@ def coordination_read_problems(run: JobRun) -> list[str]:
     and the reaper's guards decide on these reads, and the Redis store answers each with
     its own script (``View``, ``Active``): a script that reads one field wrong misleads
     every guard that trusts it while the snapshot, which the other judgements compare,
-    stays right.  A pure read of the store, no actor: no fault fires in it."""
+    stays right.  A pure read of the store, no actor: no fault fires in it.  The whole
+    states compared are the refinement check's after the step (nothing wrote since)."""
     coord = run.sim.stores.coordination
-    snap = coord.snapshot()
-    durable = run.sim.stores.durable.snapshot()
+    snap, durable = run.chk.last_view.coordination, run.chk.last_view.durable
+    judged = (snap, durable.attempts)
+    if run.memo.get("coordination-reads") == judged:
+        return []  # the same state (its clock included) judged clean at the last step
     problems: list[str] = []
     for job in run.config.jobs:
         attempts = {AttemptId(r.job, r.token) for r in durable.attempts if r.job == job}
@@ -653,33 +700,39 @@ def coordination_read_problems(run: JobRun) -> list[str]:
     got, want = coord.active(None), active_part(snap)
     if got != want:
         problems.append(f"the coordination store's active read is {got!r}, its state {want!r}")
+    run.memo["coordination-reads"] = None if problems else judged
     return problems
 
 
 def coordination_log_problems(run: JobRun) -> list[str]:
     """The coordination log is not the store's history in its order, or a recorded
-    coordination step is not in it as recorded (module docstring)."""
+    coordination step is not in it as recorded (module docstring).  Incremental as
+    :func:`durable_log_problems`: the log only grows between wipes (Redis loses its
+    entries in one, and is then judged whole again)."""
+    entries = run.sim.stores.coordination.log()
+    seen = run.memo.get("coordination-log")
+    n = len(seen.entries) if isinstance(seen, _LogSeen) else 0
+    if not isinstance(seen, _LogSeen) or len(entries) < n or entries[:n] != seen.entries:
+        seen, n = _LogSeen([], {}, 0), 0
     problems: list[str] = []
-    logged: dict[tuple[str, int], CoordEntry] = {}
-    last: tuple[int, int] | None = None
-    wiped = (0, 0)
-    for entry in run.sim.stores.coordination.log():
+    logged: dict[tuple[str, int], CoordEntry] = seen.logged
+    for entry in entries[n:]:
         position = _order_key(entry.order)
-        if last is not None and position <= last:
-            problems.append(f"the coordination log holds {entry.order} after {last}")
-        last = position
+        if seen.last is not None and position <= seen.last:
+            problems.append(f"the coordination log holds {entry.order} after {seen.last}")
+        seen.last = position
         if entry.action == Action.LOSE_COORDINATION_STATE:
-            wiped = position
+            seen.wiped = position
         if not entry.action:
             continue
         key = (entry.actor, entry.actor_seq)
         if key in logged:
             problems.append(f"the coordination log holds {entry.actor}'s step {key[1]} twice")
         logged[key] = entry
-    for record in run.sim.recorder.steps:
+    for record in _new_records(run, seen):
         if record.store != "coordination" or not record.action:
             continue
-        if _order_key(record.order) < wiped:
+        if _order_key(record.order) < seen.wiped:
             continue  # a wipe may take the log with it (Redis: the stream is a key)
         held = logged.get((record.actor, record.seq))
         if held is None or (held.order, held.action) != (record.order, record.action):
@@ -688,6 +741,11 @@ def coordination_log_problems(run: JobRun) -> list[str]:
                 f"{record.actor} recorded {record.action} at {record.order} (its step "
                 f"{record.seq}), the coordination log holds {where} for it"
             )
+    seen.entries = entries
+    if problems:
+        run.memo.pop("coordination-log", None)
+    else:
+        run.memo["coordination-log"] = seen
     return problems
 
 

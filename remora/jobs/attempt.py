@@ -22,16 +22,23 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from remora.errors import RemoraError, UnknownHandler
+from remora.errors import (
+    NotEnabled,
+    RemoraError,
+    Unavailable,
+    UnknownHandler,
+    UnknownResult,
+    WorkerDown,
+)
 from remora.jobs.handlers import HandlerResult, call_handler, describe, encode_output
 from remora.jobs.model import AttemptId, Outcome
 from remora.jobs.settlement import (
     BatchCompleter,
     Settle,
     quietly,
-    retry_step,
     ride_out,
     settle,
 )
@@ -75,6 +82,9 @@ class AttemptContext:
         self._settle_lock = threading.Lock()
         self._stop_seen_at: float | None = None
         self._next_try = 0.0
+        #: The loop's end of this attempt under way (:meth:`end_from_loop`): the steps it
+        #: still has to take, each tried once a turn.
+        self._ending: list[str] | None = None
 
     @property
     def local(self) -> LocalAttempt:
@@ -209,6 +219,8 @@ class AttemptContext:
         ``cancel_grace`` seconds after a stop condition was noticed — a cancel, a lost
         lease, or its timeout overrun (which asks it to stop: ``ctx.cancelled``)."""
         local = self.local
+        if self._ending is not None:  # the loop's end under way: its next try is due
+            return now >= self._next_try
         if self._settling or self.abandoned or local.state != EXECUTING or now < self._next_try:
             return False
         if not local.cancel_seen and not self.expired and self.timed_out(now):
@@ -223,37 +235,75 @@ class AttemptContext:
         """End the attempt without its handler (which keeps running where its executor
         left it): a timeout as a retryable failure (``SendOutcome``, ``ProcessOutcome``);
         otherwise ``CooperativeStop`` on its stop condition, the stop recorded and the
-        lease released.  True when the loop may forget the attempt (its slot is free)."""
+        lease released.  True when the loop may forget the attempt (its slot is free).
+
+        Every store call here is tried once per turn, on the loop's thread: one that finds
+        its store away is tried again at a later turn, a tick on, the attempt holding its
+        slot meanwhile (:meth:`overdue`).  Waiting out an outage here would hold up every
+        other attempt's heartbeat with it (found by the loop machine once handlers had
+        timeouts of their own: a turn that rode out a lost target link for 2.45 s)."""
         w, a = self.worker, self.attempt
         with self._settle_lock:
-            if self._settling or self.abandoned:
+            if self._settling or (self.abandoned and self._ending is None):
                 return False
             local = self.local
             now = w.stores.clock.now()
             self._next_try = now + w.stores.config.tick_ms / 1000
             self.stop_requested = True
-            if not local.cancel_seen and not local.outcome_sent and self.expired:
-                try:
-                    w.send_outcome(a, Outcome.RETRYABLE, self.timed_out_error)
-                except RemoraError:
-                    self.stop_requested = False
-                    return False
-                self.abandoned = True  # the outcome is durably pending: ours to process
-                retry_step(w, lambda: w.process_outcome(a, self.timed_out_error))
-                if local.state == STOPPED or local.finished:
-                    retry_step(w, lambda: w.release_lease(a))
-                return True
+            if self._ending is None:
+                if not local.cancel_seen and not local.outcome_sent and self.expired:
+                    try:
+                        w.send_outcome(a, Outcome.RETRYABLE, self.timed_out_error)
+                    except RemoraError:
+                        self.stop_requested = False
+                        return False
+                    # the outcome is durably pending: ours to process
+                    self._ending = ["process", "release"]
+                else:
+                    try:
+                        stopped = w.cooperative_stop(a)
+                    except RemoraError:
+                        stopped = False
+                    if not stopped:
+                        self.stop_requested = False
+                        return False
+                    self._ending = ["record", "release"]
+                self.abandoned = True
+            return self._end_steps()
+
+    def _end_steps(self) -> bool:
+        """The rest of the loop's end (:meth:`end_from_loop`), each step tried once: True
+        once none is left.  A step its store refuses, or that the worker's going down
+        makes moot, is given up as a settlement gives it up (:func:`~remora.jobs.
+        settlement.retry_step`) — an outcome someone else processed is learned first; one
+        whose store is away is left for a later turn."""
+        w, a, local = self.worker, self.attempt, self.local
+        steps = self._ending
+        assert steps is not None
+        calls: dict[str, Callable[[], object]] = {
+            "process": lambda: w.process_outcome(a, self.timed_out_error),
+            "record": lambda: w.record_stop(a),
+            "release": lambda: w.release_lease(a),
+        }
+        while steps:
+            if steps[0] == "release" and not (local.state == STOPPED or local.finished):
+                steps.pop(0)  # nothing stopped or finished to release
+                continue
             try:
-                stopped = w.cooperative_stop(a)
-            except RemoraError:
-                stopped = False
-            if not stopped:
-                self.stop_requested = False
+                try:
+                    calls[steps[0]]()
+                except NotEnabled:
+                    if steps[0] != "process":
+                        raise
+                    # processed by another (the reconciler): learn what became of it, so
+                    # that its stop is known and its lease released
+                    w.learn_outcome(a)
+            except (Unavailable, UnknownResult):
                 return False
-            self.abandoned = True
-            retry_step(w, lambda: w.record_stop(a))
-            retry_step(w, lambda: w.release_lease(a))
-            return True
+            except (NotEnabled, WorkerDown):
+                pass
+            steps.pop(0)
+        return True
 
     def abandon(self) -> None:
         """The worker stops: a handler still running is left behind (it settles nothing)."""

@@ -10,7 +10,7 @@ from typing import Any
 from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
 from remora.jobs.loop import Wait
-from remora.jobs.model import Outcome, Service
+from remora.jobs.model import AttemptId, Outcome, Service
 from remora.sim.jobs.run import JobRun, run_trace
 from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, JobTrace, new_trace
 
@@ -173,6 +173,38 @@ def test_a_completion_tried_again_after_its_transaction_failed_still_sends_the_s
         _replays(*drained)
 
 
+def _timed_job_running() -> tuple[JobRun, AttemptId]:
+    """A run of one job with a timeout of three ticks, its first attempt activated by
+    ``w1``'s loop (its handler not stepped: it hangs until a test steps it)."""
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1",), concurrency=1),
+        {"j1": (Outcome.SUCCESS,)},
+        kinds={"j1": JobKind(timeout=3)},
+    )
+    s = JobStep
+    for step in [s("start", worker="w1"), s("submit", job="j1")]:
+        run.execute(step)
+    run.execute(s("loop-reconcile", worker="w1"))
+    run.execute(s("loop-turn", worker="w1"))
+    [(_, first)] = run.loops.running()
+    return run, first
+
+
+def _retry_succeeds(run: JobRun, first: AttemptId) -> None:
+    """Rounds of ``w1``'s loop, every handler but the hung ``first`` stepped: the job's
+    retry runs and succeeds."""
+    s = JobStep
+    for _ in range(10):
+        run.execute(s("loop-reconcile", worker="w1"))
+        run.execute(s("loop-turn", worker="w1"))
+        for w, a in run.loops.running():
+            if a != first:
+                run.execute(s("loop-handler", worker=w, job=a.job, token=a.token))
+        run.execute(s("tick"))
+    assert run.chk.actions.get("AcceptRetryableFailureWithBudget") == 1, run.chk.actions
+    assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
+
+
 def test_a_hung_handler_past_its_jobs_timeout_is_ended_by_its_loop_and_replays() -> None:
     """A job submitted with a timeout of three ticks (``JobKind.timeout``, as ``submit
     --timeout`` is); its handler hangs (it takes no stretch) while its loop turns every
@@ -181,33 +213,48 @@ def test_a_hung_handler_past_its_jobs_timeout_is_ended_by_its_loop_and_replays()
     handler runs, succeeds.  Neither the sent-outcome promise (no earlier than the
     attempt's activation plus its timeout) nor the timeout's (ended once overrun past the
     grace) objects, and the schedule replays."""
-    run = JobRun(
-        JobConfig(jobs=("j1",), workers=("w1",), concurrency=1),
-        {"j1": (Outcome.SUCCESS,)},
-        kinds={"j1": JobKind(timeout=3)},
-    )
+    run, first = _timed_job_running()
     s = JobStep
     try:
-        for step in [s("start", worker="w1"), s("submit", job="j1")]:
-            run.execute(step)
-        run.execute(s("loop-reconcile", worker="w1"))
-        run.execute(s("loop-turn", worker="w1"))
-        [(_, first)] = run.loops.running()
         for _ in range(7):  # the first attempt's handler hangs
             run.execute(s("tick"))
             run.execute(s("loop-reconcile", worker="w1"))
             run.execute(s("loop-turn", worker="w1"))
         assert run.loops.timeout_reach == {"ended by its loop"}
         assert run.sim.stores.durable.job("j1").error == "timed out after 3s"
-        for _ in range(10):  # the retry's handler runs
-            run.execute(s("loop-reconcile", worker="w1"))
-            run.execute(s("loop-turn", worker="w1"))
-            for w, a in run.loops.running():
-                if a != first:
-                    run.execute(s("loop-handler", worker=w, job=a.job, token=a.token))
+        _retry_succeeds(run, first)
+        drained = _drained(run)
+    finally:
+        run.close()
+    _replays(*drained)
+
+
+def test_a_turn_that_ends_a_timed_out_attempt_never_waits_out_a_store_on_the_loops_thread() -> None:
+    """A hung handler overruns its job's timeout while its incarnation's link to the target
+    is down: the loop sends the retryable failure, but processing it needs the target.
+    Each turn tries that once and leaves it for a later turn (the attempt keeps its slot)
+    — the clock never moves within a turn — and once the link is back a turn finishes the
+    end, the lease released, and the retry succeeds.  Before the fix the turn rode the
+    outage out on the loop's thread (``retry_step``: 50 tries, 2.45 s) while no other
+    attempt's lease was renewed, and time passed with no ``Tick`` — the refinement check
+    failed (found by the loop machine once handlers had timeouts of their own).  The
+    schedule replays."""
+    run, first = _timed_job_running()
+    s = JobStep
+    try:
+        for tick in range(1, 7):  # the first attempt's handler hangs
+            if tick == 4:  # overrun at 3, ended at 5 (its grace): the target goes away
+                run.execute(s("drop-link", worker="w1", service=Service.TARGET))
             run.execute(s("tick"))
-        assert run.chk.actions.get("AcceptRetryableFailureWithBudget") == 1, run.chk.actions
-        assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
+            before = run.sim.clock.now()
+            run.execute(s("loop-turn", worker="w1"))
+            assert run.sim.clock.now() == before  # the turn waited for nothing
+        assert run.chk.actions.get("SendOutcome") == 1, run.chk.actions
+        assert first in run.loops.loops["w1"].running  # its slot still held
+        assert "AcceptRetryableFailureWithBudget" not in run.chk.actions
+        run.execute(s("restore-link", worker="w1", service=Service.TARGET))
+        _retry_succeeds(run, first)
+        assert run.loops.timeout_reach == {"ended by its loop"}
         drained = _drained(run)
     finally:
         run.close()

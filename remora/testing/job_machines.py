@@ -299,6 +299,10 @@ class JobMachineBase(RuleBasedStateMachine):
     #: one, so only the loop machine draws it.  The handler's own timeout is drawn the
     #: same way, once per run (:attr:`~remora.sim.jobs.trace.JobConfig.handler_timeout`).
     max_timeout: ClassVar[int] = 0
+    #: Whether a job's handler may give up on its own at its first attempt (``Cancelled``
+    #: unasked: :attr:`~remora.sim.jobs.trace.JobKind.gives_up`) — only a handler the
+    #: production loop runs does, so only the loop machine draws it.
+    handlers_give_up: ClassVar[bool] = False
     swarm: ClassVar[tuple[str, ...]] = SWARM
     #: A second configuration of the stores (the machines over PostgreSQL + Redis): every
     #: step runs on both runs, which must agree after it (:meth:`differential`).  The
@@ -404,6 +408,12 @@ class JobMachineBase(RuleBasedStateMachine):
                         queue=st.sampled_from(self.queues),
                         priority=st.integers(*self.priorities),
                         timeout=timeouts,
+                        # one job in four, where handlers may give up (shrinks to none)
+                        gives_up=(
+                            st.sampled_from((False, False, False, True))
+                            if self.handlers_give_up
+                            else st.just(False)
+                        ),
                     ),
                     label=f"kind {j}",
                 )
@@ -511,6 +521,8 @@ class JobMachineBase(RuleBasedStateMachine):
                 reach.add(("loop-process", seen))
             for seen in self.run.loops.timeout_reach:
                 reach.add(("loop-timeout", seen))
+            for seen in self.run.loops.give_up_reach:
+                reach.add(("loop-give-up", seen))
             if step.op == "loop-turn":
                 for seen in self.run.loops.promise_reach:
                     reach.add(("loop-promise", seen))
@@ -1784,6 +1796,7 @@ class JobLoopMachine(JobRuntimeMachine):
     # one more rule family a run may switch off: asking a loop to stop (:meth:`loop_stop`)
     swarm: ClassVar[tuple[str, ...]] = (*SWARM, "stop")
     max_timeout = 5
+    handlers_give_up = True
     # links are cut and restored around the loop's steps (:meth:`loop_outage`)
     drop_link = None  # type: ignore[assignment]
     restore_link = None  # type: ignore[assignment]

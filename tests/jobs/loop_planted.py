@@ -451,6 +451,34 @@ class JobTimeoutOverridesHandler(WorkerLoop):
         return actx
 
 
+class _RenewsUntilSent(AttemptContext):
+    """An attempt context whose tend renews the lease until the outcome is sent."""
+
+    def tend(self) -> None:
+        local = self.local
+        done, local.handler_done = local.handler_done, False  # the bug: its end forgotten
+        try:
+            super().tend()
+        finally:
+            local.handler_done = done
+
+
+class RenewsEndedHandlers(WorkerLoop):
+    """(v) The heartbeat renews an attempt's lease until its outcome is sent ("the attempt
+    is ours until then"), its handler's end forgotten: a handler that gave up on its own
+    (``Cancelled`` unasked) waits for a stop condition that never comes — its lease stays
+    live, its slot taken, its job stuck for as long as the incarnation runs.  My realistic
+    bug of stop 38: the job machines alone survived it before they generated handlers
+    that give up (no handler ever did) and judged renewals after a handler's end.  Every
+    spec step is allowed; only the heartbeat's promise
+    (:meth:`~remora.sim.jobs.loops.SimLoops._renewed_ended`) sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _RenewsUntilSent(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -476,5 +504,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "times-out-from-first-start": (None, LoopParts(loop=TimesOutFromFirstStart)),
     "keeps-timed-out-leases": (None, LoopParts(loop=KeepsTimedOutLeases)),
     "job-timeout-overrides-handler": (None, LoopParts(loop=JobTimeoutOverridesHandler)),
+    "renews-ended-handlers": (None, LoopParts(loop=RenewsEndedHandlers)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

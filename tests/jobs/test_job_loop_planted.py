@@ -50,6 +50,8 @@ KILLED_BY = {
     "keeps-timed-out-leases": r"ERROR loop: the lease of \S+ is still held after its loop ended it",
     "job-timeout-overrides-handler": r"ERROR loop: a clean turn of the loop of \w+ left \S+ "
     r"running .*its timeout",
+    "renews-ended-handlers": r"ERROR loop: the loop of \w+ renewed the lease of \S+, whose "
+    r"handler had ended",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""
@@ -66,6 +68,7 @@ SCALE = {
     "forgets-outages": 3,
     "takes-work-while-stopping": 3,
     "forgets-refused-activations": 2,
+    "restages-on-retry": 4,
 }
 """Bugs hunted with a multiple of the suite's budget: (d) needs a cancel to land while a
 handler runs; since the batched loops and ``loop_stall`` joined the rules it was not killed
@@ -78,7 +81,11 @@ of 400 kill it).  (m) needs the run's one stop to come while a job is queued and
 stopping loop has a slot free: not killed within the suite's budget at stop 35.  (j) needs
 a ``loop_handoff`` whose replacement's activation is refused: killed within the suite's
 budget until stop 37's rules (``loop_settle_faulted``, ``loop_hang``) shifted the draws,
-then at twice it (random runs kill it within 100 to 200 examples)."""
+then at twice it (random runs kill it within 100 to 200 examples).  (q) needs a completion's
+transaction to fail after its stage landed: killed within the suite's budget until stop 38's
+handlers that give up and handler timeouts shifted the draws, then at four times it (not at
+three; random runs of 400 kill it in 8 to 24 s, with Hypothesis's local constants, which
+the ci profile pins, in the draws)."""
 
 
 def hunt(machine: type[JobLoopMachine], name: str = "") -> settings:

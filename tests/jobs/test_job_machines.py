@@ -121,6 +121,12 @@ handler stopped when asked, or returned); and one must have overrun its handler'
 timeout while its job's was larger (the smaller of the two applies)."""
 
 
+LOOP_GIVE_UPS = frozenset({"stopped once its lease was lost"})
+"""How an attempt whose handler gave up on its own (``Cancelled`` unasked) must have ended
+(:attr:`~remora.sim.jobs.loops.SimLoops.give_up_reach`): its loop stopped it once its
+lease, no longer renewed, was lost."""
+
+
 def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
     """What the runs of ``machines`` together did not reach."""
 
@@ -151,6 +157,7 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         "loop promises": set(LOOP_PROMISES - {r[0] for r in seen("loop-promise")}),
         "loop processes": set(LOOP_PROCESSES - {r[0] for r in seen("loop-process")}),
         "loop timeouts": set(LOOP_TIMEOUTS - {r[0] for r in seen("loop-timeout")}),
+        "loop give-ups": set(LOOP_GIVE_UPS - {r[0] for r in seen("loop-give-up")}),
         # the fault tables must name every call a step kind was seen to make
         "calls outside STEP_CALLS": {
             r for r in seen("calls") if r[1] not in {o.value for o in STEP_CALLS.get(r[0], ())}

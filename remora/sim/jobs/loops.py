@@ -374,6 +374,9 @@ class SimLoops:
         #: The attempt whose handler and settlement the last loop step ended
         #: (:meth:`problems`), else None.
         self.settled: AttemptId | None = None
+        #: The attempts whose handler had ended and whose settlement had begun when the
+        #: last turn began (:meth:`missent`: their leases are no longer renewed).
+        self.ended_at_turn: set[AttemptId] = set()
         #: The attempts the last turn tended (:meth:`problems`), and what each tend met
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
@@ -415,6 +418,11 @@ class SimLoops:
         #: The handler's own timeout in seconds (0: none; :meth:`set_handler_timeout`): an
         #: attempt's is the smaller of its handler's and its job's (:meth:`timeout_of`).
         self.handler_timeout = 0.0
+        #: The jobs whose handler gives up on its own at their first attempt (set by the run
+        #: from their kinds: :attr:`~remora.sim.jobs.trace.JobKind.gives_up`), and how
+        #: such an attempt ended (for the machines' reach).
+        self.gives_up: set[str] = set()
+        self.give_up_reach: set[str] = set()
         self.activated: dict[AttemptId, float] = {}
         #: The first clean turn of its loop at or after each attempt's timeout, and the
         #: last turn of each loop that met a fault, a link down or its incarnation down
@@ -513,6 +521,8 @@ class SimLoops:
             ctx.checkpoint()
             self.settling.add(a)
             pause()
+        if a.token == 1 and a.job in self.gives_up:
+            raise Cancelled(f"the handler of {a} gave up")  # unasked: no stop condition
         outcome = self.scripted(a)
         if outcome is Outcome.RETRYABLE and getattr(_current, "loops", None) and a.token % 2:
             from remora.sim.jobs.processes import ChildDied
@@ -636,6 +646,14 @@ class SimLoops:
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
+        # handlers run only in their own stretches, never within a turn; an ended one's
+        # settlement has begun once its worker's record says so (a handler's output may
+        # still be staged between its return and its settlement)
+        self.ended_at_turn = {
+            a
+            for a in loop.running
+            if a in self.ends and getattr(loop.worker.attempts.get(a), "handler_done", False)
+        }
         store = self.sim.stores.coordination
         held = {j: r.rid for j, r in store.snapshot().reservations.items() if r.worker == w}
         self._observe_ready(w)
@@ -1067,6 +1085,12 @@ class SimLoops:
         for r, s in steps:
             if r.action == Action.ACTIVATE_ATTEMPT and str(r.actor) == w:
                 self.activated.setdefault(AttemptId.parse(str(r.params["a"])), now)
+            if r.action == Action.COOPERATIVE_STOP and str(r.actor) == w:
+                stopped = AttemptId.parse(str(r.params["a"]))
+                if stopped.token == 1 and stopped.job in self.gives_up and stopped in self.ends:
+                    self.give_up_reach.add("stopped once its lease was lost")
+            if r.action == Action.RENEW_LEASE and str(r.actor) == w and op == "loop-turn":
+                out += self._renewed_ended(w, AttemptId.parse(str(r.params["a"])))
             if r.action != Action.SEND_OUTCOME or str(r.actor) != w:
                 continue
             a = AttemptId.parse(str(r.params["a"]))
@@ -1093,6 +1117,19 @@ class SimLoops:
                 asked = self.ends[a] or "no outcome (it stopped cooperatively)"
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler asked for {asked}")
         return out
+
+    def _renewed_ended(self, w: str, a: AttemptId) -> list[str]:
+        """The heartbeat's promise (docs/jobs.md, *Handler API*; :func:`~remora.jobs.
+        settlement.settle`): a lease is renewed only while its handler runs.  Once the
+        handler has ended, the attempt's settlement sends its outcome or waits for a stop
+        condition without renewing — a handler that gave up on its own (``Cancelled``
+        unasked) loses its lease within a lease period and the job is retried.  A lease
+        renewed after its handler ended keeps such a job, and its slot, forever while the
+        incarnation runs; every renewal is a step the spec allows."""
+        if a not in self.ended_at_turn:
+            return []
+        asked = self.ends.get(a) or "no outcome (it stopped cooperatively)"
+        return [f"the loop of {w} renewed the lease of {a}, whose handler had ended ({asked})"]
 
     def set_handler_timeout(self, seconds: float) -> None:
         """Register the run's handler with a timeout of ``seconds`` (0: none), as

@@ -209,6 +209,7 @@ class JobRun:
         tick = self.sim.config.jobs_config.tick_ms / 1000
         self.loops.timeouts = {j: k.timeout * tick for j, k in self.kinds.items() if k.timeout}
         self.loops.set_handler_timeout(config.handler_timeout * tick)
+        self.loops.gives_up = {j for j, k in self.kinds.items() if k.gives_up}
         self.chk = RefinementChecker(self.sim)
         #: What users read (status, history, metrics) judged against the run's account
         #: (:mod:`remora.sim.jobs.read_models`).

@@ -236,18 +236,24 @@ class JobKind:
     """How a job is submitted: ``delay`` ticks before it may be enqueued
     (``submit --in``), its named ``queue``, its ``priority`` and the ``timeout`` in ticks
     an attempt of it may run (``submit --timeout``; 0: none — only the production loop
-    enforces it).  A trace lists only the jobs whose kind is not the default (``kinds``;
-    a trace without the field has none, a kind without ``timeout`` has none)."""
+    enforces it).  ``gives_up``: the handler of its first attempt gives up on its own —
+    it raises ``Cancelled`` unasked, after staging its first part — which only a handler
+    run by the production loop does.  A trace lists only the jobs whose kind is not the
+    default (``kinds``; a trace without the field has none, a kind without ``timeout`` or
+    ``gives_up`` has none)."""
 
     delay: int = 0
     queue: str = DEFAULT_QUEUE
     priority: int = 0
     timeout: int = 0
+    gives_up: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = attrs.asdict(self)
         if not self.timeout:
             del out["timeout"]  # a trace of a kind without one reads as before
+        if not self.gives_up:
+            del out["gives_up"]
         return out
 
 
@@ -461,7 +467,7 @@ def from_json(doc: Any) -> JobTrace:
 
 
 def _parse_kind(doc: Any, path: str) -> JobKind:
-    d = read_object(doc, path, [], ["delay", "queue", "priority", "timeout"])
+    d = read_object(doc, path, [], ["delay", "queue", "priority", "timeout", "gives_up"])
     queue = read_name(d.get("queue", DEFAULT_QUEUE), f"{path}.queue")
     try:
         check_id("queue", queue)
@@ -472,6 +478,7 @@ def _parse_kind(doc: Any, path: str) -> JobKind:
         queue=queue,
         priority=read_int(d.get("priority", 0), f"{path}.priority", -MAX_PRIORITY, MAX_PRIORITY),
         timeout=read_int(d.get("timeout", 0), f"{path}.timeout", 0, MAX_DELAY_TICKS),
+        gives_up=read_bool(d.get("gives_up", False), f"{path}.gives_up"),
     )
 
 

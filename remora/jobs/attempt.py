@@ -231,6 +231,12 @@ class AttemptContext:
             self._stop_seen_at = now
         return now - self._stop_seen_at >= cancel_grace
 
+    @property
+    def end_pending(self) -> bool:
+        """Whether the loop's end of this attempt is under way, a step of it left for a
+        later turn (its store was away)."""
+        return bool(self._ending)
+
     def end_from_loop(self) -> bool:
         """End the attempt without its handler (which keeps running where its executor
         left it): a timeout as a retryable failure (``SendOutcome``, ``ProcessOutcome``);
@@ -275,29 +281,40 @@ class AttemptContext:
         """The rest of the loop's end (:meth:`end_from_loop`), each step tried once: True
         once none is left.  A step its store refuses, or that the worker's going down
         makes moot, is given up as a settlement gives it up (:func:`~remora.jobs.
-        settlement.retry_step`) — an outcome someone else processed is learned first; one
-        whose store is away is left for a later turn."""
+        settlement.retry_step`); one whose store is away is left for a later turn.  An
+        outcome someone else took first is learned: processed, the attempt is stopped or
+        finished; rejected (``RejectOutcome``: the job was cancelled, or its authority
+        lost), it still executes and is stopped on that stop condition
+        (``CooperativeStop``) before its stop is recorded and its lease released."""
         w, a, local = self.worker, self.attempt, self.local
         steps = self._ending
         assert steps is not None
         calls: dict[str, Callable[[], object]] = {
             "process": lambda: w.process_outcome(a, self.timed_out_error),
+            "stop": lambda: w.cooperative_stop(a),
             "record": lambda: w.record_stop(a),
             "release": lambda: w.release_lease(a),
         }
         while steps:
-            if steps[0] == "release" and not (local.state == STOPPED or local.finished):
+            step = steps[0]
+            if step == "release" and not (local.state == STOPPED or local.finished):
                 steps.pop(0)  # nothing stopped or finished to release
                 continue
             try:
                 try:
-                    calls[steps[0]]()
+                    done = calls[step]()
                 except NotEnabled:
-                    if steps[0] != "process":
+                    if step != "process":
                         raise
-                    # processed by another (the reconciler): learn what became of it, so
-                    # that its stop is known and its lease released
-                    w.learn_outcome(a)
+                    w.learn_outcome(a)  # taken by another (the reconciler)
+                    if local.state == EXECUTING:  # rejected: the attempt goes on
+                        steps[1:1] = ["stop", "record"]
+                    done = True
+                if step == "stop" and not done:
+                    if w.up:
+                        return False  # no stop condition yet: a later turn tries again
+                    steps.clear()  # declared down: stopped in the spec already
+                    break
             except (Unavailable, UnknownResult):
                 return False
             except (NotEnabled, WorkerDown):

@@ -466,8 +466,8 @@ class WorkerLoop:
             # down mark): stop at once; the process ends (a new one is a new incarnation).
             self.failed.append(WorkerDown(f"worker {w.id} was declared down"))
             return None
-        for a, (_, execution) in list(self.running.items()):
-            if execution.done():
+        for a, (actx, execution) in list(self.running.items()):
+            if execution.done() and not actx.end_pending:  # a pending end is finished below
                 del self.running[a]
         for actx, _ in self.running.values():
             if now - actx.tended >= self.tend_every:

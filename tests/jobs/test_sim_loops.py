@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from remora.faults import Outcome as IOOutcome
 from remora.jobs.io import JobOperation
 from remora.jobs.loop import Wait
 from remora.jobs.model import AttemptId, Outcome, Service
-from remora.sim.jobs.run import JobRun, run_trace
+from remora.sim.jobs.loops import LoopParts
+from remora.sim.jobs.run import JobRun, JobRunFailure, run_trace
 from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, JobTrace, new_trace
 
 
@@ -254,7 +257,111 @@ def test_a_turn_that_ends_a_timed_out_attempt_never_waits_out_a_store_on_the_loo
         assert "AcceptRetryableFailureWithBudget" not in run.chk.actions
         run.execute(s("restore-link", worker="w1", service=Service.TARGET))
         _retry_succeeds(run, first)
-        assert run.loops.timeout_reach == {"ended by its loop"}
+        assert run.loops.timeout_reach == {"ended by its loop", "its end left for a later turn"}
+        drained = _drained(run)
+    finally:
+        run.close()
+    _replays(*drained)
+
+
+def test_a_loop_end_left_for_a_later_turn_is_finished_though_its_handler_returned() -> None:
+    """The loop ends a timed-out attempt while its incarnation's link to the coordination
+    store is down: the retryable failure is sent and processed, the lease's release left
+    for a later turn.  Then the hung handler returns (it settles nothing: the loop took the
+    attempt over).  The next turn must still release the lease — it once dropped a
+    finished handler's attempt before finishing its end, and the lease stayed held until it
+    expired (found by the loop machine, the links of ``loop_hang`` cut)."""
+    run, first = _timed_job_running()
+    s = JobStep
+    try:
+        for _ in range(4):  # overrun at 3, ended at 5 (its grace)
+            run.execute(s("tick"))
+            run.execute(s("loop-turn", worker="w1"))
+        run.execute(s("drop-link", worker="w1", service=Service.COORDINATION))
+        run.execute(s("tick"))
+        run.execute(s("loop-turn", worker="w1"))
+        assert run.sim.stores.durable.job("j1").error == "timed out after 3s"
+        assert first in run.sim.stores.coordination.snapshot().leases  # not released yet
+        run.execute(s("restore-link", worker="w1", service=Service.COORDINATION))
+        run.execute(s("loop-handler", worker="w1", job="j1", token=first.token))
+        run.execute(s("tick"))
+        run.execute(s("loop-turn", worker="w1"))
+        lease = run.sim.stores.coordination.snapshot().leases.get(first)
+        assert lease is None or not lease.live, lease
+        assert first not in run.loops.loops["w1"].running
+        _retry_succeeds(run, first)
+        drained = _drained(run)
+    finally:
+        run.close()
+    _replays(*drained)
+
+
+def test_the_orphan_promise_sees_an_end_that_never_learns_a_reconciled_outcome() -> None:
+    """Planted (w) ``ForgetsReconciledOutcomes`` (``tests/jobs/loop_planted.py``): the
+    loop's end of a timed-out attempt, its ``ProcessOutcome`` refused because the
+    reconciler processed the outcome while the target was away, gives the step up without
+    learning what became of it — the product's own code before stop 38.  The lease expires
+    meanwhile (so the release promise has nothing to say); the incarnation's record stays
+    executing with no handler in its loop: the orphan promise (``ERROR loop:
+    w1 holds j1#1 executing, but its loop runs no handler for it``) fails the run.  The
+    machines' budget does not reach this schedule (the reconciler must settle the outcome
+    between two tries of the loop's end); this directed run is the property's evidence."""
+    from tests.jobs.loop_planted import ForgetsReconciledOutcomes
+
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1",), concurrency=1),
+        {"j1": (Outcome.SUCCESS,)},
+        kinds={"j1": JobKind(timeout=3)},
+        loop_parts=LoopParts(loop=ForgetsReconciledOutcomes),
+    )
+    s = JobStep
+    try:
+        for step in [s("start", worker="w1"), s("submit", job="j1")]:
+            run.execute(step)
+        run.execute(s("loop-reconcile", worker="w1"))
+        run.execute(s("loop-turn", worker="w1"))
+        for tick in range(1, 7):
+            if tick == 4:
+                run.execute(s("drop-link", worker="w1", service=Service.TARGET))
+            run.execute(s("tick"))
+            run.execute(s("loop-turn", worker="w1"))
+        run.execute(s("restore-link", worker="w1", service=Service.TARGET))
+        run.execute(s("loop-reconcile", worker="w1"))  # the reconciler processes it first
+        run.execute(s("tick"))  # the loop's end is tried again a tick on,
+        run.execute(s("loop-reconcile", worker="w1"))  # once the lease has expired
+        with pytest.raises(JobRunFailure, match=r"ERROR loop: w1 holds j1#1 executing, but"):
+            run.execute(s("loop-turn", worker="w1"))
+    finally:
+        run.close()
+
+
+def test_a_loop_end_whose_outcome_was_rejected_stops_the_attempt_and_releases_its_lease() -> None:
+    """The loop ends a timed-out attempt while the target is away: the retryable failure is
+    sent, its processing left for a later turn.  Meanwhile the job is cancelled and the
+    reconciler rejects the pending outcome (``RejectOutcome``): the attempt goes on
+    executing in the spec.  The loop's end must learn that and stop it on its stop
+    condition (``CooperativeStop``), record the stop and release the lease — it once gave
+    the refused ``ProcessOutcome`` up and forgot the attempt, its record executing for
+    good (found by the orphan promise in a hunt of the loop machine)."""
+    run, first = _timed_job_running()
+    s = JobStep
+    try:
+        for tick in range(1, 6):
+            if tick == 4:
+                run.execute(s("drop-link", worker="w1", service=Service.TARGET))
+            run.execute(s("tick"))
+            run.execute(s("loop-turn", worker="w1"))
+        assert run.chk.actions.get("SendOutcome") == 1, run.chk.actions
+        run.execute(s("cancel", job="j1"))
+        run.execute(s("loop-reconcile", worker="w1"))  # the cancel finalized
+        run.execute(s("reconcile"))  # the pending outcome rejected
+        assert run.chk.actions.get("RejectOutcome") == 1, run.chk.actions
+        run.execute(s("restore-link", worker="w1", service=Service.TARGET))
+        run.execute(s("tick"))
+        run.execute(s("loop-turn", worker="w1"))
+        assert run.chk.actions.get("CooperativeStop") == 1, run.chk.actions
+        assert first not in run.loops.loops["w1"].running
+        assert run.sim.workers["w1"].attempts[first].state == "stopped"
         drained = _drained(run)
     finally:
         run.close()

@@ -2021,15 +2021,27 @@ class JobLoopMachine(JobRuntimeMachine):
         retryable failure) or outlived a stop condition's grace (a cooperative stop); then
         the handler goes on, if its loop still waits for it.  Every other rule gives a
         handler its stretch within a round of its loop's turn, so a handler always
-        cooperated before its loop had to end it."""
+        cooperated before its loop had to end it.  Its incarnation may lose a link for a
+        tick or two meanwhile (drawn), so that the loop's end meets a store away."""
         assert self.run is not None
         drawn = self._draw_given_handler(data)
         if drawn is None:
             return
         w, a = drawn
-        for _ in range(ticks):
+        # its incarnation may lose a link for a tick or two meanwhile: the loop's own end
+        # of the attempt then meets a store away (and the reconciler may settle first)
+        cut = data.draw(st.none() | st.sampled_from(list(Service)), label="cut")
+        at = data.draw(st.integers(1, ticks), label="cut at") if cut is not None else 0
+        back = at + data.draw(st.integers(1, 2), label="cut for") if cut is not None else 0
+        for tick in range(1, ticks + 1):
+            if cut is not None and tick == at:
+                self._do(JobStep("drop-link", worker=w, service=cut))
+            if cut is not None and tick == back:
+                self._do(JobStep("restore-link", worker=w, service=cut))
             self._do(JobStep("tick"))
             self._round(tuple(self._looping()), hung=a)
+        if cut is not None and back > ticks and w in self._looping():
+            self._do(JobStep("restore-link", worker=w, service=cut))
         if (w, a) in self.run.loops.running():
             self._do(JobStep("loop-handler", worker=w, job=a.job, token=a.token))
 

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from remora.errors import NotEnabled, RemoraError
+from remora.errors import NotEnabled, RemoraError, Unavailable, UnknownResult, WorkerDown
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.child import ChildContext
 from remora.jobs.handlers import HandlerResult
@@ -479,6 +479,68 @@ class RenewsEndedHandlers(WorkerLoop):
         return actx
 
 
+class _UnlearnedEnd(AttemptContext):
+    """An attempt context whose loop's end gives up a step another took first, as the
+    product's ``retry_step`` did before stop 38: nothing learned, nothing stopped."""
+
+    def _end_steps(self) -> bool:
+        w, a, local = self.worker, self.attempt, self.local
+        steps = self._ending
+        assert steps is not None
+        calls = {
+            "process": lambda: w.process_outcome(a, self.timed_out_error),
+            "record": lambda: w.record_stop(a),
+            "release": lambda: w.release_lease(a),
+        }
+        while steps:
+            if steps[0] == "release" and not (local.state == STOPPED or local.finished):
+                steps.pop(0)
+                continue
+            try:
+                calls[steps[0]]()
+            except (Unavailable, UnknownResult):
+                return False
+            except (NotEnabled, WorkerDown):
+                pass  # the bug: an outcome taken by another never learned
+            steps.pop(0)
+        return True
+
+
+class ForgetsReconciledOutcomes(WorkerLoop):
+    """(w) The loop's end of a timed-out attempt gives up its ``ProcessOutcome`` when the
+    reconciler processed the outcome first (refused: not enabled), without learning what
+    became of it — the release is skipped (the record still says executing) and the loop
+    forgets the attempt: the incarnation counts it against its concurrency for good.  The
+    product's own code before stop 38 (its ``retry_step`` gave the step up the same way),
+    found with the loop's end that waits out no store.  Every spec step is allowed; only
+    the orphan promise (:meth:`~remora.sim.jobs.loops.SimLoops._orphaned`) sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _UnlearnedEnd(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
+class GivesUpWaitingForAStop(Worker):
+    """(x) A settlement's wait for a stop condition answered "stopped" when none holds —
+    ``cooperative_stop`` returns True without recording anything ("nothing to stop"): a
+    handler that gave up on its own ends its settlement at once with its attempt still
+    executing; the loop drops the finished handler, and the incarnation counts the attempt
+    against its concurrency for good.  The class of a surviving mutant of stop 37's sample
+    (``worker.py``: the no-reason branch answering True).  Every spec step is allowed;
+    only the orphan promise (:meth:`~remora.sim.jobs.loops.SimLoops._orphaned`) sees it."""
+
+    def cooperative_stop(self, a: AttemptId) -> bool:
+        local = self.attempts[a]
+        coord = self.stores.coordination.view(self.actor, a.job, (a,))
+        lease = coord.leases.get(a)
+        if lease is not None and lease.live and a.job not in coord.notices:
+            row = self.stores.durable.read_locked(self.actor, a.job).job
+            if not row.cancel_requested and row.current_authority(a.token):
+                return local.state == EXECUTING  # the bug: "nothing to stop" read as done
+        return super().cooperative_stop(a)
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -505,5 +567,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "keeps-timed-out-leases": (None, LoopParts(loop=KeepsTimedOutLeases)),
     "job-timeout-overrides-handler": (None, LoopParts(loop=JobTimeoutOverridesHandler)),
     "renews-ended-handlers": (None, LoopParts(loop=RenewsEndedHandlers)),
+    "gives-up-waiting-for-a-stop": (Parts(worker=GivesUpWaitingForAStop), LoopParts()),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

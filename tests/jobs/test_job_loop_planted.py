@@ -52,6 +52,8 @@ KILLED_BY = {
     r"running .*its timeout",
     "renews-ended-handlers": r"ERROR loop: the loop of \w+ renewed the lease of \S+, whose "
     r"handler had ended",
+    "gives-up-waiting-for-a-stop": r"ERROR loop: (the lease of \S+ is still held after its "
+    r"settlement|\w+ holds \S+ executing, but its loop runs no handler for it)",
 }
 """The failure each planted bug is killed with (the loop's promise it breaks): a pattern
 its message starts with."""

@@ -112,13 +112,19 @@ child dead on its own, abandoned by their loop (its child killed)."""
 
 
 LOOP_TIMEOUTS = frozenset(
-    {"ended by its loop", "settled by its handler", "by its handler's, its job's larger"}
+    {
+        "ended by its loop",
+        "settled by its handler",
+        "by its handler's, its job's larger",
+        "its end left for a later turn",
+    }
 )
 """How the loops' attempts that overran their timeout must have ended
 (:attr:`~remora.sim.jobs.loops.SimLoops.timeout_reach`): as a retryable failure sent by a
 turn of their loop (the handler kept running past the grace), and by their settlement (the
-handler stopped when asked, or returned); and one must have overrun its handler's own
-timeout while its job's was larger (the smaller of the two applies)."""
+handler stopped when asked, or returned); one must have overrun its handler's own
+timeout while its job's was larger (the smaller of the two applies); and the loop's end of
+one must have met a store away and been left for a later turn."""
 
 
 LOOP_GIVE_UPS = frozenset({"stopped once its lease was lost"})

@@ -645,6 +645,7 @@ class SimLoops:
         """One turn of ``w``'s loop; when it ends, the loop closes as :meth:`WorkerLoop.run`
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
+        now = self.sim.clock.now()
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
         # handlers run only in their own stretches, never within a turn; an ended one's
         # settlement has begun once its worker's record says so (a handler's output may
@@ -672,6 +673,11 @@ class SimLoops:
             for actx, _ in before
             if pause is not None and actx.abandoned and actx.attempt not in loop.running
         ]
+        if any(
+            actx.end_pending and self.timed_out(a, now) for a, (actx, _) in loop.running.items()
+        ):
+            # a timed-out attempt's end met a store away: left for a later turn
+            self.timeout_reach.add("its end left for a later turn")
         coord = store.snapshot()
         self.tend_reach = [_tend_state(coord, actx.attempt) for actx in self.tended]
         self.reserved = {
@@ -833,7 +839,13 @@ class SimLoops:
                     f"its loop (it beats every {loop.beat_every:g}s)"
                 )
             if result.wait is Wait.HANDLER and loop.deadline is None:
-                live = len(self.executors[w].live())
+                # a slot is held by a live handler, or by its loop's end of an attempt left
+                # for a later turn (a store was away; its handler may have returned)
+                live = len(self.executors[w].live()) + sum(
+                    1
+                    for actx, execution in loop.running.values()
+                    if actx.end_pending and execution.done()
+                )
                 if live < wk.concurrency:
                     out.append(
                         f"the loop of {w} waits for a handler with {live} of its "
@@ -846,12 +858,15 @@ class SimLoops:
                 out.extend(self._unreleased(w, a, "after its loop ended it"))
             out.extend(self._idle(w, loop))
             out.extend(self._unactivated(w, loop))
+            out.extend(self._orphaned(w, loop))
         if op == "loop-handler" and self.stepped is not None:
             a, after = self.stepped
             if a == self.settled or after >= 2:
                 out.extend(self._unsent(w, a))
         if op == "loop-handler" and self.settled is not None:
-            out.extend(self._unreleased(w, self.settled, "after its settlement"))
+            held = loop.running.get(self.settled)
+            if held is None or not held[0].end_pending:  # else its loop's end releases it
+                out.extend(self._unreleased(w, self.settled, "after its settlement"))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
         if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
@@ -1117,6 +1132,24 @@ class SimLoops:
                 asked = self.ends[a] or "no outcome (it stopped cooperatively)"
                 out.append(f"the loop of {w} sent {sent} for {a}, whose handler asked for {asked}")
         return out
+
+    def _orphaned(self, w: str, loop: WorkerLoop) -> list[str]:
+        """After a clean turn of a loop that is not stopping: every attempt its incarnation
+        holds executing is one its loop runs (a handler, or its settlement under way, or
+        the loop's own end of it).  One the loop forgot while the incarnation's record
+        still says executing holds a slot for good — the incarnation counts it against its
+        concurrency (``ExecutingFor``) — and nothing renews, ends or stops it: its lease
+        is reaped and its job retried elsewhere, but the incarnation never learns it.
+        Every step is one the spec allows."""
+        if loop.deadline is not None or w in self.stop_asked:
+            return []
+        wk: Worker = self.sim.workers[w]
+        return [
+            f"{w} holds {a} executing, but its loop runs no handler for it (its slot is "
+            f"taken for good)"
+            for a, local in sorted(wk.attempts.items(), key=lambda x: str(x[0]))
+            if local.state == EXECUTING and a not in loop.running
+        ][:1]
 
     def _renewed_ended(self, w: str, a: AttemptId) -> list[str]:
         """The heartbeat's promise (docs/jobs.md, *Handler API*; :func:`~remora.jobs.

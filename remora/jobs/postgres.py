@@ -211,6 +211,13 @@ class PostgresTarget(_PgStore):
 
         self._write(actor, JobOperation.TARGET_WRITE, "", body, applied, None)
 
+    def fenced(self) -> frozenset[str]:
+        rows = self.backend.read(
+            "stage fences",
+            lambda cur: cur.execute("SELECT worker FROM remora_jobs_stage_fence").fetchall(),
+        )
+        return frozenset(str(r[0]) for r in rows)
+
     def write(
         self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
     ) -> None:

@@ -55,6 +55,11 @@ class Target(Protocol):
         its attempt).  Not a spec step."""
         ...
 
+    def fenced(self) -> frozenset[str]:
+        """The incarnations whose stage writes are refused (a read, outside the seam:
+        the judgement compares it with the incarnations declared down)."""
+        ...
+
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None: ...
 
     def data(self, a: AttemptId, progress: int | None = None) -> bytes | None: ...
@@ -114,6 +119,10 @@ class MemoryTarget:
         _write_call(
             actor, JobOperation.TARGET_WRITE, "", body, lambda: worker in self._fenced, None
         )
+
+    def fenced(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._fenced)
 
     def write(
         self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
@@ -218,6 +227,12 @@ class DirectoryTarget:
             lambda: self._fence_mark(worker).exists(),
             None,
         )
+
+    def fenced(self) -> frozenset[str]:
+        marks = self.root / ".fenced"
+        if not marks.is_dir():
+            return frozenset()
+        return frozenset(p.name for p in marks.iterdir() if not p.name.startswith("."))
 
     def write(
         self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""

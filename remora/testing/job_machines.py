@@ -1063,6 +1063,10 @@ class JobCutMachine(JobRuntimeMachine):
         finally:
             self.off = off
 
+    #: Whether a declared incarnation still cut off takes steps (``zombie``); off only in
+    #: a control (the draws stay the same).
+    zombies: ClassVar[bool] = True
+
     def _durably_up(self) -> set[str]:
         _, rows = self.sim.stores.durable.liveness(self.sim.clock.now())
         return {x for x, _, _ in rows}
@@ -1072,24 +1076,68 @@ class JobCutMachine(JobRuntimeMachine):
         type(self).reach.add(("cut", "fresh pass"))
         self._do(JobStep("reconcile"))
 
+    def _take_job(self, w: str, data: st.DataObject, label: str) -> bool:
+        """Incarnation ``w`` reserves a drawn job (a queued one if any), authorizes and
+        activates it, as far as each step is taken (a job is submitted first when none
+        is queued and one is left; time passes until a delayed one is due, and it is
+        enqueued); whether its reservation was."""
+        assert self.run is not None
+        left = [j for j in self.jobs if j not in self.run.submitted]
+        if not self._coord().queued and left:
+            self._do(JobStep("submit", job=left[0]))
+        jobs = sorted(self._coord().queued) or self._submitted()
+        if not jobs:
+            return False
+        j = data.draw(st.sampled_from(jobs), label=label)
+        for _ in range(self.max_delay):  # a delayed job: time passes until it is due
+            if j not in self._not_yet_due():
+                break
+            self._do(JobStep("tick"))
+        if j not in self._coord().queued:  # the reconciler's Enqueue, when it is due
+            self._do(JobStep("enqueue", job=j))
+        if self._do(JobStep("reserve", worker=w, job=j)) != "ok":
+            return False
+        if self._do(JobStep("authorize", worker=w, job=j)) == "ok":
+            token = self.sim.stores.durable.job(j).current_token
+            self._do(JobStep("activate", worker=w, job=j, token=token))
+        return True
+
+    SEQUEL_STEPS = ("renew", "advance", "report-progress", "checkpoint", "send-outcome")
+    """What a declared live incarnation's executing attempt may do next: every step the
+    runtime takes for an attempt it runs (the stage write and the outcome among them)."""
+
     def _sequel(self, w: str, data: st.DataObject) -> None:
         """A declared live incarnation keeps running: it reserves a job, authorizes and
-        activates it, renews its executing attempts' leases — each refused if its
-        declaration took (the mark and the fence), each a spec step if it did not."""
+        activates it, and each of its executing attempts takes up to three drawn next
+        steps of its own (:data:`SEQUEL_STEPS`: a renewal, a stage write, a progress
+        report, a checkpoint, its outcome) — each refused if its declaration took (the mark, the
+        target's fence, the durable row), each a spec step if it did not."""
         if not self.sim.workers[w].up:
             return
-        queued = sorted(self._coord().queued)
-        jobs = queued or self._submitted()
-        if jobs:
-            j = data.draw(st.sampled_from(jobs), label="sequel job")
-            if self._do(JobStep("reserve", worker=w, job=j)) == "ok":
-                type(self).reach.add(("cut", "a declared incarnation reserved"))
-                if self._do(JobStep("authorize", worker=w, job=j)) == "ok":
-                    token = self.sim.stores.durable.job(j).current_token
-                    self._do(JobStep("activate", worker=w, job=j, token=token))
+        if self._take_job(w, data, "sequel job"):
+            type(self).reach.add(("cut", "a declared incarnation reserved"))
         for x, a in self._local("executing"):
-            if x == w:
-                self._do(self._attempt_step("renew", (x, a), ()))
+            if x != w:
+                continue
+            ops = data.draw(
+                st.lists(st.sampled_from(self.SEQUEL_STEPS), min_size=1, max_size=3, unique=True),
+                label="sequel steps",
+            )
+            for op in ops:
+                local = self.sim.workers[w].attempts.get(a)
+                if local is None or local.state != "executing":
+                    break
+                kw: dict[str, Any] = {}
+                if op == "advance":
+                    kw["amount"] = local.progress + 1
+                    if kw["amount"] > self.max_progress:
+                        continue
+                elif op == "send-outcome":
+                    assert self.run is not None
+                    kw["outcome"] = self.run.scripted(a)
+                down = "down" if w not in self._durably_up() else "up"
+                result = self._do(self._attempt_step(op, (x, a), (), **kw))
+                type(self).reach.add(("cut", "a declared incarnation's attempt", down, op, result))
 
     def _declarable(self) -> list[str]:
         """The incarnations a declaration could take down: started and durably up, with
@@ -1102,24 +1150,43 @@ class JobCutMachine(JobRuntimeMachine):
         return [w for w in self._started() if w in up and (spare or len(up) > 1)]
 
     @precondition(lambda self: bool(self._declarable()))
-    @rule(data=st.data(), fs=cut_faults("declare-down"), pass_first=st.booleans())
-    def declare_down(self, data: st.DataObject, fs: tuple[JobFault, ...], pass_first: bool) -> None:
+    @rule(
+        data=st.data(),
+        fs=cut_faults("declare-down"),
+        pass_first=st.booleans(),
+        busy=st.booleans(),
+        zombie=st.booleans(),
+    )
+    def declare_down(
+        self,
+        data: st.DataObject,
+        fs: tuple[JobFault, ...],
+        pass_first: bool,
+        busy: bool,
+        zombie: bool,
+    ) -> None:
         """The reconciler's ``CrashWorker`` of one incarnation, cut between its stores.
         What the cut needs is composed first: an incarnation durably up is declared,
-        another one durably up (one is started if none is: the guard needs it), a live
-        one cut off from the durable store (it keeps running, unable to beat: a
-        connected one's heartbeat never expires), time passing until the heartbeat
-        expired.  Then the fence, the
-        mark and the durable declaration, with a kill point or a failed write among them.
-        Then a live incarnation gets its link back and beats (durably up unless the
-        declaration committed), and keeps taking steps (:meth:`_sequel`) — after a
-        fault-free full pass, or before it when ``pass_first`` is off (a mark its
-        declaration did not make durable must not outlive that pass: ``stale_marks``)."""
+        another one durably up (one is started if none is: the guard needs it); when
+        ``busy``, the declared incarnation takes a job to run (a declaration matters most
+        to an incarnation that runs an attempt); a live one is cut off from the durable
+        store (it keeps running, unable to beat: a connected one's heartbeat never
+        expires); time passes until the heartbeat expired.  Then the fence, the mark and
+        the durable declaration, with a kill point or a failed write among them.  When
+        ``zombie``, the cut-off incarnation keeps taking steps before it can learn of its
+        declaration (:meth:`_sequel`: what it reaches — the target, the coordination store
+        — must refuse it if the declaration took).  Then a live incarnation gets its link
+        back and beats (durably up unless the declaration committed), and keeps taking
+        steps (:meth:`_sequel`) — after a fault-free full pass, or before it when
+        ``pass_first`` is off (a mark its declaration did not make durable must not
+        outlive that pass: ``stale_marks``)."""
         w = data.draw(st.sampled_from(self._declarable()), label="declared")
         if not (self._durably_up() - {w}) and self._unstarted():
             self._do(JobStep("start", worker=self._unstarted()[0]))
         wk = self.sim.workers[w]
         live = wk.up and w not in self.sim.killed
+        if live and busy and not any(x == w for x, _ in self._local("executing")):
+            self._take_job(w, data, "declared's job")  # a declaration of a running attempt
         cut_off = live and Service.DURABLE not in wk.actor.links.down
         if cut_off:
             cut_off = self._do(JobStep("drop-link", worker=w, service=Service.DURABLE)) == "ok"
@@ -1134,6 +1201,10 @@ class JobCutMachine(JobRuntimeMachine):
         result = self._cut(JobStep("declare-down", worker=w, faults=fs))
         killed = self.run is not None and len(self.run.kills) > kills
         type(self).reach.add(("cut", "declare-down", "live" if live else "dead", result))
+        if (
+            cut_off and zombie and self.zombies
+        ):  # still cut off: a zombie, it acts on what it reaches
+            self._sequel(w, data)
         if cut_off:  # it comes back and beats: durably up unless the declaration committed
             self._do(JobStep("restore-link", worker=w, service=Service.DURABLE))
             self._do(JobStep("tick"))

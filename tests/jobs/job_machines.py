@@ -120,10 +120,10 @@ second profile costs about 20 s).  The cut machine runs twice the profile: its
 one profile left one of the two lost COMMIT replies of the declaration unreached."""
 
 
-def budget_of(machine: type[JobMachineBase]) -> settings:
-    """The settings ``machine`` runs under in the suite: the profile's, scaled by its
-    :data:`SHARES`."""
-    current = settings.default
+def budget_of(machine: type[JobMachineBase], base: settings | None = None) -> settings:
+    """The settings ``machine`` runs under in the suite: the profile's (or ``base``),
+    scaled by its :data:`SHARES`."""
+    current = settings.default if base is None else base
     assert current is not None
     share = next((v for k, v in SHARES.items() if issubclass(machine, k)), 1.0)
     return settings(current, max_examples=max(1, round(current.max_examples * share)))

@@ -161,6 +161,15 @@ def no_down_mark(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(MemoryCoordination, "mark_down", lambda self, actor, worker: None)
 
 
+def no_target_fence(mp: pytest.MonkeyPatch) -> None:
+    """The target's fence writes nothing (as if the memory target forgot to record the
+    incarnation): a declared incarnation's zombie stage writes go in, into a staging the
+    spec holds stopped — and that a successor may take over.  Not a control: without the
+    check, the cut machine's zombie steps kill it through the refinement check
+    (``tests/jobs/test_cut_machine_planted.py`` shows that, and its control)."""
+    mp.setattr(MemoryTarget, "fence", lambda self, actor, worker: None)
+
+
 def _release_reservation(
     ending: Callable[[JobRow], bool], refused: bool
 ) -> Callable[[Worker, str], bool]:
@@ -374,6 +383,9 @@ PLANTED: dict[str, Planted] = {
         "read-models",
         "ERROR read-models: the jobs gauge counts ",
         "SpecSizedJobs",
+    ),
+    "no-target-fence": Planted(
+        no_target_fence, "fences", "ERROR fences: ", "CutJobs", survives=False
     ),
     "no-down-mark": Planted(
         no_down_mark,

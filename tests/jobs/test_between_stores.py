@@ -109,9 +109,11 @@ CASES = {
     # bug → (the cut that kills it, the failure it is killed with)
     "forgetful-declarer": (DURABLE_FAILS, "ERROR marks: the down mark of w1 is not durable"),
     "no-sweep": (KILLED_AFTER_MARK, "ERROR marks: the down mark of w1 is not durable"),
+    # the fence is raised with the mark, after the commit: the fence judgement sees it at
+    # the step (the drain's quiescence judgement, without it, sees the mark missing)
     "commit-before-mark": (
         KILLED_AFTER_COMMIT,
-        "ERROR not-quiescent: w1 was declared down but is not marked",
+        "ERROR fences: w1 was declared down but its stage writes are not fenced",
     ),
 }
 

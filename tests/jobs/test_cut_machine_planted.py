@@ -21,18 +21,21 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.sim.jobs.judgement import JUDGEMENTS
 from remora.sim.jobs.simulation import Parts
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.jobs.between_planted import PLANTED
 from tests.jobs.job_machines import CutJobs
 from tests.jobs.job_services import HUNT
+from tests.jobs.judgement_planted import PLANTED as PLANTED_STATES
 
 CUT_HUNT = settings(HUNT, max_examples=30)
 """The budget: 30 derandomized examples, stopping at the first failure (each bug was killed
 at the 13th when measured)."""
 
 KILLED_WITH = {
-    "commit-before-mark": "ERROR not-quiescent: w1 was declared down but is not marked",
+    # the fence is raised with the mark, after the commit: the fence judgement sees it first
+    "commit-before-mark": "ERROR fences: w",
     "forgetful-declarer": "ERROR marks: the down mark of w",
     "no-sweep": "ERROR marks: the down mark of w",
 }
@@ -71,9 +74,48 @@ def test_a_planted_ordering_bug_survives_without_the_cut_rules(bug: str) -> None
 @pytest.mark.control
 def test_commit_before_mark_survives_without_the_kill_points() -> None:
     """Its cut is a process killed after the declaration committed: without kill points
-    every declaration that commits raises its mark after it.  (``no-sweep`` is not shown
+    every declaration that commits raises its mark after it.  Judged without the fence
+    judgement: a mark's write failing after the commit leaves the target's fence unraised
+    too, which that judgement kills without a kill.  (``no-sweep`` is not shown
     here: a stale mark is also left without any kill — a failed let-go, an unresolved
     reply — and the search kills that bug that way too.)"""
-    run_state_machine_as_test(
-        planted(PLANTED["commit-before-mark"], kill_points=False), settings=CUT_HUNT
+    machine = planted(
+        PLANTED["commit-before-mark"], kill_points=False, judging=JUDGEMENTS - {"fences"}
     )
+    run_state_machine_as_test(machine, settings=CUT_HUNT)
+
+
+ZOMBIE_HUNT = HUNT
+"""The zombie's budget: :data:`~tests.jobs.job_services.HUNT`'s 100 derandomized examples
+(a zombie's stage write after a declaration that took needs the declared incarnation busy,
+cut off and its next step a stage write)."""
+
+
+def _zombie_machine(**changes: object) -> type[JobMachineBase]:
+    """The cut machine judged without the fence judgement (``fences``): what kills a
+    missing target fence then is a zombie's stage write, through the refinement check."""
+    return type("CutJobsZombie", (CutJobs,), {"judging": JUDGEMENTS - {"fences"}, **changes})
+
+
+def test_a_zombie_stage_write_is_refused_by_the_target_fence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The target's fence writing nothing (``no-target-fence``): a declared incarnation
+    still cut off from the durable store takes its attempt's next steps (the zombie of
+    :meth:`~remora.testing.job_machines.JobCutMachine.declare_down`), and its stage write,
+    which the fence should refuse, goes in — an ``AdvanceAttempt`` of an incarnation the
+    spec has down.  Killed by the cut machine's own search with the fence judgement off."""
+    PLANTED_STATES["no-target-fence"].plant(monkeypatch)
+    machine = _zombie_machine()
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(machine, settings=ZOMBIE_HUNT)
+    assert info.value.failure.startswith("ERROR refinement: AdvanceAttempt"), info.value.failure
+    assert any(r[:3] == ("cut", "a declared incarnation's attempt", "down") for r in machine.reach)
+
+
+@pytest.mark.control
+def test_a_missing_target_fence_survives_without_the_zombie_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    PLANTED_STATES["no-target-fence"].plant(monkeypatch)
+    run_state_machine_as_test(_zombie_machine(zombies=False), settings=ZOMBIE_HUNT)

@@ -15,6 +15,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.testing.job_machines import JobLoopMachine, JobScheduleFailure
+from remora.testing.profiles import full_budget
 from tests.jobs.job_machines import LoopJobs, budget_of
 from tests.jobs.loop_planted import PLANTED
 
@@ -92,8 +93,10 @@ the ci profile pins, in the draws)."""
 
 def hunt(machine: type[JobLoopMachine], name: str = "") -> settings:
     """The suite's budget for ``machine`` (:func:`budget_of`), without the shrink (the
-    first failing example is the kill; shrinking it only spends time)."""
-    budget = budget_of(machine)
+    first failing example is the kill; shrinking it only spends time).  Under a profile
+    smaller than ``ci`` (the quick default), ``ci``'s: a kill is claimed at that
+    derandomized budget, and a few random examples would make it luck."""
+    budget = budget_of(machine, None if full_budget() else settings.get_profile("ci"))
     return settings(
         budget,
         max_examples=budget.max_examples * SCALE.get(name, 1),

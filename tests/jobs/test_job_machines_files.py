@@ -19,7 +19,8 @@ Budget: as the services' twins, a fortieth of the profile's examples per machine
 Planted bugs of the file-backed stores (monkeypatched), each killed by ``RaceJobs`` with
 the twin: ``DirectoryTarget.cleanup`` deleting the snapshots before it writes its
 ``cleaned`` mark (which then says progress 0), and ``DirectoryVault.destroy`` deleting a
-secret without its tombstone (the intent reads as never written)."""
+secret without its tombstone (the intent reads as never written), and
+``DirectoryTarget.fence`` writing no mark (a declared incarnation's stage writes go in)."""
 
 from __future__ import annotations
 
@@ -109,7 +110,15 @@ def destroy_without_tombstone(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(target_module.DirectoryVault, "destroy", destroy)
 
 
-@pytest.mark.parametrize("plant", [cleanup_marks_after_deleting, destroy_without_tombstone])
+def fence_writes_nothing(mp: pytest.MonkeyPatch) -> None:
+    """``DirectoryTarget.fence`` writes no mark: a declared incarnation's stage writes are
+    not refused (the fence judgement compares the marks with the declarations)."""
+    mp.setattr(target_module.DirectoryTarget, "fence", lambda self, actor, worker: None)
+
+
+@pytest.mark.parametrize(
+    "plant", [cleanup_marks_after_deleting, destroy_without_tombstone, fence_writes_nothing]
+)
 def test_a_planted_file_store_bug_is_killed(
     plant: Callable[[pytest.MonkeyPatch], None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -81,6 +81,19 @@ def test_a_namespace_wipe_that_leaves_a_key_is_killed(
     ), failure
 
 
+def test_a_target_fence_that_writes_nothing_is_killed(
+    monkeypatch: pytest.MonkeyPatch, services: ServiceBackends
+) -> None:
+    """``PostgresTarget.fence`` inserts no row: a declared incarnation's stage writes go
+    in on PostgreSQL only — the fence judgement of the twin sees the declaration without
+    its fence."""
+    from remora.jobs.postgres import PostgresTarget
+
+    monkeypatch.setattr(PostgresTarget, "fence", lambda self, actor, worker: None)
+    failure = killed(SpecSizedJobs, services)
+    assert failure.startswith("ERROR fences: ") and "on the twin's stores" in failure, failure
+
+
 @pytest.mark.nightly
 def test_a_live_lease_index_that_counts_expired_leases_is_killed(
     monkeypatch: pytest.MonkeyPatch, services: ServiceBackends

@@ -102,6 +102,7 @@ JUDGEMENTS: frozenset[str] = frozenset(
         "coordination-reads",
         "row-times",
         "read-models",
+        "fences",
     }
 )
 """The judgement's checks by name: a run (:class:`~remora.sim.jobs.run.JobRun`) takes any
@@ -233,7 +234,7 @@ def _reservation_unknown(run: JobRun, step: JobStep, b: Before) -> bool:
 
 
 def _fenced(run: JobRun, step: JobStep, b: Before) -> bool:
-    return str(step.worker) in target_fences(run.sim.stores.target)
+    return str(step.worker) in run.sim.stores.target.fenced()
 
 
 def _marks_missing(run: JobRun, step: JobStep, b: Before) -> bool:
@@ -351,22 +352,6 @@ REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
 }
 """The documented reasons (docs/jobs.md lists each, by name) a judged step may be refused
 although the spec enables its action; evaluated on the state before the step."""
-
-
-def target_fences(target: Any) -> frozenset[str]:
-    """The incarnations whose stage writes the target refuses (memory, directory or
-    PostgreSQL target)."""
-    fenced = getattr(target, "_fenced", None)
-    if fenced is not None:
-        return frozenset(fenced)
-    backend = getattr(target, "backend", None)
-    if backend is not None:
-        rows = backend.read(
-            "stage fences",
-            lambda cur: cur.execute("SELECT worker FROM remora_jobs_stage_fence").fetchall(),
-        )
-        return frozenset(str(r[0]) for r in rows)
-    return frozenset()
 
 
 def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
@@ -596,6 +581,30 @@ def stopped_incarnation_problems(run: JobRun) -> list[str]:
             if la.state in ("authorized", EXECUTING):
                 problems.append(f"{w} is down but still holds {a} {la.state}")
     return problems
+
+
+def fence_problems(run: JobRun) -> list[str]:
+    """An incarnation another actor declared down whose stage writes the target does not
+    refuse.  The declaration raises the target's fence before its durable commit and never
+    lifts it (:meth:`~remora.jobs.reconciler.Reconciler.declare_down`): from the commit on
+    the spec stops the incarnation's attempts, and a zombie's stage write (it has not
+    learned of its declaration) must be refused — else it writes into a staging that a
+    successor may take over.  Incremental: the recorder's steps judged before are not
+    scanned again (:attr:`JobRun.memo <remora.sim.jobs.run.JobRun.memo>`)."""
+    steps = run.sim.recorder.steps
+    seen = run.memo.get("declared")
+    n, last, declared = seen if isinstance(seen, tuple) else (0, None, frozenset())
+    if n and (len(steps) < n or steps[n - 1] is not last):
+        n, declared = 0, frozenset()  # the recorder only appends: judged whole again
+    declared = declared | {w for r in steps[n:] if (w := declared_by_other(r)) is not None}
+    run.memo["declared"] = (len(steps), steps[-1] if steps else None, declared)
+    if not declared:
+        return []
+    fenced = run.sim.stores.target.fenced()
+    return [
+        f"{w} was declared down but its stage writes are not fenced"
+        for w in sorted(declared - fenced)
+    ]
 
 
 @attrs.define
@@ -895,5 +904,4 @@ __all__ = [
     "overreach",
     "spec_step_of",
     "state_problems",
-    "target_fences",
 ]

@@ -67,6 +67,7 @@ from remora.sim.jobs.judgement import (
     drained_coordination_problems,
     durable_log_problems,
     excused,
+    fence_problems,
     overreach,
     row_time_problems,
     spec_step_of,
@@ -476,6 +477,10 @@ class JobRun:
             problems = state_problems(self, "state" in self.judging, self._contents_changed())
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
+        if "fences" in self.judging:
+            problems = fence_problems(self)
+            if problems:
+                raise JobRunFailure(f"ERROR fences: {problems[0]}", f"after step {label}")
         if "stopped-incarnations" in self.judging:
             problems = stopped_incarnation_problems(self)
             if problems:

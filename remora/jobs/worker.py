@@ -618,14 +618,21 @@ class Worker:
         if local.outcome_sent and self.learn_outcome(a) and local.state != EXECUTING:
             return False
         coord = self.stores.coordination.view(self.actor, a.job, (a,))
+        lk = None
         if self.id in coord.down:
-            # Declared down (the mark precedes the durable declaration): the attempt is
-            # stopped in the spec already; the incarnation stops, recording nothing.
-            self.declared_down()
-            return False
+            # Marked down.  The mark precedes the durable declaration, which may not have
+            # committed (its declarer killed between the two, or its reply lost): only the
+            # durable store says whether this incarnation is down.  Down: the attempt is
+            # stopped in the spec already; the incarnation stops, recording nothing.  Up:
+            # the mark is stale (the declarer's next full pass sweeps it) and the stop is
+            # decided as any other — an incarnation that stopped itself on a stale mark
+            # left an attempt executing in the spec with nobody to run it.
+            lk = self.stores.durable.read_locked(self.actor, a.job)
+            if self.id in lk.workers_down:
+                self.declared_down()
+                return False
         lease = coord.leases.get(a)
         reason = ""
-        lk = None
         if lease is None or not lease.live:
             reason = "lease lost"
         elif a.job in coord.notices:

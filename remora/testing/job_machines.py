@@ -1102,9 +1102,17 @@ class JobCutMachine(JobRuntimeMachine):
             self._do(JobStep("activate", worker=w, job=j, token=token))
         return True
 
-    SEQUEL_STEPS = ("renew", "advance", "report-progress", "checkpoint", "send-outcome")
+    SEQUEL_STEPS = (
+        "renew",
+        "advance",
+        "report-progress",
+        "checkpoint",
+        "send-outcome",
+        "cooperative-stop",
+    )
     """What a declared live incarnation's executing attempt may do next: every step the
-    runtime takes for an attempt it runs (the stage write and the outcome among them)."""
+    runtime takes for an attempt it runs (the stage write, the outcome and the tend's stop
+    among them)."""
 
     def _sequel(self, w: str, data: st.DataObject) -> None:
         """A declared live incarnation keeps running: it reserves a job, authorizes and
@@ -1175,9 +1183,11 @@ class JobCutMachine(JobRuntimeMachine):
         the durable declaration, with a kill point or a failed write among them.  When
         ``zombie``, the cut-off incarnation keeps taking steps before it can learn of its
         declaration (:meth:`_sequel`: what it reaches — the target, the coordination store
-        — must refuse it if the declaration took).  Then a live incarnation gets its link
-        back and beats (durably up unless the declaration committed), and keeps taking
-        steps (:meth:`_sequel`) — after a fault-free full pass, or before it when
+        — must refuse it if the declaration took), in half those runs after a wipe of the
+        coordination store (its down mark gone: only the durable store still knows).  Then
+        a live incarnation gets its link back and beats (durably up unless the
+        declaration committed), and keeps taking steps (:meth:`_sequel`) — after a
+        fault-free full pass, or before it when
         ``pass_first`` is off (a mark its declaration did not make durable must not
         outlive that pass: ``stale_marks``)."""
         w = data.draw(st.sampled_from(self._declarable()), label="declared")
@@ -1201,9 +1211,9 @@ class JobCutMachine(JobRuntimeMachine):
         result = self._cut(JobStep("declare-down", worker=w, faults=fs))
         killed = self.run is not None and len(self.run.kills) > kills
         type(self).reach.add(("cut", "declare-down", "live" if live else "dead", result))
-        if (
-            cut_off and zombie and self.zombies
-        ):  # still cut off: a zombie, it acts on what it reaches
+        if cut_off and zombie and self.zombies:  # still cut off: a zombie acts on what it reaches
+            if data.draw(st.booleans(), label="wipe under the zombie") and self.can_wipe():
+                self._do(JobStep("wipe"))  # its marks and leases gone with the rest
             self._sequel(w, data)
         if cut_off:  # it comes back and beats: durably up unless the declaration committed
             self._do(JobStep("restore-link", worker=w, service=Service.DURABLE))

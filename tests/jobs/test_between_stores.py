@@ -291,3 +291,44 @@ def test_a_kill_between_statements_on_postgres_leaves_nothing(
     with service_backends(remora_scratch_database) as backends:
         kills = statement_kills(backends)
     assert kills.multi >= 15, kills.points
+
+
+def test_an_incarnation_on_a_stale_down_mark_does_not_stop_itself() -> None:
+    """The cut machine's finding (its zombie's next steps, a cooperative stop among them):
+    a declarer raised ``w2``'s down mark and was killed before its declaration committed
+    (a reply lost, not applied), so ``w2`` is durably up under a stale mark.  ``w2``'s
+    cooperative stop took the mark for its declaration and stopped the incarnation,
+    recording nothing — its attempt still executing in the spec with nobody to run it
+    (``ERROR refinement: alpha(after) is not the spec's successor of a stutter``).  Now the
+    stop asks the durable store first: it waits while that store is away, finds nothing
+    to stop for while the lease is live, and stops the attempt once its lease is lost (a
+    ``CooperativeStop`` the spec enables)."""
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1),
+        {"j1": (Outcome.SUCCESS,)},
+    )
+    killed_before_commit = JobFault(JobOperation.DURABLE_WRITE, 1, IO.UNKNOWN_ABORTED, kill=True)
+    for step in (
+        S("start", worker="w1"),
+        S("start", worker="w2"),
+        S("submit", job="j1"),
+        S("enqueue", job="j1"),
+        S("reserve", worker="w2", job="j1"),
+        S("authorize", worker="w2", job="j1"),
+        S("activate", worker="w2", job="j1", token=1),
+        S("drop-link", worker="w2", service=Service.DURABLE),
+        S("tick"),
+        S("tick"),
+        S("tick"),
+        S("declare-down", worker="w2", faults=(killed_before_commit,)),
+    ):
+        run.execute(step)
+    assert "w2" in run.sim.stores.coordination.snapshot().down  # the stale mark
+    stop = S("cooperative-stop", worker="w2", job="j1", token=1)
+    assert run.execute(stop) == "unavailable"  # it cannot ask the durable store yet
+    assert run.sim.workers["w2"].up
+    run.execute(S("restore-link", worker="w2", service=Service.DURABLE))
+    assert run.execute(stop) == "refused"  # durably up, and no stop condition holds yet
+    assert run.sim.workers["w2"].up
+    assert run.execute(S("expire-lease", job="j1", token=1)) == "ok"
+    assert run.execute(stop) == "ok"  # its lease was lost: a stop the spec enables

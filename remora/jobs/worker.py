@@ -638,10 +638,11 @@ class Worker:
         elif a.job in coord.notices:
             reason = "cancel notice"
         else:
-            try:
-                lk = self.stores.durable.read_locked(self.actor, a.job)
-            except Unavailable:
-                lk = None
+            if lk is None:  # not read yet (a marked incarnation's was read above)
+                try:
+                    lk = self.stores.durable.read_locked(self.actor, a.job)
+                except Unavailable:
+                    lk = None
             if lk is not None and lk.job.cancel_requested:
                 reason = "cancel requested"
             elif lk is not None and not lk.job.current_authority(a.token):

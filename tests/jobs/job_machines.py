@@ -9,6 +9,7 @@ from remora.testing.job_machines import (
     JobLoopMachine,
     JobMachineBase,
     JobRaceMachine,
+    JobReservationMachine,
     JobRuntimeMachine,
 )
 
@@ -33,6 +34,14 @@ class SpecSizedJobs(JobRuntimeMachine):
     max_delay = 0
     queues = ("default",)
     priorities = (0, 0)
+
+
+class ReservedJobs(JobReservationMachine, SpecSizedJobs):
+    """The reservation machine (:class:`~remora.testing.job_machines.JobReservationMachine`:
+    a fresh reservation followed by a next step of its worker), sized as the spec-sized
+    machine but with three jobs, so that a run reserves more than once."""
+
+    jobs = ("j1", "j2", "j3")
 
 
 class LargerJobs(JobRuntimeMachine):
@@ -98,6 +107,7 @@ class CutJobs(JobCutMachine):
 
 JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
     SpecSizedJobs,
+    ReservedJobs,
     LargerJobs,
     RaceJobs,
     LoopJobs,

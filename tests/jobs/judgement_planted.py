@@ -334,6 +334,31 @@ class Planted:
     survives: bool = True
 
 
+def pass_forgets_a_release(mp: pytest.MonkeyPatch) -> None:
+    """A reconcile pass that no longer releases a cancelled job's reservation (the call
+    dropped from the pass; the reconciler's own ``release_reservation`` still works when
+    called by itself): the reservation is held until it expires — no unsafe state, the
+    drain still quiesces."""
+    real_pass = Reconciler._pass
+    real_release = Reconciler.release_reservation
+    in_pass: set[int] = set()
+
+    def _pass(self: Reconciler, *args: Any, **kwargs: Any) -> Any:
+        in_pass.add(id(self))
+        try:
+            return real_pass(self, *args, **kwargs)
+        finally:
+            in_pass.discard(id(self))
+
+    def release_reservation(self: Reconciler, job: str) -> bool:
+        if id(self) in in_pass:
+            return False  # planted: the pass skips it
+        return real_release(self, job)
+
+    mp.setattr(Reconciler, "_pass", _pass)
+    mp.setattr(Reconciler, "release_reservation", release_reservation)
+
+
 PLANTED: dict[str, Planted] = {
     "lazy-renew": Planted(lazy_renew, "refusals", "ERROR refused: renew", "RaceJobs"),
     "eager-credential-cleanup": Planted(
@@ -386,6 +411,9 @@ PLANTED: dict[str, Planted] = {
     ),
     "no-target-fence": Planted(
         no_target_fence, "fences", "ERROR fences: ", "CutJobs", survives=False
+    ),
+    "pass-forgets-a-release": Planted(
+        pass_forgets_a_release, "duties", "ERROR duties: ReleaseReservation(", "RaceJobs"
     ),
     "no-down-mark": Planted(
         no_down_mark,

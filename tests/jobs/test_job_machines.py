@@ -96,6 +96,22 @@ LOOP_ACTIONS = frozenset(
 its turns, the handler's calls and the settlement of every outcome in its handlers'
 stretches, the reconciler's duties on its schedule."""
 LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
+RESERVED = frozenset(
+    {
+        ("live", "hold", "held"),
+        ("live", "authorize", "ok"),
+        ("live", "release", "refused"),  # the worker's own release of a live job
+        ("live", "reconciler-release", "refused"),
+        ("cancelled", "hold", "held"),
+        ("cancelled", "authorize", "refused"),  # a cancelling job is not authorized
+        ("cancelled", "release", "ok"),
+        ("cancelled", "reconciler-release", "ok"),
+        ("cancelled", "release-by-another", "refused"),  # not its reservation
+    }
+)
+"""What a fresh reservation's next step must have met
+(:class:`~remora.testing.job_machines.JobReservationMachine`): each next step, its job
+cancelled first or not, refused or taken as the spec says."""
 LOOP_TENDS = frozenset({"notice", "lost"})
 """What a turn's tend must have met (:meth:`~remora.sim.jobs.loops.SimLoops._tend_state`):
 a cancel notice of its job, its lease gone or dead."""
@@ -156,6 +172,7 @@ def missing_reach(*machines: type[JobMachineBase]) -> dict[str, set[object]]:
         # the production loops: what their steps did, the spec actions they took, a fault
         # fired inside each kind of loop step
         "loop": set(LOOP_RESULTS - seen("loop")),
+        "reservations followed": set(RESERVED - seen("reserved")),
         "loop actions": set(LOOP_ACTIONS - seen("loop-action")),
         "loop faults": set(LOOP_OPS) - {r[0] for r in seen("fault-in")},
         # a turn tended an attempt whose job was cancelled, and one whose lease was lost

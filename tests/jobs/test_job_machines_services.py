@@ -27,11 +27,13 @@ from remora.jobs.model import Outcome
 from remora.sim.jobs.run import JobRun
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import JobMachineBase
-from tests.jobs.job_machines import RaceJobs, SpecSizedJobs
+from tests.jobs.job_machines import RaceJobs, ReservedJobs, SpecSizedJobs
 from tests.jobs.job_services import service_backends, services_budget, twin_machine
 
 
-@pytest.mark.parametrize("base", [SpecSizedJobs, RaceJobs], ids=["spec-sized", "race"])
+@pytest.mark.parametrize(
+    "base", [SpecSizedJobs, ReservedJobs, RaceJobs], ids=["spec-sized", "reserved", "race"]
+)
 def test_job_machine_on_postgres_and_redis(
     base: type[JobMachineBase], remora_scratch_database: str
 ) -> None:

@@ -103,6 +103,7 @@ JUDGEMENTS: frozenset[str] = frozenset(
         "row-times",
         "read-models",
         "fences",
+        "duties",
     }
 )
 """The judgement's checks by name: a run (:class:`~remora.sim.jobs.run.JobRun`) takes any
@@ -870,6 +871,36 @@ def stale_marks(run: JobRun) -> list[str]:
     ]
 
 
+PASS_DUTIES = (
+    "PublishCancelNotice",
+    "ReleaseReservation",
+    "FinalizeCancel",
+    "CleanTerminalCoordination",
+)
+"""The per-job spec actions a full reconcile pass takes whenever the spec enables them, with
+no timing of the runtime's own in the way (an ``Enqueue`` waits for a delayed job's time, a
+``ScheduleRetry`` for the failed attempt's lease, an expiry for its age: not listed)."""
+
+
+def duty_problems(run: JobRun, before: State) -> list[str]:
+    """The pass's duties (:data:`PASS_DUTIES`) the tracked spec state enabled when a
+    reconcile pass began (``before``) and still enables after it, when it ran whole (no
+    fault fired, its result ``ok``).  A duty its own steps enabled is the next pass's (a
+    pass works from the snapshots it read first: the job it finalizes is cleaned next
+    time).  A pass that skips a duty leaves the job to a later actor or to an expiry — no
+    unsafe state, so only this judgement sees it (a cancelled job's reservation held until
+    it expires delays the cancellation's end and keeps a slot taken)."""
+    model, state, alpha = run.chk.model, run.chk.state, run.chk.alpha
+    left = []
+    for job in sorted(run.submitted):
+        j = alpha.job_index[job]
+        for name in PASS_DUTIES:
+            duty = getattr(model, name)
+            if duty(before, j) is not None and duty(state, j) is not None:
+                left.append(f"{name}({job}) is still enabled after a fault-free reconcile pass")
+    return left
+
+
 def drained_coordination_problems(run: JobRun, complete: bool = True) -> list[str]:
     """The coordination store after the drain equals what the durable store implies
     (beyond :meth:`JobRun.quiescence`'s queue, reservations, live leases, notices and
@@ -890,6 +921,8 @@ __all__ = [
     "stale_marks",
     "Before",
     "JUDGEMENTS",
+    "PASS_DUTIES",
+    "duty_problems",
     "JUDGED_REFUSALS",
     "NARROWER_THAN_SPEC",
     "REFUSAL_REASONS",

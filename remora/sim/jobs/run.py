@@ -66,6 +66,7 @@ from remora.sim.jobs.judgement import (
     credential_step,
     drained_coordination_problems,
     durable_log_problems,
+    duty_problems,
     excused,
     fence_problems,
     overreach,
@@ -264,6 +265,8 @@ class JobRun:
             stale = stale_marks(self)
             if stale:
                 raise JobRunFailure(f"ERROR marks: {stale[0]}", f"after step {step.label()}")
+        if step.op == "reconcile" and kind == "ok" and len(self.hook.fired) == fired:
+            self._judge_duties(before.state, step.label())
         if kind not in ("refused", "noop") or spec is None:
             return kind
         if credential:  # a credential write: where it stopped, in the state after it
@@ -554,12 +557,24 @@ class JobRun:
         return outs[min(a.token, len(outs)) - 1]
 
     def _drain_step(self, op: Callable[[], Any], label: str) -> str:
+        before = self.chk.state
         kind = self._checked(op, (), f"drain: {label}")
         if label == "reconcile" and "state" in self.judging:  # a fault-free pass
             stale = stale_marks(self)
             if stale:
                 raise JobRunFailure(f"ERROR marks: {stale[0]}", f"after step drain: {label}")
+        if label == "reconcile" and kind == "ok":
+            self._judge_duties(before, f"drain: {label}")
         return kind
+
+    def _judge_duties(self, before: State, label: str) -> None:
+        """After a whole reconcile pass: none of the duties enabled when it began left
+        enabled (``duties``)."""
+        if "duties" not in self.judging:
+            return
+        left = duty_problems(self, before)
+        if left:
+            raise JobRunFailure(f"ERROR duties: {left[0]}", f"after step {label}")
 
     def drain(self, rounds: int = DRAIN_ROUNDS) -> None:
         """The fault-free fair drain (module docstring); every step refinement-checked."""

@@ -13,7 +13,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs import redis_coordination as rc
 from remora.testing.job_machines import JobScheduleFailure
-from tests.jobs.job_machines import RaceJobs, SpecSizedJobs
+from tests.jobs.job_machines import CutJobs, RaceJobs, SpecSizedJobs
 from tests.jobs.job_services import (
     HUNT,
     ServiceBackends,
@@ -45,6 +45,23 @@ def test_a_lua_script_comparing_one_field_fewer_is_killed(
     )
     # the spec forbids the extra reservation: the twin's own refinement check kills it
     assert killed(RaceJobs, services).startswith("ERROR refinement")
+
+
+def test_a_renewal_that_ignores_its_holders_down_mark_is_killed_by_the_cut_machine(
+    monkeypatch: pytest.MonkeyPatch, services: ServiceBackends
+) -> None:
+    """``RenewLease`` on Redis without its holder's down mark (a declared incarnation that
+    does not know yet keeps its lease alive) — this stop's realistic bug, which survived
+    the suite under ``ci`` before the cut machine ran over the services: the cut machine's
+    zombie renews after its declaration, and the twin's refinement check refuses it."""
+    plant_script(monkeypatch, "RenewLease", " or is_down(worker)", "")
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(
+            twin_machine(CutJobs, services), settings=settings(HUNT, max_examples=50)
+        )
+    failure = info.value.failure
+    assert failure.startswith("ERROR refinement: RenewLease("), failure
+    assert failure.endswith("(on the twin's stores)"), failure
 
 
 def test_a_lua_script_that_forgets_a_field_of_the_mirror_is_killed(

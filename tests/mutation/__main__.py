@@ -100,7 +100,9 @@ JOB_MACHINE_TESTS = ("tests/jobs/test_job_machines.py::test_job_machines", *JOB_
 
 JOB_SERVICE_MACHINE_TESTS = (
     "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[spec-sized]",
+    "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[reserved]",
     "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[race]",
+    "tests/jobs/test_job_machines_services.py::test_the_cut_machine_on_postgres_and_redis",
 )
 """The job machines' services twin (each step on memory + SQLite and on Redis +
 PostgreSQL, compared after every step): the only machines that execute

@@ -95,6 +95,18 @@ loop to stop: its promises are its later turns')."""
 _CONTENT_WRITES = (JobOperation.TARGET_WRITE, JobOperation.VAULT_WRITE)
 
 
+_AFTER_EVERY_STEP: tuple[tuple[str, str, Callable[[JobRun], list[str]]], ...] = (
+    ("fences", "fences", fence_problems),
+    ("stopped-incarnations", "state", stopped_incarnation_problems),
+    ("row-times", "row-times", row_time_problems),
+    ("durable-log", "durable-log", durable_log_problems),
+    ("coordination-log", "coordination-log", coordination_log_problems),
+    ("coordination-reads", "coordination-reads", coordination_read_problems),
+)
+"""The judgements of the state after every step that read the run alone, in the order they
+are judged: the check's name in ``judging``, its failure's prefix, the check."""
+
+
 class JobRunFailure(AssertionError):
     """A run broke refinement, crashed, or did not drain to quiescence."""
 
@@ -480,32 +492,11 @@ class JobRun:
             problems = state_problems(self, "state" in self.judging, self._contents_changed())
             if problems:
                 raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
-        if "fences" in self.judging:
-            problems = fence_problems(self)
-            if problems:
-                raise JobRunFailure(f"ERROR fences: {problems[0]}", f"after step {label}")
-        if "stopped-incarnations" in self.judging:
-            problems = stopped_incarnation_problems(self)
-            if problems:
-                raise JobRunFailure(f"ERROR state: {problems[0]}", f"after step {label}")
-        if "row-times" in self.judging:
-            problems = row_time_problems(self)
-            if problems:
-                raise JobRunFailure(f"ERROR row-times: {problems[0]}", f"after step {label}")
-        if "durable-log" in self.judging:
-            problems = durable_log_problems(self)
-            if problems:
-                raise JobRunFailure(f"ERROR durable-log: {problems[0]}", f"after step {label}")
-        if "coordination-log" in self.judging:
-            problems = coordination_log_problems(self)
-            if problems:
-                raise JobRunFailure(f"ERROR coordination-log: {problems[0]}", f"after step {label}")
-        if "coordination-reads" in self.judging:
-            problems = coordination_read_problems(self)
-            if problems:
-                raise JobRunFailure(
-                    f"ERROR coordination-reads: {problems[0]}", f"after step {label}"
-                )
+        for name, prefix, judge in _AFTER_EVERY_STEP:
+            if name in self.judging:
+                problems = judge(self)
+                if problems:
+                    raise JobRunFailure(f"ERROR {prefix}: {problems[0]}", f"after step {label}")
         if self.readers is not None:
             self.readers.observe()
             problems = read_model_problems(self.readers)

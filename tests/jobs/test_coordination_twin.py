@@ -71,12 +71,12 @@ PLANTED = {
         " or is_down(split(l)[1])",
         "",
     ),
-    # my second realistic bug of stop 40: a renewal that does not look at its holder's
-    # down mark (a declared incarnation that does not know yet keeps its lease alive).  It
-    # survived the suite under ``ci`` (this twin's 50 examples, and 200; the job machines
-    # over the services); this hunt's 300 kill it.  Which of the twin's derandomized
-    # searches meet a marked holder's aged lease is luck: a twin whose time also swept the
-    # marked holders' calls still missed it at 200
+    # my realistic bug of stop 40: a renewal that does not look at its holder's down mark
+    # (a declared incarnation that does not know yet keeps its lease alive).  It survived
+    # the suite under ``ci`` (this twin's 50 examples, and 200; the job machines over the
+    # services, before the cut machine joined them); this hunt's 300 kill it.  Which of
+    # the twin's derandomized searches meet a marked holder's aged lease is luck: a twin
+    # whose time also swept the marked holders' calls still missed it at 200
     "renew-ignores-the-mark": (
         Action.RENEW_LEASE,
         " or is_down(worker)",

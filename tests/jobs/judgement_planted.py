@@ -334,13 +334,11 @@ class Planted:
     survives: bool = True
 
 
-def pass_forgets_a_release(mp: pytest.MonkeyPatch) -> None:
-    """A reconcile pass that no longer releases a cancelled job's reservation (the call
-    dropped from the pass; the reconciler's own ``release_reservation`` still works when
-    called by itself): the reservation is held until it expires — no unsafe state, the
-    drain still quiesces."""
+def _pass_skips(mp: pytest.MonkeyPatch, duty: str) -> None:
+    """Plant a reconcile pass that no longer calls the reconciler's method ``duty`` (the
+    call dropped from the pass; the method still works when called by itself)."""
     real_pass = Reconciler._pass
-    real_release = Reconciler.release_reservation
+    real_duty = getattr(Reconciler, duty)
     in_pass: set[int] = set()
 
     def _pass(self: Reconciler, *args: Any, **kwargs: Any) -> Any:
@@ -350,13 +348,26 @@ def pass_forgets_a_release(mp: pytest.MonkeyPatch) -> None:
         finally:
             in_pass.discard(id(self))
 
-    def release_reservation(self: Reconciler, job: str) -> bool:
+    def skipped(self: Reconciler, *args: Any) -> bool:
         if id(self) in in_pass:
             return False  # planted: the pass skips it
-        return real_release(self, job)
+        return bool(real_duty(self, *args))
 
     mp.setattr(Reconciler, "_pass", _pass)
-    mp.setattr(Reconciler, "release_reservation", release_reservation)
+    mp.setattr(Reconciler, duty, skipped)
+
+
+def pass_forgets_a_release(mp: pytest.MonkeyPatch) -> None:
+    """A reconcile pass that no longer releases a cancelled job's reservation: the
+    reservation is held until it expires — no unsafe state, the drain still quiesces."""
+    _pass_skips(mp, "release_reservation")
+
+
+def pass_forgets_stale_progress(mp: pytest.MonkeyPatch) -> None:
+    """A reconcile pass that no longer clears a job's stale live progress (the hint of an
+    attempt that lost its authority or its lease): users read a stale progress until the
+    job ends and its coordination is cleaned."""
+    _pass_skips(mp, "clear_stale_progress")
 
 
 PLANTED: dict[str, Planted] = {
@@ -414,6 +425,12 @@ PLANTED: dict[str, Planted] = {
     ),
     "pass-forgets-a-release": Planted(
         pass_forgets_a_release, "duties", "ERROR duties: ReleaseReservation(", "RaceJobs"
+    ),
+    "pass-forgets-stale-progress": Planted(
+        pass_forgets_stale_progress,
+        "duties",
+        "ERROR duties: ClearStaleLiveProgress(",
+        "SpecSizedJobs",
     ),
     "no-down-mark": Planted(
         no_down_mark,

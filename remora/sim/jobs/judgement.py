@@ -876,10 +876,25 @@ PASS_DUTIES = (
     "ReleaseReservation",
     "FinalizeCancel",
     "CleanTerminalCoordination",
+    "ClearStaleLiveProgress",
 )
 """The per-job spec actions a full reconcile pass takes whenever the spec enables them, with
 no timing of the runtime's own in the way (an ``Enqueue`` waits for a delayed job's time, a
-``ScheduleRetry`` for the failed attempt's lease, an expiry for its age: not listed)."""
+``ScheduleRetry`` for the failed attempt's lease, an expiry for its age: not listed) —
+``ReleaseReservation`` only of a cancelling or terminal job (:func:`_pass_releases`)."""
+
+
+def _pass_releases(model: Any, s: State, j: int) -> bool:
+    """Whether a pass releases job ``j``'s reservation in state ``s``: the job is cancelling
+    or terminal.  The spec also lets anyone release the reservation of an incarnation that
+    is down, or of a job whose attempt went on past authorized; the runtime leaves those
+    to expire."""
+    return bool(model.Terminal(s, j) or s.phase[j] == S.Cancelling)
+
+
+_DUTY_WHEN: dict[str, Callable[[Any, State, int], bool]] = {
+    "ReleaseReservation": _pass_releases,
+}
 
 
 def duty_problems(run: JobRun, before: State) -> list[str]:
@@ -896,6 +911,9 @@ def duty_problems(run: JobRun, before: State) -> list[str]:
         j = alpha.job_index[job]
         for name in PASS_DUTIES:
             duty = getattr(model, name)
+            when = _DUTY_WHEN.get(name)
+            if when is not None and not when(model, before, j):
+                continue
             if duty(before, j) is not None and duty(state, j) is not None:
                 left.append(f"{name}({job}) is still enabled after a fault-free reconcile pass")
     return left

@@ -32,6 +32,7 @@ from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from tests.common.services import require_redis
 from tests.jobs.between_planted import PLANTED
 from tests.jobs.job_services import service_backends
+from tests.jobs.schedules import dispatched
 from tests.jobs.statement_kills import StatementKills
 
 S = JobStep
@@ -311,11 +312,7 @@ def test_an_incarnation_on_a_stale_down_mark_does_not_stop_itself() -> None:
     for step in (
         S("start", worker="w1"),
         S("start", worker="w2"),
-        S("submit", job="j1"),
-        S("enqueue", job="j1"),
-        S("reserve", worker="w2", job="j1"),
-        S("authorize", worker="w2", job="j1"),
-        S("activate", worker="w2", job="j1", token=1),
+        *dispatched("w2"),
         S("drop-link", worker="w2", service=Service.DURABLE),
         S("tick"),
         S("tick"),

@@ -52,6 +52,7 @@ from remora.testing.job_machines import JobScheduleFailure
 from tests.jobs import job_machines
 from tests.jobs.job_machines import SpecSizedJobs
 from tests.jobs.judgement_planted import PLANTED
+from tests.jobs.schedules import dispatched
 
 CONFIG = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
 
@@ -71,11 +72,7 @@ def late_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
 def expire_a_lease(run: JobRun) -> str:
     for step in (
         JobStep("start", worker="w1"),
-        JobStep("submit", job="j1"),
-        JobStep("enqueue", job="j1"),
-        JobStep("reserve", worker="w1", job="j1"),
-        JobStep("authorize", worker="w1", job="j1"),
-        JobStep("activate", worker="w1", job="j1", token=1),
+        *dispatched("w1"),
         JobStep("tick"),
     ):
         run.execute(step)

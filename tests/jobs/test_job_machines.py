@@ -27,6 +27,7 @@ from remora.testing.job_machines import (
 )
 from remora.testing.profiles import full_budget
 from tests.jobs.job_machines import JOB_MACHINES, RaceJobs, SpecSizedJobs, budget_of
+from tests.jobs.schedules import dispatched
 
 ACTIONS = frozenset(ACTION_PARAMS) - {"Done"}
 """Every action of the spec's ``Next`` (job and credential actions)."""
@@ -267,11 +268,7 @@ def _retry_beside_live_lease() -> JobRun:
     for step in [
         s("start", worker="w1"),
         s("start", worker="w2"),
-        s("submit", job="j1"),
-        s("enqueue", job="j1"),
-        s("reserve", worker="w1", job="j1"),
-        s("authorize", worker="w1", job="j1"),
-        s("activate", worker="w1", job="j1", token=1),
+        *dispatched("w1"),
         s("send-outcome", worker="w1", job="j1", token=1, outcome=Outcome.RETRYABLE),
         s("reconciler-process-outcome", job="j1", token=1),
         s("schedule-retry", job="j1"),

@@ -33,6 +33,7 @@ from remora.sim.jobs.refinement import (
 )
 from remora.sim.jobs.run import JobRun
 from remora.sim.jobs.trace import JobConfig, JobStep
+from tests.jobs.schedules import dispatched
 
 
 def killed_after_staging() -> JobRun:
@@ -46,11 +47,7 @@ def killed_after_staging() -> JobRun:
     for step in (
         s("start", worker="w1"),
         s("start", worker="w2"),
-        s("submit", job="j1"),
-        s("enqueue", job="j1"),
-        s("reserve", worker="w1", job="j1"),
-        s("authorize", worker="w1", job="j1"),
-        s("activate", worker="w1", job="j1", token=1),
+        *dispatched("w1"),
         s("advance", worker="w1", job="j1", token=1, amount=1),
         s("crash", worker="w1"),
     ):

@@ -82,6 +82,7 @@ from remora.jobs.model import AttemptId, CoordEntry, CredentialState, IntentId, 
 from remora.jobs.worker import EXECUTING
 from remora.protocol import spec as S
 from remora.protocol.spec import State, Step
+from remora.sim.jobs.refinement import durable_changes
 
 if TYPE_CHECKING:
     from remora.sim.jobs.refinement import RuntimeView
@@ -621,6 +622,8 @@ class _LogSeen:
     last_record: Any = None
     wiped: tuple[int, int] = (0, 0)
     last: tuple[int, int] | None = None
+    #: the durable store's change count when the log was read (``durable_changes``)
+    snapshot: int | None = None
 
 
 def _new_records(run: JobRun, seen: _LogSeen) -> list[Any]:
@@ -637,10 +640,16 @@ def durable_log_problems(run: JobRun) -> list[str]:
     """The durable log is not every subject's contiguous history, a job row's version is
     not its last logged one, or a recorded durable step is not in the log (module
     docstring).  Incremental: entries and records judged at an earlier clean check are not
-    judged again while the log still holds them all."""
-    entries = run.sim.stores.durable.log_versions()
-    current = frozenset(entries)
+    judged again while the log still holds them all; while an SQLite store has changed no
+    row since that check (:func:`~remora.sim.jobs.refinement.durable_changes`), the log is
+    not read again and only the recorder's new steps are judged against it."""
+    durable = run.sim.stores.durable
+    changes = durable_changes(durable)
     seen = run.memo.get("durable-log")
+    if isinstance(seen, _LogSeen) and changes is not None and seen.snapshot == changes:
+        return _unlogged_records(run, seen)
+    entries = durable.log_versions()
+    current = frozenset(entries)
     if (
         not isinstance(seen, _LogSeen)
         or len(current) != len(entries)
@@ -665,17 +674,24 @@ def durable_log_problems(run: JobRun) -> list[str]:
         last = max(logged.get(row.id, {}), default=0)
         if row.version != last:
             problems.append(f"{row.id} is at version {row.version}, its log at {last}")
+    seen.entries, seen.snapshot = current, changes
+    return problems + _unlogged_records(run, seen, bool(problems))
+
+
+def _unlogged_records(run: JobRun, seen: _LogSeen, failed: bool = False) -> list[str]:
+    """The recorder's durable steps since ``seen`` that the log ``seen`` folded does not
+    hold as recorded; ``seen`` is kept for the next check only if all is clean."""
+    problems: list[str] = []
     for record in _new_records(run, seen):
         if record.store != "durable" or not record.key or not record.action:
             continue
-        held = logged.get(record.key, {}).get(record.version)
+        held = seen.logged.get(record.key, {}).get(record.version)
         if held != record.action:
             problems.append(
                 f"{record.actor} recorded {record.action} as {record.key} v{record.version}, "
                 f"the durable log holds {held!r} there"
             )
-    seen.entries = current
-    if problems:
+    if problems or failed:
         run.memo.pop("durable-log", None)
     else:
         run.memo["durable-log"] = seen

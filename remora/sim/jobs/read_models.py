@@ -218,6 +218,9 @@ class ReadModelJudge:
         rows = {r.id for r in run.chk.last_view.durable.jobs}
         problems: list[str] = []
         seen = statuses(st.durable, st.target)
+        tokens_of: dict[str, list[int]] = {}
+        for a in self._attempts(s):
+            tokens_of.setdefault(a.job, []).append(a.token)
         if {x.job.id for x in seen} != rows:
             problems.append(f"status lists {sorted(x.job.id for x in seen)}, not {sorted(rows)}")
         for x in seen:
@@ -227,7 +230,7 @@ class ReadModelJudge:
             phase = S.PHASE_NAMES[s.phase[j]]
             if x.job.phase.value != phase:
                 problems.append(f"status shows {x.job.id} {x.job.phase.value}, not {phase}")
-            tokens = [a.token for a in self._attempts(s) if a.job == x.job.id]
+            tokens = tokens_of.get(x.job.id, [])
             if x.attempts != len(tokens):
                 problems.append(f"status counts {x.attempts} attempts of {x.job.id}, not {tokens}")
             cur = s.currentToken[j]

@@ -362,6 +362,16 @@ def runtime_view(
     )
 
 
+def durable_changes(durable: Any) -> int | None:
+    """How many rows an SQLite durable store's connection has changed so far (its
+    ``total_changes``: rolled-back changes count too), or None for any other store.  The
+    simulation's SQLite store is written by no other connection, so an unchanged count
+    means unchanged contents: what was read of it before still holds."""
+    conn = getattr(getattr(durable, "backend", None), "_conn", None)
+    changes = getattr(conn, "total_changes", None)
+    return changes if isinstance(changes, int) else None
+
+
 class RefinementChecker:
     """Checks a simulation step by step: wrap every step in :meth:`step`."""
 
@@ -417,8 +427,7 @@ class RefinementChecker:
         changed since (its connection's ``total_changes``: the simulation's store, which
         no other process writes); any other store is read every time."""
         durable = self.sim.stores.durable
-        conn = getattr(getattr(durable, "backend", None), "_conn", None)
-        changes = getattr(conn, "total_changes", None)
+        changes = durable_changes(durable)
         if changes is None or changes != self._changes or self._snap is None:
             self._snap, self._changes = durable.snapshot(), changes
         return self._snap

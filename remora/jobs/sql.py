@@ -12,8 +12,8 @@ their own beyond one-statement reads.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
@@ -31,6 +31,8 @@ from remora.jobs.model import (
     dumps,
 )
 from remora.store.dialect import AddedColumn, Dialect, Schema
+
+R = TypeVar("R")
 
 SCHEMA_VERSION = 1
 
@@ -234,7 +236,36 @@ def qualified(alias: str, columns: str) -> str:
 
 # -- row codecs ----------------------------------------------------------------------------
 
+ROWS_REMEMBERED = 4096
+"""How many decoded rows each codec keeps (:func:`_remembered`)."""
 
+
+def _remembered(decode: Callable[[tuple[Any, ...]], R]) -> Callable[[tuple[Any, ...]], R]:
+    """``decode`` that hands back the value it made before for an equal raw row.
+
+    The reconciler's passes and every snapshot read the same unchanged rows again and
+    again; the decoded rows are frozen values, so one may be shared.  Equal raw rows decode
+    to equal values (no column's decoding tells ``1`` from ``1.0`` or ``True``).  The memory
+    is bounded: the cache is emptied when full.  A row with an unhashable column (a
+    driver's ``memoryview``) is decoded every time."""
+    cache: dict[tuple[Any, ...], R] = {}
+
+    @functools.wraps(decode)
+    def remembered(r: tuple[Any, ...]) -> R:
+        try:
+            hit = cache.get(r)
+        except TypeError:
+            return decode(r)
+        if hit is None:
+            if len(cache) >= ROWS_REMEMBERED:
+                cache.clear()
+            hit = cache[r] = decode(r)
+        return hit
+
+    return remembered
+
+
+@_remembered
 def job_row(r: tuple[Any, ...]) -> JobRow:
     return JobRow(
         id=r[0],
@@ -301,6 +332,7 @@ def job_update_values(j: JobRow) -> tuple[Any, ...]:
     return (*v[6:17], j.started_at, j.finished_at, j.queued_at, j.id)
 
 
+@_remembered
 def attempt_row(r: tuple[Any, ...]) -> AttemptRow:
     return AttemptRow(
         job=r[0],

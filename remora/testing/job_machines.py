@@ -45,6 +45,7 @@ Size it with class attributes (``jobs``, ``workers``, ``concurrency`` and the li
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -270,6 +271,38 @@ StoresFactory = Callable[[LogicalClock, JobsConfig], Stores]
 """Builds one run's stores on its clock (see :class:`~remora.sim.jobs.run.JobRun`)."""
 
 
+HANDLER_OUTCOMES = st.lists(st.sampled_from(list(JobOutcome)), min_size=1, max_size=2)
+"""A job's scripted handler: the outcome of its first attempt, and of every later one."""
+
+
+@functools.cache
+def timeouts_of(max_timeout: int) -> st.SearchStrategy[int]:
+    """A job's (or its handler's) timeout in ticks: none in half the runs (a short one
+    ends most attempts, and runs whose attempts all time out reach little else)."""
+    return st.one_of(st.just(0), st.integers(2, max_timeout)) if max_timeout >= 2 else st.just(0)
+
+
+@functools.cache
+def kinds_of(
+    max_delay: int,
+    queues: tuple[str, ...],
+    priorities: tuple[int, int],
+    max_timeout: int,
+    give_up: bool,
+) -> st.SearchStrategy[JobKind]:
+    """A job's kind.  Built once per machine shape: a strategy built anew for every
+    example costs the search more than some of its steps."""
+    return st.builds(
+        JobKind,
+        delay=st.integers(0, max_delay),
+        queue=st.sampled_from(queues),
+        priority=st.integers(*priorities),
+        timeout=timeouts_of(max_timeout),
+        # one job in four, where handlers may give up (shrinks to none)
+        gives_up=st.sampled_from((False, False, False, True)) if give_up else st.just(False),
+    )
+
+
 class JobMachineBase(RuleBasedStateMachine):
     """What every job machine shares: the run, its setup (handlers, swarm), the step
     executor with its reach record, the trace export, the preconditions' views, time and
@@ -370,15 +403,7 @@ class JobMachineBase(RuleBasedStateMachine):
 
     @initialize(data=st.data())
     def setup(self, data: st.DataObject) -> None:
-        handlers = {
-            j: tuple(
-                data.draw(
-                    st.lists(st.sampled_from(list(JobOutcome)), min_size=1, max_size=2),
-                    label=f"handler {j}",
-                )
-            )
-            for j in self.jobs
-        }
+        handlers = {j: tuple(data.draw(HANDLER_OUTCOMES, label=f"handler {j}")) for j in self.jobs}
         # Swarm testing: each run switches whole families of destructive rules off (or
         # keeps them), so some runs go deep into the protocol while others are fault storms.
         self.off = frozenset(
@@ -390,30 +415,18 @@ class JobMachineBase(RuleBasedStateMachine):
             and self.priorities == (0, 0)
             and self.max_timeout == 0
         )
-        # half the jobs without a timeout: a short one ends most attempts, and runs whose
-        # attempts all time out reach little else
-        timeouts = (
-            st.one_of(st.just(0), st.integers(2, self.max_timeout))
-            if self.max_timeout >= 2
-            else st.just(0)
-        )
+        timeouts = timeouts_of(self.max_timeout)
         kinds = (
             {}
             if plain
             else {
                 j: data.draw(
-                    st.builds(
-                        JobKind,
-                        delay=st.integers(0, self.max_delay),
-                        queue=st.sampled_from(self.queues),
-                        priority=st.integers(*self.priorities),
-                        timeout=timeouts,
-                        # one job in four, where handlers may give up (shrinks to none)
-                        gives_up=(
-                            st.sampled_from((False, False, False, True))
-                            if self.handlers_give_up
-                            else st.just(False)
-                        ),
+                    kinds_of(
+                        self.max_delay,
+                        self.queues,
+                        self.priorities,
+                        self.max_timeout,
+                        self.handlers_give_up,
                     ),
                     label=f"kind {j}",
                 )

@@ -370,6 +370,32 @@ def pass_forgets_stale_progress(mp: pytest.MonkeyPatch) -> None:
     _pass_skips(mp, "clear_stale_progress")
 
 
+def incremental_pass_forgets_to_enqueue(mp: pytest.MonkeyPatch) -> None:
+    """An incremental reconcile pass that no longer enqueues a queued job it finds missing
+    from the queue (its phase's branch reads a stale condition); the full pass, every few
+    passes, still does — so a job waits passes longer to run, and the drain still
+    quiesces."""
+    real_pass = Reconciler._pass
+    real_enqueue = Reconciler.enqueue
+    incremental: set[int] = set()
+
+    def _pass(self: Reconciler, reads: Any) -> Any:
+        if not reads.fresh:
+            incremental.add(id(self))
+        try:
+            return real_pass(self, reads)
+        finally:
+            incremental.discard(id(self))
+
+    def enqueue(self: Reconciler, job: str) -> bool:
+        if id(self) in incremental:
+            return False  # planted: skipped by an incremental pass
+        return bool(real_enqueue(self, job))
+
+    mp.setattr(Reconciler, "_pass", _pass)
+    mp.setattr(Reconciler, "enqueue", enqueue)
+
+
 PLANTED: dict[str, Planted] = {
     "lazy-renew": Planted(lazy_renew, "refusals", "ERROR refused: renew", "RaceJobs"),
     "eager-credential-cleanup": Planted(
@@ -425,6 +451,9 @@ PLANTED: dict[str, Planted] = {
     ),
     "pass-forgets-a-release": Planted(
         pass_forgets_a_release, "duties", "ERROR duties: ReleaseReservation(", "RaceJobs"
+    ),
+    "incremental-pass-forgets-to-enqueue": Planted(
+        incremental_pass_forgets_to_enqueue, "duties", "ERROR duties: Enqueue(", "LoopJobs"
     ),
     "pass-forgets-stale-progress": Planted(
         pass_forgets_stale_progress,

@@ -888,6 +888,7 @@ def stale_marks(run: JobRun) -> list[str]:
 
 
 PASS_DUTIES = (
+    "Enqueue",
     "PublishCancelNotice",
     "ReleaseReservation",
     "FinalizeCancel",
@@ -895,40 +896,61 @@ PASS_DUTIES = (
     "ClearStaleLiveProgress",
 )
 """The per-job spec actions a full reconcile pass takes whenever the spec enables them, with
-no timing of the runtime's own in the way (an ``Enqueue`` waits for a delayed job's time, a
-``ScheduleRetry`` for the failed attempt's lease, an expiry for its age: not listed) —
-``ReleaseReservation`` only of a cancelling or terminal job (:func:`_pass_releases`)."""
+no timing of the runtime's own in the way — ``Enqueue`` only of a job due when the pass
+began (:func:`_pass_enqueues`: a delayed job waits for its time), ``ReleaseReservation``
+only of a cancelling or terminal job (:func:`_pass_releases`); a ``ScheduleRetry`` waits
+for the failed attempt's lease and an expiry for its age: not listed."""
 
 
-def _pass_releases(model: Any, s: State, j: int) -> bool:
+def _pass_enqueues(run: JobRun, s: State, j: int) -> bool:
+    """Whether a pass enqueues job ``j`` (when the spec enables it): it was due
+    (:meth:`~remora.jobs.guards.Guards.is_due`) when the pass began, by the run's own
+    account of when it submitted the job with which delay (:attr:`JobRun.due`: its last
+    try; a row committed by an earlier try is due no later)."""
+    return run.due.get(run.chk.constants.Jobs[j], 0.0) <= run.pass_began
+
+
+def _pass_releases(run: JobRun, s: State, j: int) -> bool:
     """Whether a pass releases job ``j``'s reservation in state ``s``: the job is cancelling
     or terminal.  The spec also lets anyone release the reservation of an incarnation that
     is down, or of a job whose attempt went on past authorized; the runtime leaves those
     to expire."""
-    return bool(model.Terminal(s, j) or s.phase[j] == S.Cancelling)
+    return bool(run.chk.model.Terminal(s, j) or s.phase[j] == S.Cancelling)
 
 
-_DUTY_WHEN: dict[str, Callable[[Any, State, int], bool]] = {
+_DUTY_WHEN: dict[str, Callable[[JobRun, State, int], bool]] = {
+    "Enqueue": _pass_enqueues,
     "ReleaseReservation": _pass_releases,
 }
 
 
-def duty_problems(run: JobRun, before: State) -> list[str]:
+LOOP_PASS_DUTIES = ("Enqueue", "PublishCancelNotice", "ReleaseReservation", "FinalizeCancel")
+"""The duties of a pass of the production loop's reconcile schedule, which may be
+incremental (:class:`~remora.jobs.loop.ReconcileSchedule`: a full pass only every few): the
+duties of a job that is not terminal — every incremental read holds every such job, while
+a job that finished before its window is left to the next full pass."""
+
+
+def duty_problems(run: JobRun, before: State, duties: tuple[str, ...] = PASS_DUTIES) -> list[str]:
     """The pass's duties (:data:`PASS_DUTIES`) the tracked spec state enabled when a
     reconcile pass began (``before``) and still enables after it, when it ran whole (no
     fault fired, its result ``ok``).  A duty its own steps enabled is the next pass's (a
     pass works from the snapshots it read first: the job it finalizes is cleaned next
     time).  A pass that skips a duty leaves the job to a later actor or to an expiry — no
     unsafe state, so only this judgement sees it (a cancelled job's reservation held until
-    it expires delays the cancellation's end and keeps a slot taken)."""
+    it expires delays the cancellation's end and keeps a slot taken).  ``duties``: those
+    judged (:data:`LOOP_PASS_DUTIES` after a pass of the production loop, of the jobs not
+    terminal when it began)."""
     model, state, alpha = run.chk.model, run.chk.state, run.chk.alpha
     left = []
     for job in sorted(run.submitted):
         j = alpha.job_index[job]
-        for name in PASS_DUTIES:
+        if duties is not PASS_DUTIES and model.Terminal(before, j):
+            continue
+        for name in duties:
             duty = getattr(model, name)
             when = _DUTY_WHEN.get(name)
-            if when is not None and not when(model, before, j):
+            if when is not None and not when(run, before, j):
                 continue
             if duty(before, j) is not None and duty(state, j) is not None:
                 left.append(f"{name}({job}) is still enabled after a fault-free reconcile pass")
@@ -955,6 +977,7 @@ __all__ = [
     "stale_marks",
     "Before",
     "JUDGEMENTS",
+    "LOOP_PASS_DUTIES",
     "PASS_DUTIES",
     "duty_problems",
     "JUDGED_REFUSALS",

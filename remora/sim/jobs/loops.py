@@ -774,6 +774,12 @@ class SimLoops:
         self.last = LoopOutcome("reconcile", "pass")
         return seconds
 
+    def reconciler_reaches(self, w: str) -> bool:
+        """Whether the reconciler of ``w``'s loop has every link up (its pass then met no
+        store failure but an injected fault)."""
+        loop = self.loops.get(w)
+        return loop is not None and not loop.schedule.reconciler.actor.links.down
+
     def running(self) -> list[tuple[str, AttemptId]]:
         """Every handler the loops may step: (incarnation, attempt)."""
         return [

@@ -57,6 +57,8 @@ from remora.sim.faults import Script, ScriptedFaults
 from remora.sim.jobs.judgement import (
     JUDGED_REFUSALS,
     JUDGEMENTS,
+    LOOP_PASS_DUTIES,
+    PASS_DUTIES,
     REFUSAL_REASONS,
     Before,
     affirmation_problems,
@@ -244,6 +246,9 @@ class JobRun:
         #: What the judgement's incremental checks remember between steps (the logs'
         #: entries judged so far, the coordination state whose reads were last judged).
         self.memo: dict[str, Any] = {}
+        #: The simulation's clock when the last step began (a reconcile pass's duties are
+        #: judged by the time it began: :func:`~remora.sim.jobs.judgement.duty_problems`).
+        self.pass_began = 0.0
 
     # -- steps ----------------------------------------------------------------------------------
     def execute(self, step: JobStep) -> str:
@@ -258,6 +263,7 @@ class JobRun:
         credential = spec is not None and not spec.name
         reason = excused(self, step, before) if enabled or credential else None
         fired = len(self.hook.fired)
+        self.pass_began = self.sim.clock.now()
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
         if "affirmations" in self.judging:
@@ -279,6 +285,15 @@ class JobRun:
                 raise JobRunFailure(f"ERROR marks: {stale[0]}", f"after step {step.label()}")
         if step.op == "reconcile" and kind == "ok" and len(self.hook.fired) == fired:
             self._judge_duties(before.state, step.label())
+        if (
+            step.op == "loop-reconcile"
+            and kind == "ok"
+            and len(self.hook.fired) == fired
+            and self.loops.reconciler_reaches(str(step.worker))
+        ):
+            # the production loop's pass, full or incremental (its store failures are
+            # swallowed: judged only when no fault fired and its links were all up)
+            self._judge_duties(before.state, step.label(), LOOP_PASS_DUTIES)
         if kind not in ("refused", "noop") or spec is None:
             return kind
         if credential:  # a credential write: where it stopped, in the state after it
@@ -549,6 +564,7 @@ class JobRun:
 
     def _drain_step(self, op: Callable[[], Any], label: str) -> str:
         before = self.chk.state
+        self.pass_began = self.sim.clock.now()
         kind = self._checked(op, (), f"drain: {label}")
         if label == "reconcile" and "state" in self.judging:  # a fault-free pass
             stale = stale_marks(self)
@@ -558,12 +574,14 @@ class JobRun:
             self._judge_duties(before, f"drain: {label}")
         return kind
 
-    def _judge_duties(self, before: State, label: str) -> None:
+    def _judge_duties(
+        self, before: State, label: str, duties: tuple[str, ...] = PASS_DUTIES
+    ) -> None:
         """After a whole reconcile pass: none of the duties enabled when it began left
         enabled (``duties``)."""
         if "duties" not in self.judging:
             return
-        left = duty_problems(self, before)
+        left = duty_problems(self, before, duties)
         if left:
             raise JobRunFailure(f"ERROR duties: {left[0]}", f"after step {label}")
 

@@ -13,8 +13,8 @@ is refinement-checked and judged on its own (its read models too: status and his
 the SQLite file, the staged progress the staging directory), and after the drain the
 staged bytes and secrets of the files are judged (``contents``).
 
-Budget: as the services' twins, a fortieth of the profile's examples per machine (``ci``:
-5, ``nightly``: 100 — 20x); no service is needed.
+Budget: as the services' twins, a twentieth of the profile's examples per machine (``ci``:
+10, ``nightly``: 200 — 20x); no service is needed.
 
 Planted bugs of the file-backed stores (monkeypatched), each killed by ``RaceJobs`` with
 the twin: ``DirectoryTarget.cleanup`` deleting the snapshots before it writes its

@@ -6,9 +6,10 @@ the Redis namespace against the durable store."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs import redis_coordination as rc
@@ -19,6 +20,7 @@ from tests.jobs.job_services import (
     ServiceBackends,
     killed,
     plant_script,
+    services_budget,
     twin_machine,
 )
 
@@ -62,6 +64,56 @@ def test_a_renewal_that_ignores_its_holders_down_mark_is_killed_by_the_cut_machi
     failure = info.value.failure
     assert failure.startswith("ERROR refinement: RenewLease("), failure
     assert failure.endswith("(on the twin's stores)"), failure
+
+
+def test_a_staging_cleanup_that_forgets_the_token_is_killed_at_the_suites_budget(
+    monkeypatch: pytest.MonkeyPatch, services: ServiceBackends
+) -> None:
+    """``PostgresTarget.cleanup`` whose ``UPDATE`` names the job but not the attempt's token:
+    cleaning a stopped attempt's staging also marks every other attempt of the job cleaned
+    — stop 41's realistic bug.  Only the PostgreSQL target runs that SQL; the race machine
+    over the services kills it within the suite's own budget (``services_budget``: 10
+    examples under ``ci``), where at 5 it did not."""
+    from remora.jobs.io import JobOperation
+    from remora.jobs.model import AttemptId
+    from remora.jobs.postgres import PostgresTarget, _lock_attempt
+
+    def cleanup(self: PostgresTarget, actor: Any, a: AttemptId) -> bool:
+        def body(cur: Any) -> bool:
+            _lock_attempt(cur, a)
+            row = cur.execute(
+                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
+            ).fetchone()
+            if row is not None and row[1]:
+                return False
+            # planted: the attempt's token is missing from the UPDATE
+            cur.execute(
+                "UPDATE remora_jobs_stage SET data = NULL, cleaned = 1 WHERE job = %s", (a.job,)
+            )
+            if row is None or row[0] is None:
+                cur.execute(
+                    "INSERT INTO remora_jobs_stage (job, token, progress, data, cleaned) "
+                    "VALUES (%s, %s, 0, NULL, 1)",
+                    (a.job, a.token),
+                )
+            return True
+
+        def applied() -> bool:
+            info = self.info(None, a)
+            return info is not None and info.cleaned
+
+        return bool(self._write(actor, JobOperation.TARGET_WRITE, a.job, body, applied, True))
+
+    monkeypatch.setattr(PostgresTarget, "cleanup", cleanup)
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(
+            twin_machine(RaceJobs, services),
+            settings=settings(services_budget(), phases=(Phase.explicit, Phase.generate)),
+        )
+    failure = info.value.failure
+    assert failure.startswith(("ERROR refinement", "ERROR differential")), failure
 
 
 def test_a_lua_script_that_forgets_a_field_of_the_mirror_is_killed(

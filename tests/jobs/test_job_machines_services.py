@@ -12,7 +12,8 @@ the same result kind, the same spec state under alpha, the same coordination sna
 own; after the drain both must be quiescent and the Redis namespace must hold nothing the
 durable store does not imply (:meth:`~tests.jobs.job_services.ServiceBackends.audit`).
 
-Budget: a fortieth of the profile's examples per machine (``ci``: 5, ``nightly``: 100 — 20x);
+Budget: a twentieth of the profile's examples per machine (``ci``: 10, ``nightly``: 200 — 20x;
+:data:`~tests.jobs.job_services.SHARE`);
 the cut machine a quarter (:data:`CUT_SHARE`).
 Without a reachable server the tests skip with the reason; under
 ``REMORA_REQUIRE_SERVICES=1`` they fail instead."""

@@ -74,39 +74,28 @@ def test_a_staging_cleanup_that_forgets_the_token_is_killed_at_the_suites_budget
     — stop 41's realistic bug.  Only the PostgreSQL target runs that SQL; the race machine
     over the services kills it within the suite's own budget (``services_budget``: 10
     examples under ``ci``), where at 5 it did not."""
-    from remora.jobs.io import JobOperation
-    from remora.jobs.model import AttemptId
-    from remora.jobs.postgres import PostgresTarget, _lock_attempt
+    from remora.jobs.postgres import PostgresTarget
 
-    def cleanup(self: PostgresTarget, actor: Any, a: AttemptId) -> bool:
-        def body(cur: Any) -> bool:
-            _lock_attempt(cur, a)
-            row = cur.execute(
-                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
-                "WHERE job = %s AND token = %s",
-                (a.job, a.token),
-            ).fetchone()
-            if row is not None and row[1]:
-                return False
-            # planted: the attempt's token is missing from the UPDATE
-            cur.execute(
-                "UPDATE remora_jobs_stage SET data = NULL, cleaned = 1 WHERE job = %s", (a.job,)
-            )
-            if row is None or row[0] is None:
-                cur.execute(
-                    "INSERT INTO remora_jobs_stage (job, token, progress, data, cleaned) "
-                    "VALUES (%s, %s, 0, NULL, 1)",
-                    (a.job, a.token),
-                )
-            return True
+    exact = "UPDATE remora_jobs_stage SET data = NULL, cleaned = 1 WHERE job = %s AND token = %s"
+    real_write = PostgresTarget._write
+    planted: list[str] = []
 
-        def applied() -> bool:
-            info = self.info(None, a)
-            return info is not None and info.cleaned
+    class TokenlessCursor:
+        """The cursor, with the cleanup's ``UPDATE`` sent without its token (planted)."""
 
-        return bool(self._write(actor, JobOperation.TARGET_WRITE, a.job, body, applied, True))
+        def __init__(self, cur: Any) -> None:
+            self.cur = cur
 
-    monkeypatch.setattr(PostgresTarget, "cleanup", cleanup)
+        def execute(self, sql: str, params: Any = None) -> Any:
+            if sql == exact:
+                planted.append(params[0])
+                return self.cur.execute(sql.removesuffix(" AND token = %s"), params[:1])
+            return self.cur.execute(sql, params)
+
+    def _write(self: PostgresTarget, actor: Any, op: Any, key: str, body: Any, *rest: Any) -> Any:
+        return real_write(self, actor, op, key, lambda cur: body(TokenlessCursor(cur)), *rest)
+
+    monkeypatch.setattr(PostgresTarget, "_write", _write)
     with pytest.raises(JobScheduleFailure) as info:
         run_state_machine_as_test(
             twin_machine(RaceJobs, services),
@@ -114,6 +103,7 @@ def test_a_staging_cleanup_that_forgets_the_token_is_killed_at_the_suites_budget
         )
     failure = info.value.failure
     assert failure.startswith(("ERROR refinement", "ERROR differential")), failure
+    assert planted, "the planted cleanup never ran"
 
 
 def test_a_lua_script_that_forgets_a_field_of_the_mirror_is_killed(

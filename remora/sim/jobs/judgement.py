@@ -945,7 +945,7 @@ def duty_problems(run: JobRun, before: State, duties: tuple[str, ...] = PASS_DUT
     left = []
     for job in sorted(run.submitted):
         j = alpha.job_index[job]
-        if duties is not PASS_DUTIES and model.Terminal(before, j):
+        if duties == LOOP_PASS_DUTIES and model.Terminal(before, j):
             continue
         for name in duties:
             duty = getattr(model, name)

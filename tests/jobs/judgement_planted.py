@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.jobs import guards, history, incarnations, metrics, snapshots, sql
+from remora.jobs import guards, history, incarnations, metrics, snapshots, sql, transactions
 from remora.jobs.actions import Action
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.guards import Guards
@@ -256,6 +256,37 @@ def submission_time_from_the_next_column(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(snapshots, "job_row", job_row)
 
 
+def requeue_keeps_the_first_queued_time(mp: pytest.MonkeyPatch) -> None:
+    """A job queued again (its retry due, its lost attempt reaped) keeps the time it was
+    first queued: the transitions' time stamp sets ``queued_at`` only while it is unset
+    (``submit`` sets it).  Every wait after the first is measured from the submission —
+    the ``waited`` fact, ``remora jobs status`` — and no guard reads a time."""
+    real = sql.stamp
+
+    def stamp(locked: Locked, change: Any) -> Any:
+        change = real(locked, change)
+        job = change.job
+        if job is not None and locked.job.queued_at and job.queued_at != locked.job.queued_at:
+            change = attrs.evolve(change, job=attrs.evolve(job, queued_at=locked.job.queued_at))
+        return change
+
+    mp.setattr(sql, "stamp", stamp)
+    mp.setattr(transactions, "stamp", stamp)
+
+
+def started_time_from_the_finished_column(mp: pytest.MonkeyPatch) -> None:
+    """A job row's decoding reads ``started_at`` from the next column (``finished_at``):
+    both stay between the submission and now, so only a judgement that knows when the job
+    first ran sees it (a survivor of the job side's mutation sample)."""
+    real = sql.job_row
+
+    def job_row(r: tuple[Any, ...]) -> JobRow:
+        return attrs.evolve(real(r), started_at=float(r[22]))
+
+    mp.setattr(sql, "job_row", job_row)
+    mp.setattr(snapshots, "job_row", job_row)
+
+
 def history_blames_the_previous_token(mp: pytest.MonkeyPatch) -> None:
     """History attributes an accepted outcome to the token before its own (an off-by-one
     in reading the attempt a log row names): attempt 2's success shows on attempt 1 —
@@ -433,6 +464,12 @@ PLANTED: dict[str, Planted] = {
     ),
     "submission-time-from-the-next-column": Planted(
         submission_time_from_the_next_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"
+    ),
+    "requeue-keeps-the-first-queued-time": Planted(
+        requeue_keeps_the_first_queued_time, "row-times", "ERROR row-times: ", "LargerJobs"
+    ),
+    "started-time-from-the-finished-column": Planted(
+        started_time_from_the_finished_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"
     ),
     "history-blames-the-previous-token": Planted(
         history_blames_the_previous_token,

@@ -57,7 +57,10 @@ refinement check, whatever the spec says.  This module closes both gaps:
 * **A job row's times are what happened** (:func:`row_time_problems`, ``ERROR
   row-times``): its submission time is the clock's reading when the run submitted it (at
   one of its tries: a submission whose reply was lost may be tried again), and
-  its queued, started and finished times are unset (0) or between the submission and now.
+  its queued, started and finished times are unset (0) or between the submission and now;
+  each changes only in the step that makes the transition defining it, to that step's
+  time, and an attempt's authorization time is its creating step's
+  (:func:`_row_time_changes`).
   Alpha reads none of them; the history, the metrics and the dashboard do.
 * **Coordination after the drain** (:func:`drained_coordination_problems`): the
   coordination store equals what the durable store implies — on top of the quiescence
@@ -78,7 +81,15 @@ import attrs
 
 from remora.jobs.actions import Action
 from remora.jobs.coordination import active_part, narrow
-from remora.jobs.model import AttemptId, CoordEntry, CredentialState, IntentId, SecretState, Stop
+from remora.jobs.model import (
+    AttemptId,
+    CoordEntry,
+    CredentialState,
+    IntentId,
+    Phase,
+    SecretState,
+    Stop,
+)
 from remora.jobs.worker import EXECUTING
 from remora.protocol import spec as S
 from remora.protocol.spec import State, Step
@@ -799,7 +810,100 @@ def row_time_problems(run: JobRun) -> list[str]:
                     f"{row.id}'s {name} {t} is outside [{row.submitted_at}, {now}] "
                     "(its submission, now)"
                 )
-    return problems
+    return problems + _row_time_changes(run, now)
+
+
+@attrs.frozen
+class _RowTimes:
+    """A job row's phase, version and times as the last check saw them."""
+
+    phase: Phase
+    version: int
+    queued_at: float
+    started_at: float
+    finished_at: float
+
+
+def _row_time_changes(run: JobRun, now: float) -> list[str]:
+    """A job row's times change only at the transition that defines each, to that
+    transition's time (module docstring): the step's window is ``[run.pass_began, now]``
+    (a fused transaction stamps all its steps with one time).  ``queued_at`` changes only
+    to a time in the window and only of a job that is queued now, and a job that became
+    queued has one in the window; ``started_at`` is set once, in the step in which the job
+    first runs (0 is unset: the simulated clock starts at 0); ``finished_at`` once, in the
+    step in which it becomes terminal; an attempt
+    row's ``authorized_at`` is the time of the step that created the row and never changes.
+    Compared with the rows the last check saw (:attr:`JobRun.memo
+    <remora.sim.jobs.run.JobRun.memo>`)."""
+    began = run.pass_began
+    durable = run.chk.last_view.durable
+    seen: tuple[dict[str, _RowTimes], dict[AttemptId, float]] | None = run.memo.get("row-times")
+    jobs, attempts = seen if seen is not None else ({}, {})
+
+    def within(t: float) -> bool:
+        return began - 1e-6 <= t <= now + 1e-6
+
+    problems: list[str] = []
+    for row in durable.jobs:
+        was = jobs.get(row.id)
+        if was is None or was.version == row.version:
+            if was is not None and (was.queued_at, was.started_at, was.finished_at) != (
+                row.queued_at,
+                row.started_at,
+                row.finished_at,
+            ):
+                problems.append(f"{row.id}'s times changed at version {row.version} unchanged")
+            continue
+        window = f"the step's [{began}, {now}]"
+        queued = row.phase is Phase.QUEUED
+        if row.queued_at != was.queued_at and not (queued and within(row.queued_at)):
+            problems.append(
+                f"{row.id}'s queued_at went {was.queued_at} -> {row.queued_at} as it went "
+                f"{was.phase.value} -> {row.phase.value} (not queued in {window})"
+            )
+        elif queued and was.phase is not Phase.QUEUED and not within(row.queued_at):
+            problems.append(
+                f"{row.id} became queued, its queued_at {row.queued_at} is not in {window}"
+            )
+        if was.started_at and row.started_at != was.started_at:
+            problems.append(f"{row.id}'s started_at went {was.started_at} -> {row.started_at}")
+        elif (
+            not was.started_at
+            and row.phase is Phase.RUNNING
+            and was.phase is not Phase.RUNNING
+            and not within(row.started_at)
+        ):
+            problems.append(
+                f"{row.id} first runs, its started_at {row.started_at} is not in {window}"
+            )
+        if was.finished_at and row.finished_at != was.finished_at:
+            problems.append(f"{row.id}'s finished_at went {was.finished_at} -> {row.finished_at}")
+        elif row.phase.terminal and not was.phase.terminal and not within(row.finished_at):
+            problems.append(
+                f"{row.id} became {row.phase.value}, its finished_at {row.finished_at} "
+                f"is not in {window}"
+            )
+        elif not row.phase.terminal and row.finished_at:
+            problems.append(f"{row.id} is {row.phase.value} but finished at {row.finished_at}")
+    for ar in durable.attempts:
+        at = attempts.get(ar.id)
+        if at is not None and ar.authorized_at != at:
+            problems.append(f"{ar.id}'s authorized_at went {at} -> {ar.authorized_at}")
+        elif at is None and seen is not None and not within(ar.authorized_at):
+            problems.append(
+                f"{ar.id} was authorized at {ar.authorized_at}, not in the step's [{began}, {now}]"
+            )
+    if problems:
+        run.memo.pop("row-times", None)
+        return problems
+    run.memo["row-times"] = (
+        {
+            r.id: _RowTimes(r.phase, r.version, r.queued_at, r.started_at, r.finished_at)
+            for r in durable.jobs
+        },
+        {ar.id: ar.authorized_at for ar in durable.attempts},
+    )
+    return []
 
 
 def content_problems(run: JobRun) -> list[str]:

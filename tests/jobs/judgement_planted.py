@@ -287,6 +287,25 @@ def started_time_from_the_finished_column(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(snapshots, "job_row", job_row)
 
 
+def stop_waits_for_the_outcome_in_flight(mp: pytest.MonkeyPatch) -> None:
+    """``CooperativeStop`` takes the guard of the other executing steps, which refuses
+    while an outcome is in flight: a worker whose lease lapsed, or whose job was
+    cancelled, keeps its attempt executing until its outcome is processed — which may be
+    never (the outcome is rejected, or its sender lost its authority).  The refinement
+    check sees a stutter; the drain's reaper clears up after it."""
+    from remora.jobs.worker import EXECUTING
+
+    real = Worker.cooperative_stop
+
+    def cooperative_stop(self: Worker, a: AttemptId) -> bool:
+        local = self.attempts.get(a)
+        if local is not None and local.state == EXECUTING and local.outcome_sent:
+            raise NotEnabled(f"{a}: an outcome is in flight")  # planted
+        return bool(real(self, a))
+
+    mp.setattr(Worker, "cooperative_stop", cooperative_stop)
+
+
 def history_blames_the_previous_token(mp: pytest.MonkeyPatch) -> None:
     """History attributes an accepted outcome to the token before its own (an off-by-one
     in reading the attempt a log row names): attempt 2's success shows on attempt 1 —
@@ -470,6 +489,12 @@ PLANTED: dict[str, Planted] = {
     ),
     "started-time-from-the-finished-column": Planted(
         started_time_from_the_finished_column, "row-times", "ERROR row-times: ", "SpecSizedJobs"
+    ),
+    "stop-waits-for-the-outcome-in-flight": Planted(
+        stop_waits_for_the_outcome_in_flight,
+        "refusals",
+        "ERROR refused: cooperative-stop",
+        "RaceJobs",
     ),
     "history-blames-the-previous-token": Planted(
         history_blames_the_previous_token,

@@ -11,9 +11,9 @@ refinement check, whatever the spec says.  This module closes both gaps:
 
 * **Refusals** (:func:`spec_step_of`, :data:`REFUSAL_REASONS`): a fault-free step of a
   judged kind — the reconciler's per-job and lease steps, and the worker's steps (reserve,
-  authorize, activate, renew, report progress, advance, checkpoint, send an outcome, the
-  credential write) — that the runtime refuses while the spec enables its action in the
-  tracked spec state is a finding (``ERROR refused``) unless one of the runtime's
+  authorize, activate, renew, report progress, advance, checkpoint, send an outcome, stop
+  cooperatively, the credential write) — that the runtime refuses while the spec enables
+  its action in the tracked spec state is a finding (``ERROR refused``) unless one of the runtime's
   documented reasons holds (each is listed in docs/jobs.md, "Refusals the judgement
   accepts", and evaluated on the state before the step).
 * **Overreach** (:data:`NARROWER_THAN_SPEC`): a step the spec allows but the runtime
@@ -144,6 +144,7 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     "advance": ("AdvanceAttempt", "advance"),
     "checkpoint": ("PersistCheckpoint", "attempt"),
     "send-outcome": ("SendOutcome", "outcome"),
+    "cooperative-stop": ("CooperativeStop", "attempt"),
     # SendOutcome then ProcessOutcome, one transaction: ProcessOutcome is enabled whenever
     # SendOutcome was, so the fused step is refused exactly when SendOutcome is
     "complete": ("SendOutcome", "outcome"),

@@ -306,6 +306,21 @@ def stop_waits_for_the_outcome_in_flight(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(Worker, "cooperative_stop", cooperative_stop)
 
 
+def cleanup_waits_for_the_job_to_end(mp: pytest.MonkeyPatch) -> None:
+    """The reconciler cleans a stopped attempt's staging only once its job is terminal: a
+    retried job's earlier stagings pile up in the target while it runs.  Every staging is
+    cleaned in the end (the drain ends every job), so only a judgement of the cleanups the
+    spec enables sees it."""
+    real = Reconciler.cleanup_stage
+
+    def cleanup_stage(self: Reconciler, a: AttemptId) -> bool:
+        if not self.stores.durable.read_locked(self.actor, a.job).job.phase.terminal:
+            return False  # planted
+        return bool(real(self, a))
+
+    mp.setattr(Reconciler, "cleanup_stage", cleanup_stage)
+
+
 def history_blames_the_previous_token(mp: pytest.MonkeyPatch) -> None:
     """History attributes an accepted outcome to the token before its own (an off-by-one
     in reading the attempt a log row names): attempt 2's success shows on attempt 1 —
@@ -494,6 +509,12 @@ PLANTED: dict[str, Planted] = {
         stop_waits_for_the_outcome_in_flight,
         "refusals",
         "ERROR refused: cooperative-stop",
+        "RaceJobs",
+    ),
+    "cleanup-waits-for-the-job-to-end": Planted(
+        cleanup_waits_for_the_job_to_end,
+        "refusals",
+        "ERROR refused: cleanup-stage",
         "RaceJobs",
     ),
     "history-blames-the-previous-token": Planted(

@@ -321,6 +321,22 @@ def cleanup_waits_for_the_job_to_end(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(Reconciler, "cleanup_stage", cleanup_stage)
 
 
+def reconciler_leaves_outcomes_to_live_senders(mp: pytest.MonkeyPatch) -> None:
+    """The reconciler leaves an in-flight outcome alone while its sender's lease is live,
+    trusting the sender to process it: ``ProcessOutcome`` is anyone's, and a sender whose
+    reply was lost waits for the reconciler.  The outcome is processed once the lease
+    lapses, so only a judgement of the steps the spec enables sees it."""
+    real = Reconciler.process_outcome
+
+    def process_outcome(self: Reconciler, a: AttemptId) -> bool:
+        lease = self.stores.coordination.view(self.actor, a.job, (a,)).leases.get(a)
+        if lease is not None and lease.live:
+            return False  # planted
+        return bool(real(self, a))
+
+    mp.setattr(Reconciler, "process_outcome", process_outcome)
+
+
 def history_blames_the_previous_token(mp: pytest.MonkeyPatch) -> None:
     """History attributes an accepted outcome to the token before its own (an off-by-one
     in reading the attempt a log row names): attempt 2's success shows on attempt 1 —
@@ -515,6 +531,12 @@ PLANTED: dict[str, Planted] = {
         cleanup_waits_for_the_job_to_end,
         "refusals",
         "ERROR refused: cleanup-stage",
+        "RaceJobs",
+    ),
+    "reconciler-leaves-outcomes-to-live-senders": Planted(
+        reconciler_leaves_outcomes_to_live_senders,
+        "refusals",
+        "ERROR refused: reconciler-process-outcome",
         "RaceJobs",
     ),
     "history-blames-the-previous-token": Planted(

@@ -138,6 +138,8 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     "expire-lease": ("ExpireLease", "attempt"),
     "reap": ("ReapLostAttempt", "attempt"),
     "cleanup-stage": ("CleanupStage", "attempt"),
+    # ProcessOutcome: whichever of its disjuncts the tracked state enables (at most one)
+    "reconciler-process-outcome": ("ProcessOutcome", "attempt"),
     "reconciler-release-lease": ("ReleaseLease", "attempt"),
     "reconciler-release-reservation": ("ReleaseReservation", "job"),
     "reserve": ("Reserve", "job-worker"),
@@ -152,6 +154,7 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     # SendOutcome then ProcessOutcome, one transaction: ProcessOutcome is enabled whenever
     # SendOutcome was, so the fused step is refused exactly when SendOutcome is
     "complete": ("SendOutcome", "outcome"),
+    "process-outcome": ("ProcessOutcome", "attempt"),
     "put-secret": ("", "credential"),
     # the worker releases only its own reservation, of a job terminal or cancelling (the
     # spec's ReleaseReservation also covers the reconciler's cases: judged on that subset)
@@ -243,6 +246,17 @@ def _owner_not_known_stopped(run: JobRun, step: JobStep, b: Before) -> bool:
         owner.stop is Stop.FAILED or owner.stopped or (not owner.committed and owner.worker in down)
     )
     return not known
+
+
+def _stop_unrecorded(run: JobRun, step: JobStep, b: Before) -> bool:
+    """The attempt's stop is not known durably: its row records no stop or failure and
+    its incarnation is up (the worker stopped it and has not recorded the stop yet)."""
+    d = b.view.durable
+    row = next(
+        (r for r in d.attempts if r.job == step.job and r.token == int(step.token or 0)), None
+    )
+    down = {w.id for w in d.workers if not w.up}
+    return row is not None and not (row.stop is Stop.FAILED or row.stopped or row.worker in down)
 
 
 def _reservation_unknown(run: JobRun, step: JobStep, b: Before) -> bool:
@@ -356,6 +370,16 @@ REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
             _fenced,
         ),
     ),
+    "cleanup-stage": (
+        Reason(
+            "stop not recorded",
+            "the attempt stopped at its worker (CooperativeStop) but the durable store does "
+            "not know it yet: its stop is not recorded and its incarnation is up, and the "
+            "reconciler decides on the durable rows alone (the stop is recorded next, or "
+            "the incarnation is declared down)",
+            _stop_unrecorded,
+        ),
+    ),
     "checkpoint": (IN_FLIGHT,),
     "send-outcome": (IN_FLIGHT,),
     "complete": (IN_FLIGHT,),
@@ -388,7 +412,7 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
         return Step(name, (j,))
     if kind == "attempt" and step.worker is None:  # the reconciler's
         a = AttemptId(str(step.job), int(step.token or 0))
-        return Step(name, (alpha.attempt(a),)) if run._exists(a) else None
+        return _attempt_step(run, name, alpha.attempt(a)) if run._exists(a) else None
     wk = run.sim.workers.get(str(step.worker))
     if wk is None or not wk.up or wk.id in run.sim.killed or wk.id not in run.sim.started:
         return None
@@ -404,13 +428,32 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
         return None
     i = alpha.attempt(a)
     if kind == "attempt":
-        return Step(name, (i,))
+        return _attempt_step(run, name, i)
     if kind == "advance":
         return Step(name, (i, int(step.amount or 0)))
     if kind == "outcome":
         assert step.outcome is not None
         return Step(name, (i, S.OUTCOME_NAMES.index(step.outcome.value)))
     return Step("", ())  # credential: decided after the step (credential_step)
+
+
+PROCESS_OUTCOME = (
+    "AcceptSuccess",
+    "AcceptPermanentFailure",
+    "AcceptRetryableFailureWithBudget",
+    "AcceptRetryableFailureExhausted",
+    "RejectOutcome",
+)
+"""The spec's ``ProcessOutcome(a)``: the disjunction of these actions."""
+
+
+def _attempt_step(run: JobRun, name: str, i: int) -> Step:
+    """The spec step ``name`` of attempt ``i``; ``ProcessOutcome`` is the disjunct the
+    tracked state enables (the first, if none is)."""
+    if name != "ProcessOutcome":
+        return Step(name, (i,))
+    steps = [Step(n, (i,)) for n in PROCESS_OUTCOME]
+    return next((s for s in steps if run.chk.model.apply(run.chk.state, s)), steps[0])
 
 
 _NEXT_CREDENTIAL = {

@@ -1243,6 +1243,32 @@ class JobCutMachine(JobRuntimeMachine):
         if live and pass_first:
             self._sequel(w, data)
 
+    @precondition(lambda self: bool(self._declarable()))
+    @rule(data=st.data())
+    def declare_early(self, data: st.DataObject) -> None:
+        """A declaration that does not wait for the heartbeat to expire (the public
+        :meth:`~remora.jobs.reconciler.Reconciler.declare_down` called at any time): of an
+        incarnation that beats, it must be refused — nobody may declare a healthy worker
+        down (``spurious_declarations``, from the simulation's own account of its
+        heartbeats) — and of one that stopped beating it may take."""
+        w = data.draw(st.sampled_from(self._declarable()), label="declared early")
+        wk = self.sim.workers[w]
+        cfg = self.sim.config.jobs_config
+        # cut off from the durable store, its heartbeat ages by the ticks drawn: up to
+        # one tick short of expiring (a connected one's is renewed on every tick)
+        ticks = data.draw(
+            st.integers(0, round(cfg.down_after_s * 1000 / cfg.tick_ms) - 1), label="ticks"
+        )
+        cut_off = wk.up and w not in self.sim.killed and Service.DURABLE not in wk.actor.links.down
+        if cut_off:
+            cut_off = self._do(JobStep("drop-link", worker=w, service=Service.DURABLE)) == "ok"
+        for _ in range(ticks):
+            self._do(JobStep("tick"))
+        result = self._do(JobStep("declare-down", worker=w))
+        type(self).reach.add(("cut", "early declaration", result))
+        if cut_off:
+            self._do(JobStep("restore-link", worker=w, service=Service.DURABLE))
+
     @precondition(lambda self: self.can_cancel())
     @rule(data=st.data(), fs=cut_faults("cancel"))
     def cut_cancel(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:

@@ -16,11 +16,13 @@ the kill points turned off as well (``kill_points``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from remora.jobs.guards import Guards
 from remora.sim.jobs.judgement import JUDGEMENTS
 from remora.sim.jobs.simulation import Parts
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
@@ -30,6 +32,9 @@ from tests.jobs.job_services import HUNT
 from tests.jobs.judgement_planted import PLANTED as PLANTED_STATES
 
 CUT_HUNT = settings(HUNT, max_examples=30)
+EARLY_HUNT = settings(HUNT, max_examples=100)
+"""The early declaration's budget: 100 derandomized examples (it needs the incarnation cut
+off for one to two ticks before the declaration; killed within 100 when measured)."""
 """The budget: 30 derandomized examples, stopping at the first failure (each bug was killed
 at the 13th when measured)."""
 
@@ -52,7 +57,12 @@ def planted(parts: Parts, **changes: object) -> type[JobMachineBase]:
     return type("CutJobsPlanted", (CutJobs,), {"parts": parts, **changes})
 
 
-WITHOUT_CUT_RULES = {"declare_down": None, "cut_cancel": None, "cut_reconcile": None}
+WITHOUT_CUT_RULES = {
+    "declare_down": None,
+    "declare_early": None,
+    "cut_cancel": None,
+    "cut_reconcile": None,
+}
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTED))
@@ -124,3 +134,41 @@ def test_a_missing_target_fence_survives_without_the_zombie_steps(
 ) -> None:
     PLANTED_STATES["no-target-fence"].plant(monkeypatch)
     run_state_machine_as_test(_zombie_machine(zombies=False), settings=ZOMBIE_HUNT)
+
+
+def declarer_waits_a_lease(mp: pytest.MonkeyPatch) -> None:
+    """The declaration's guard measures the heartbeat's age against the lease instead of
+    ``down_after`` (three leases): an incarnation cut off from the durable store for one
+    lease is declared down while it still runs — its attempts stopped, its jobs retried.
+    No spec step is wrong (a worker may always go down); the reconcile pass's own filter
+    still waits the whole ``down_after``, so only a declaration made at any time through
+    the public ``Reconciler.declare_down`` reaches the guard early."""
+    real = Guards.declare_down
+
+    def declare_down(self: Guards, worker: str, by: str, **kw: Any) -> None:
+        kw["down_after"] = kw["down_after"] / 3  # planted
+        real(self, worker, by, **kw)
+
+    mp.setattr(Guards, "declare_down", declare_down)
+
+
+def test_an_early_declaration_is_killed_by_the_no_spurious_declaration_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed by the cut machine's ``declare_early`` rule: the incarnation is declared
+    down a tick after its last heartbeat the simulation saw renewed
+    (:meth:`~remora.sim.jobs.loops.SimLoops.spurious_declarations`)."""
+    declarer_waits_a_lease(monkeypatch)
+    machine = planted(Parts())
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(machine, settings=EARLY_HUNT)
+    assert info.value.failure.startswith("ERROR loop: w"), info.value.failure
+    assert "after its last heartbeat" in info.value.failure, info.value.failure
+
+
+@pytest.mark.control
+def test_an_early_declaration_survives_without_the_early_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    declarer_waits_a_lease(monkeypatch)
+    run_state_machine_as_test(planted(Parts(), declare_early=None), settings=EARLY_HUNT)

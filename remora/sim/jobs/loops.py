@@ -901,16 +901,24 @@ class SimLoops:
         incarnation; a heartbeat period as long as ``down_after`` (or a declarer that does
         not wait for the whole ``down_after``) takes a healthy worker out — its handlers
         abandoned, its jobs retried — and no spec step is wrong: a worker may always go
-        down."""
-        if not self.loops:
-            return []
+        down.  An incarnation that no loop drives is beaten by the simulation's ticks
+        (:attr:`~remora.sim.jobs.simulation.Simulation.beats`): nobody may declare it down
+        before its last heartbeat is ``down_after`` old."""
         down_after = self.sim.stores.config.down_after_s
         margin = down_after - down_after / BEATS_PER_DOWN_AFTER
         now = self.sim.clock.now()
         out = []
         for w, actor in declared:
+            beat = self.sim.beats.get(w)
             if w not in self.clean_at:
-                continue  # an incarnation whose loop never turned clean
+                # an incarnation the simulation beats on its ticks: declared only once its
+                # last heartbeat is down_after old (its loop, if any, never turned clean)
+                if beat is not None and now - beat < down_after - 1e-9:
+                    out.append(
+                        f"{w} was declared down by {actor} {now - beat:g}s after its last "
+                        f"heartbeat (down_after {down_after:g}s)"
+                    )
+                continue
             quiet = now - self.clean_at[w]
             if quiet < margin - 1e-9:
                 out.append(

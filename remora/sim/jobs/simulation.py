@@ -173,6 +173,9 @@ class Simulation:
         #: The incarnations driven by their production loop: they renew their own
         #: heartbeat (:meth:`tick` does not).
         self.looped: set[str] = set()
+        #: The time of each incarnation's last heartbeat the simulation saw renewed (its
+        #: start, its ticks): the run's own account of how fresh it is, never the runtime's.
+        self.beats: dict[str, float] = {}
         self.started: set[str] = set()
         self.down: set[str] = set()
         #: The incarnations whose process was killed (:meth:`crash`).
@@ -216,6 +219,7 @@ class Simulation:
         """``StartIncarnation(w)``."""
         self.workers[w].start()
         self.started.add(w)
+        self.beats[w] = self.clock.now()
 
     def crash(self, w: str) -> None:
         """A SIGKILL: the process is gone without a record — no I/O, nothing recorded, its
@@ -283,7 +287,8 @@ class Simulation:
         for wk in self.workers.values():
             if wk.up and wk.id not in self.looped:
                 with contextlib.suppress(RemoraError, NotEnabled):
-                    wk.heartbeat()  # a link down: the heartbeat is missed
+                    if wk.heartbeat():  # a link down: the heartbeat is missed
+                        self.beats[wk.id] = self.clock.now()
 
     def close(self) -> None:
         for durable in self.connections:

@@ -141,7 +141,9 @@ JUDGED_REFUSALS: dict[str, tuple[str, str]] = {
     # ProcessOutcome: whichever of its disjuncts the tracked state enables (at most one)
     "reconciler-process-outcome": ("ProcessOutcome", "attempt"),
     "reconciler-release-lease": ("ReleaseLease", "attempt"),
-    "reconciler-release-reservation": ("ReleaseReservation", "job"),
+    # the reconciler's single release takes only a terminal or cancelling job's
+    # reservation (its passes release the others: judged by the pass duties)
+    "reconciler-release-reservation": ("ReleaseReservation", "ending-reservation"),
     "reserve": ("Reserve", "job-worker"),
     "authorize": ("AuthorizeAttempt", "job-worker"),
     "activate": ("ActivateAttempt", "attempt"),
@@ -410,6 +412,8 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
     j = alpha.job_index[str(step.job)]
     if kind == "job":
         return Step(name, (j,))
+    if kind == "ending-reservation":
+        return Step(name, (j,)) if _ending(run, j) else None
     if kind == "attempt" and step.worker is None:  # the reconciler's
         a = AttemptId(str(step.job), int(step.token or 0))
         return _attempt_step(run, name, alpha.attempt(a)) if run._exists(a) else None
@@ -419,10 +423,8 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
     if kind == "job-worker":
         return Step(name, (j, alpha.worker_index[wk.id]))
     if kind == "own-reservation":
-        model, st = run.chk.model, run.chk.state
-        mine = st.reservation[j] == alpha.worker_index[wk.id]
-        ending = model.Terminal(st, j) or st.phase[j] == S.Cancelling
-        return Step(name, (j,)) if mine and ending else None
+        mine = run.chk.state.reservation[j] == alpha.worker_index[wk.id]
+        return Step(name, (j,)) if mine and _ending(run, j) else None
     a = AttemptId(str(step.job), int(step.token or 0))
     if a not in wk.attempts:
         return None
@@ -435,6 +437,12 @@ def spec_step_of(run: JobRun, step: JobStep) -> Step | None:
         assert step.outcome is not None
         return Step(name, (i, S.OUTCOME_NAMES.index(step.outcome.value)))
     return Step("", ())  # credential: decided after the step (credential_step)
+
+
+def _ending(run: JobRun, j: int) -> bool:
+    """Job ``j`` is terminal or cancelling in the tracked spec state."""
+    st = run.chk.state
+    return bool(run.chk.model.Terminal(st, j) or st.phase[j] == S.Cancelling)
 
 
 PROCESS_OUTCOME = (

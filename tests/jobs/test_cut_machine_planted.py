@@ -71,8 +71,9 @@ def test_a_planted_ordering_bug_is_killed_by_the_cut_machines_search(bug: str) -
     with pytest.raises(JobScheduleFailure) as info:
         run_state_machine_as_test(machine, settings=CUT_HUNT)
     assert info.value.failure.startswith(KILLED_WITH[bug]), info.value.failure
-    # the kill came through a cut declaration of the cut machine's own rule
-    assert any(r[:2] == ("cut", "declare-down") for r in machine.reach), machine.reach
+    # the kill came through a declaration of one of the cut machine's own rules
+    declared = (("cut", "declare-down"), ("cut", "early declaration"))
+    assert any(r[:2] in declared for r in machine.reach), machine.reach
 
 
 @pytest.mark.control
@@ -100,10 +101,11 @@ def test_commit_before_mark_survives_without_the_kill_points() -> None:
     run_state_machine_as_test(machine, settings=CUT_HUNT)
 
 
-ZOMBIE_HUNT = settings(HUNT, max_examples=200)
-"""The zombie's budget: 200 derandomized examples (a zombie's stage write after a
+ZOMBIE_HUNT = settings(HUNT, max_examples=400)
+"""The zombie's budget: 400 derandomized examples (a zombie's stage write after a
 declaration that took needs the declared incarnation busy, cut off and its next step a
-stage write; killed within 200 when measured, 11 s)."""
+stage write; killed within 200 when measured, 11 s — within 400, 13 s, since the
+``declare_early`` rule joined the machine at stop 42)."""
 
 
 def _zombie_machine(**changes: object) -> type[JobMachineBase]:

@@ -19,6 +19,7 @@ fsync, rename).  PostgreSQL schemas: :mod:`remora.jobs.postgres`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -183,10 +184,16 @@ class MemoryTarget:
         return None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """``data`` at ``path``, all or nothing (a temporary file, fsynced, renamed over it).
+    ``mode`` (less the umask) is the temporary file's from its creation: a secret's file
+    is never readable by others, not even between its creation and a ``chmod``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with tmp.open("wb") as f:
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a killed writer's leftover keeps its own mode: never reused
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -344,6 +351,10 @@ class MemoryVault:
         return None
 
 
+SECRET_MODE = 0o600
+"""A vault secret's file mode: its owner's alone (the umask may only narrow it)."""
+
+
 class DirectoryVault:
     """``<root>/<job>/<sequence>.secret`` (mode 0600); a destroyed secret leaves
     ``<sequence>.destroyed``."""
@@ -371,8 +382,7 @@ class DirectoryVault:
             with self._lock:
                 if self.state(None, c) is not SecretState.ABSENT:
                     raise NotEnabled(f"vault entry {c} exists")
-                _atomic_write(self._path(c, "secret"), secret)
-                os.chmod(self._path(c, "secret"), 0o600)
+                _atomic_write(self._path(c, "secret"), secret, SECRET_MODE)
 
         _write_call(actor, JobOperation.VAULT_WRITE, c.job, body, lambda: _live(self, c), None)
 

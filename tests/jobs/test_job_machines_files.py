@@ -20,7 +20,9 @@ Planted bugs of the file-backed stores (monkeypatched), each killed by ``RaceJob
 the twin: ``DirectoryTarget.cleanup`` deleting the snapshots before it writes its
 ``cleaned`` mark (which then says progress 0), and ``DirectoryVault.destroy`` deleting a
 secret without its tombstone (the intent reads as never written), and
-``DirectoryTarget.fence`` writing no mark (a declared incarnation's stage writes go in)."""
+``DirectoryTarget.fence`` writing no mark (a declared incarnation's stage writes go in),
+and ``DirectoryVault.write`` writing a secret with the process's umask (readable by every
+local user: the contents judgement checks a secret file's mode)."""
 
 from __future__ import annotations
 
@@ -116,8 +118,26 @@ def fence_writes_nothing(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(target_module.DirectoryTarget, "fence", lambda self, actor, worker: None)
 
 
+def secret_with_the_umask(mp: pytest.MonkeyPatch) -> None:
+    """``DirectoryVault.write`` writes the secret as any other file, with the process's
+    umask (``0644`` under the usual ``022``): every local user may read it.  Its bytes are
+    right, so only a judgement of the file's mode sees it."""
+    real = target_module._atomic_write
+
+    def atomic_write(path: Path, data: bytes, mode: int = 0o666) -> None:
+        real(path, data)  # planted: the mode dropped
+
+    mp.setattr(target_module, "_atomic_write", atomic_write)
+
+
 @pytest.mark.parametrize(
-    "plant", [cleanup_marks_after_deleting, destroy_without_tombstone, fence_writes_nothing]
+    "plant",
+    [
+        cleanup_marks_after_deleting,
+        destroy_without_tombstone,
+        fence_writes_nothing,
+        secret_with_the_umask,
+    ],
 )
 def test_a_planted_file_store_bug_is_killed(
     plant: Callable[[pytest.MonkeyPatch], None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -964,7 +964,8 @@ def _row_time_changes(run: JobRun, now: float) -> list[str]:
 
 def content_problems(run: JobRun) -> list[str]:
     """Every staging holds what its writer staged at its progress (a cleaned one nothing);
-    every live secret what its writer wrote (a destroyed one nothing)."""
+    every live secret what its writer wrote (a destroyed one nothing); a directory vault's
+    secret files are their owner's alone (:func:`_exposed_secrets`)."""
     from remora.sim.jobs.run import secret_bytes, staged_bytes
 
     st = run.sim.stores
@@ -986,7 +987,22 @@ def content_problems(run: JobRun) -> list[str]:
                 problems.append(f"the live secret {cid} holds {data!r}, not {want!r}")
         elif data is not None:
             problems.append(f"the {secret.value} secret {cid} still holds {data!r}")
-    return problems
+    return problems + _exposed_secrets(st.vault)
+
+
+def _exposed_secrets(vault: Any) -> list[str]:
+    """A directory vault's secret files (``<root>/<job>/<sequence>.secret``, and a killed
+    writer's temporary one beside it; docs/jobs.md) that anyone but their owner may read
+    or write: a secret is its owner's alone.  (A tombstone holds nothing secret.)"""
+    from remora.jobs.target import DirectoryVault
+
+    if not isinstance(vault, DirectoryVault) or not vault.root.is_dir():
+        return []
+    return [
+        f"the vault file {p.relative_to(vault.root)} has mode {p.stat().st_mode & 0o777:o}"
+        for p in sorted(vault.root.rglob("*"))
+        if ".secret" in p.name and p.is_file() and p.stat().st_mode & 0o077
+    ]
 
 
 # -- the coordination store after the drain ---------------------------------------------------

@@ -237,6 +237,18 @@ class AttemptContext:
         later turn (its store was away)."""
         return bool(self._ending)
 
+    @property
+    def end_left(self) -> tuple[str, ...]:
+        """The steps of the loop's end still to take (``process``, ``stop``, ``record``,
+        ``release``) and when the loop tries them next (the loop's clock): what the
+        simulation's promises judge (a clean turn leaves none but a wait for a stop
+        condition)."""
+        return tuple(self._ending or ())
+
+    @property
+    def end_next_try(self) -> float:
+        return self._next_try
+
     def end_from_loop(self) -> bool:
         """End the attempt without its handler (which keeps running where its executor
         left it): a timeout as a retryable failure (``SendOutcome``, ``ProcessOutcome``);

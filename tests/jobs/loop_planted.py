@@ -541,6 +541,36 @@ class GivesUpWaitingForAStop(Worker):
         return super().cooperative_stop(a)
 
 
+class _OneStepPerTurn(AttemptContext):
+    """An attempt context whose loop's end takes one of its steps per turn."""
+
+    def _end_steps(self) -> bool:
+        steps = self._ending
+        assert steps is not None
+        rest = steps[1:]
+        del steps[1:]
+        super()._end_steps()
+        steps.extend(rest)  # the bug: the others wait for the next turns
+        return not steps
+
+
+class EndsOneStepPerTurn(WorkerLoop):
+    """(y) The loop's end of an attempt takes one step per turn ("spread the I/O"), not
+    every step in the turn it is tried: a stopped attempt's stop is recorded a turn later
+    and its lease released a turn after that, its slot held meanwhile — though no store
+    was away (the contract: a step is left for a later turn only when its store is away).
+    The class of a surviving mutant of stop 42's sample (``_end_steps``' ``and`` ->
+    ``or``: a step that answered "nothing to do" kept for the next turn).  Every spec step
+    is allowed and the slot held by an end under way is one the loop's other promises
+    accept; only the stuck-end promise
+    (:meth:`~remora.sim.jobs.loops.SimLoops._stuck_ends`) sees it."""
+
+    def start(self, a: AttemptId) -> AttemptContext:
+        actx = _OneStepPerTurn(self.worker, a, complete=self.complete)
+        self.running[a] = (actx, self.executor.start(actx, self.wake.set))
+        return actx
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -568,5 +598,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "job-timeout-overrides-handler": (None, LoopParts(loop=JobTimeoutOverridesHandler)),
     "renews-ended-handlers": (None, LoopParts(loop=RenewsEndedHandlers)),
     "gives-up-waiting-for-a-stop": (Parts(worker=GivesUpWaitingForAStop), LoopParts()),
+    "ends-one-step-per-turn": (None, LoopParts(loop=EndsOneStepPerTurn)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

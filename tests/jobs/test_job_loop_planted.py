@@ -53,6 +53,7 @@ KILLED_BY = {
     r"running .*its timeout",
     "renews-ended-handlers": r"ERROR loop: the loop of \w+ renewed the lease of \S+, whose "
     r"handler had ended",
+    "ends-one-step-per-turn": r"ERROR loop: the loop of \w+ tried to end \S+ in a clean turn",
     "gives-up-waiting-for-a-stop": r"ERROR loop: (the lease of \S+ is still held after its "
     r"settlement|\w+ holds \S+ executing, but its loop runs no handler for it)",
 }

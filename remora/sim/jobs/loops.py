@@ -377,6 +377,9 @@ class SimLoops:
         #: The attempts whose handler had ended and whose settlement had begun when the
         #: last turn began (:meth:`missent`: their leases are no longer renewed).
         self.ended_at_turn: set[AttemptId] = set()
+        #: When each running attempt's end was next to be tried before the last turn (an end
+        #: tried in the turn moved it: :meth:`_stuck_ends`).
+        self.end_tries: dict[AttemptId, float] = {}
         #: The attempts the last turn tended (:meth:`problems`), and what each tend met
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
@@ -662,6 +665,7 @@ class SimLoops:
         running = set(loop.running)
         stopping = w in self.stop_asked
         self.must_end = self._observe_stop(w, loop, len(self.executors[w].live()))
+        self.end_tries = {a: actx.end_next_try for a, (actx, _) in loop.running.items()}
         pause = self.pause = loop.turn()
         self.started = [a for a in loop.running if a not in running]
         self._observe_ready(w, after=True)
@@ -858,6 +862,7 @@ class SimLoops:
                         f"{wk.concurrency} slots running one"
                     )
         if op == "loop-turn" and result is not None:
+            out.extend(self._stuck_ends(w, loop, now))
             out.extend(self._unnoticed(w))
             out.extend(self._overrun(w, loop))
             for a in self.ended_by_turn:
@@ -926,6 +931,23 @@ class SimLoops:
                     f"loop: a loop beats {BEATS_PER_DOWN_AFTER} times per down_after "
                     f"({down_after:g}s), so it may be declared only {margin:g}s after its "
                     f"last clean turn"
+                )
+        return out
+
+    def _stuck_ends(self, w: str, loop: WorkerLoop, now: float) -> list[str]:
+        """A loop's end of an attempt tried in a clean turn (no fault, its links up, the
+        incarnation up) is over by the turn's end: every one of its steps either took or
+        was moot, none had a store away — unless it waits for a stop condition
+        (``stop`` first: a rejected outcome's attempt goes on until one holds).  An end
+        left pending for no reason holds its slot for good."""
+        out = []
+        for a, (actx, _) in sorted(loop.running.items()):
+            left = actx.end_left
+            tried = actx.end_next_try != self.end_tries.get(a, 0.0)  # in this turn
+            if left and left[0] != "stop" and tried:
+                out.append(
+                    f"the loop of {w} tried to end {a} in a clean turn and left "
+                    f"{list(left)} pending"
                 )
         return out
 

@@ -311,12 +311,17 @@ HUNT = settings(
 )
 
 
-def killed(base: type[JobMachineBase], services: ServiceBackends | FileBackends) -> str:
-    """The failure ``base`` over the services reports (it must report one)."""
+def killed(
+    base: type[JobMachineBase],
+    services: ServiceBackends | FileBackends,
+    budget: settings | None = None,
+) -> str:
+    """The failure ``base`` over the services reports within ``budget`` (default
+    :func:`hunt_budget`; it must report one)."""
     import pytest
 
     with pytest.raises(JobScheduleFailure) as info:
-        run_state_machine_as_test(twin_machine(base, services), settings=hunt_budget())
+        run_state_machine_as_test(twin_machine(base, services), settings=budget or hunt_budget())
     return info.value.failure
 
 

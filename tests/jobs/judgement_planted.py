@@ -247,10 +247,15 @@ def submission_time_from_the_next_column(mp: pytest.MonkeyPatch) -> None:
     """A job row's decoding reads ``submitted_at`` from the next column (``started_at``):
     a row-decoding constant off by one.  Alpha reads no time of a job, and the transitions
     never write the submission time back, so only the history would show it."""
+    _time_from_column(mp, "submitted_at", 21)
+
+
+def _time_from_column(mp: pytest.MonkeyPatch, field: str, column: int) -> None:
+    """Plant a job row decoding that reads the time ``field`` from ``column``."""
     real = sql.job_row
 
     def job_row(r: tuple[Any, ...]) -> JobRow:
-        return attrs.evolve(real(r), submitted_at=float(r[21]))
+        return attrs.evolve(real(r), **{field: float(r[column])})
 
     mp.setattr(sql, "job_row", job_row)
     mp.setattr(snapshots, "job_row", job_row)
@@ -278,13 +283,7 @@ def started_time_from_the_finished_column(mp: pytest.MonkeyPatch) -> None:
     """A job row's decoding reads ``started_at`` from the next column (``finished_at``):
     both stay between the submission and now, so only a judgement that knows when the job
     first ran sees it (a survivor of the job side's mutation sample)."""
-    real = sql.job_row
-
-    def job_row(r: tuple[Any, ...]) -> JobRow:
-        return attrs.evolve(real(r), started_at=float(r[22]))
-
-    mp.setattr(sql, "job_row", job_row)
-    mp.setattr(snapshots, "job_row", job_row)
+    _time_from_column(mp, "started_at", 22)
 
 
 def stop_waits_for_the_outcome_in_flight(mp: pytest.MonkeyPatch) -> None:

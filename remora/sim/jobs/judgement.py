@@ -83,13 +83,16 @@ from remora.jobs.actions import Action
 from remora.jobs.coordination import active_part, narrow
 from remora.jobs.model import (
     AttemptId,
+    AttemptRow,
     CoordEntry,
     CredentialState,
+    DurableSnapshot,
     IntentId,
     Phase,
     SecretState,
     Stop,
 )
+from remora.jobs.target import DirectoryVault
 from remora.jobs.worker import EXECUTING
 from remora.protocol import spec as S
 from remora.protocol.spec import State, Step
@@ -233,32 +236,32 @@ def _busier_locally(run: JobRun, step: JobStep, b: Before) -> bool:
     return wk.executing_count() > len(model.ExecutingFor(b.state, wi))
 
 
+def _attempt_row(d: DurableSnapshot, job: str, token: int) -> AttemptRow | None:
+    return next((r for r in d.attempts if r.job == job and r.token == token), None)
+
+
+def _known_stopped(d: DurableSnapshot, row: AttemptRow) -> bool:
+    """The durable store knows the attempt is stopped: its row records a failure or a
+    stop, or its incarnation is down (and it did not commit)."""
+    down = {w.id for w in d.workers if not w.up}
+    return row.stop is Stop.FAILED or row.stopped or (not row.committed and row.worker in down)
+
+
 def _owner_not_known_stopped(run: JobRun, step: JobStep, b: Before) -> bool:
     d = b.view.durable
     job = next((r for r in d.jobs if r.id == step.job), None)
     if job is None or not job.checkpoint_valid:
         return False
-    owner = next(
-        (r for r in d.attempts if r.job == job.id and r.token == job.checkpoint_owner), None
-    )
-    down = {w.id for w in d.workers if not w.up}
-    if owner is None:
-        return False
-    known = (
-        owner.stop is Stop.FAILED or owner.stopped or (not owner.committed and owner.worker in down)
-    )
-    return not known
+    owner = _attempt_row(d, job.id, job.checkpoint_owner)
+    return owner is not None and not _known_stopped(d, owner)
 
 
 def _stop_unrecorded(run: JobRun, step: JobStep, b: Before) -> bool:
-    """The attempt's stop is not known durably: its row records no stop or failure and
-    its incarnation is up (the worker stopped it and has not recorded the stop yet)."""
+    """The attempt's stop is not known durably (the worker stopped it and has not
+    recorded the stop yet)."""
     d = b.view.durable
-    row = next(
-        (r for r in d.attempts if r.job == step.job and r.token == int(step.token or 0)), None
-    )
-    down = {w.id for w in d.workers if not w.up}
-    return row is not None and not (row.stop is Stop.FAILED or row.stopped or row.worker in down)
+    row = _attempt_row(d, str(step.job), int(step.token or 0))
+    return row is not None and not _known_stopped(d, row)
 
 
 def _reservation_unknown(run: JobRun, step: JobStep, b: Before) -> bool:
@@ -890,11 +893,17 @@ def _row_time_changes(run: JobRun, now: float) -> list[str]:
     step in which it becomes terminal; an attempt
     row's ``authorized_at`` is the time of the step that created the row and never changes.
     Compared with the rows the last check saw (:attr:`JobRun.memo
-    <remora.sim.jobs.run.JobRun.memo>`)."""
+    <remora.sim.jobs.run.JobRun.memo>`); not again while an SQLite store has changed no row
+    since (:func:`~remora.sim.jobs.refinement.durable_changes`)."""
+    changes = durable_changes(run.sim.stores.durable)
+    seen: tuple[dict[str, _RowTimes], dict[AttemptId, float], int | None] | None = run.memo.get(
+        "row-times"
+    )
+    if seen is not None and changes is not None and seen[2] == changes:
+        return []  # no row changed since the last clean check (an SQLite store's count)
     began = run.pass_began
     durable = run.chk.last_view.durable
-    seen: tuple[dict[str, _RowTimes], dict[AttemptId, float]] | None = run.memo.get("row-times")
-    jobs, attempts = seen if seen is not None else ({}, {})
+    jobs, attempts, _ = seen if seen is not None else ({}, {}, None)
 
     def within(t: float) -> bool:
         return began - 1e-6 <= t <= now + 1e-6
@@ -958,6 +967,7 @@ def _row_time_changes(run: JobRun, now: float) -> list[str]:
             for r in durable.jobs
         },
         {ar.id: ar.authorized_at for ar in durable.attempts},
+        changes,
     )
     return []
 
@@ -994,8 +1004,6 @@ def _exposed_secrets(vault: Any) -> list[str]:
     """A directory vault's secret files (``<root>/<job>/<sequence>.secret``, and a killed
     writer's temporary one beside it; docs/jobs.md) that anyone but their owner may read
     or write: a secret is its owner's alone.  (A tombstone holds nothing secret.)"""
-    from remora.jobs.target import DirectoryVault
-
     if not isinstance(vault, DirectoryVault) or not vault.root.is_dir():
         return []
     return [

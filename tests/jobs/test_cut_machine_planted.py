@@ -159,12 +159,12 @@ def test_an_early_declaration_is_killed_by_the_no_spurious_declaration_rule(
 ) -> None:
     """Killed by the cut machine's ``declare_early`` rule: the incarnation is declared
     down a tick after its last heartbeat the simulation saw renewed
-    (:meth:`~remora.sim.jobs.loops.SimLoops.spurious_declarations`)."""
+    (:meth:`~remora.sim.jobs.loops.SimLoops.early_declarations`)."""
     declarer_waits_a_lease(monkeypatch)
     machine = planted(Parts())
     with pytest.raises(JobScheduleFailure) as info:
         run_state_machine_as_test(machine, settings=EARLY_HUNT)
-    assert info.value.failure.startswith("ERROR loop: w"), info.value.failure
+    assert info.value.failure.startswith("ERROR declared: w"), info.value.failure
     assert "after its last heartbeat" in info.value.failure, info.value.failure
 
 

@@ -906,24 +906,14 @@ class SimLoops:
         incarnation; a heartbeat period as long as ``down_after`` (or a declarer that does
         not wait for the whole ``down_after``) takes a healthy worker out — its handlers
         abandoned, its jobs retried — and no spec step is wrong: a worker may always go
-        down.  An incarnation that no loop drives is beaten by the simulation's ticks
-        (:attr:`~remora.sim.jobs.simulation.Simulation.beats`): nobody may declare it down
-        before its last heartbeat is ``down_after`` old."""
+        down.  (An incarnation no loop drives: :meth:`early_declarations`.)"""
         down_after = self.sim.stores.config.down_after_s
         margin = down_after - down_after / BEATS_PER_DOWN_AFTER
         now = self.sim.clock.now()
         out = []
         for w, actor in declared:
-            beat = self.sim.beats.get(w)
             if w not in self.clean_at:
-                # an incarnation the simulation beats on its ticks: declared only once its
-                # last heartbeat is down_after old (its loop, if any, never turned clean)
-                if beat is not None and now - beat < down_after - 1e-9:
-                    out.append(
-                        f"{w} was declared down by {actor} {now - beat:g}s after its last "
-                        f"heartbeat (down_after {down_after:g}s)"
-                    )
-                continue
+                continue  # an incarnation whose loop never turned clean: early_declarations
             quiet = now - self.clean_at[w]
             if quiet < margin - 1e-9:
                 out.append(
@@ -950,6 +940,22 @@ class SimLoops:
                     f"{list(left)} pending"
                 )
         return out
+
+    def early_declarations(self, declared: Iterable[tuple[str, str]]) -> list[str]:
+        """No early declaration of an incarnation the simulation beats on its ticks
+        (:attr:`~remora.sim.jobs.simulation.Simulation.beats`; its loop, if any, never
+        turned clean): nobody may declare it down before its last heartbeat is
+        ``down_after`` old."""
+        down_after = self.sim.stores.config.down_after_s
+        now = self.sim.clock.now()
+        return [
+            f"{w} was declared down by {actor} {now - beat:g}s after its last heartbeat "
+            f"(down_after {down_after:g}s)"
+            for w, actor in declared
+            if w not in self.clean_at
+            and (beat := self.sim.beats.get(w)) is not None
+            and now - beat < down_after - 1e-9
+        ]
 
     def _unlearned(self, w: str, now: float) -> list[str]:
         """A declared incarnation learns it is down within one heartbeat period (the

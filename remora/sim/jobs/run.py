@@ -500,6 +500,9 @@ class JobRun:
         spurious = self.loops.spurious_declarations(declared)
         if spurious:
             raise JobRunFailure(f"ERROR loop: {spurious[0]}", f"at step {label}")
+        premature = self.loops.early_declarations(declared)
+        if premature:
+            raise JobRunFailure(f"ERROR declared: {premature[0]}", f"at step {label}")
         over = overreach(self) if "overreach" in self.judging else []
         if over:
             raise JobRunFailure(f"ERROR overreach: {over[0]}", f"at step {label}")

@@ -185,6 +185,14 @@ class Coordination(Protocol):
 
     def clean_terminal(self, actor: Actor, job: str) -> bool: ...
 
+    def clean_terminal_batch(self, actor: Actor, jobs: Sequence[str]) -> list[str]:
+        """``CleanTerminalCoordination(j)`` for each of ``jobs`` (terminal, as the caller
+        read under their durable locks) in order, in **one** call to the store: the jobs
+        it cleaned, each logged as a step of its own with a sequence number of its own.
+        A job whose coordination is already clean is refused (and not logged), as
+        :meth:`clean_terminal` refuses it."""
+        ...
+
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool: ...
 
     def raise_floor(self, actor: Actor, job: str, token: int) -> None: ...
@@ -266,6 +274,16 @@ class _Data:
     #: The down marks are in place (a fresh store: nothing was declared down before it
     #: existed; after a wipe: not until :meth:`MemoryCoordination.publish_down`).
     marked: bool = True
+
+
+def _clean(d: _Data, job: str) -> None:
+    """``CleanTerminalCoordination(j)``'s effect: the job leaves every coordination entry
+    but its leases."""
+    d.queued.discard(job)
+    d.ranks.pop(job, None)
+    d.reservations.pop(job, None)
+    d.notices.discard(job)
+    d.progress.pop(job, None)
 
 
 def copy_data(d: _Data) -> _Data:
@@ -568,14 +586,62 @@ class MemoryCoordination:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:
             if not self.guards.coordination_dirty(c, job):
                 return False
-            d.queued.discard(job)
-            d.ranks.pop(job, None)
-            d.reservations.pop(job, None)
-            d.notices.discard(job)
-            d.progress.pop(job, None)
+            _clean(d, job)
             return True
 
         return bool(self._op(actor, Action.CLEAN_TERMINAL_COORDINATION, {"j": job}, job, body))
+
+    def clean_terminal_batch(self, actor: Actor, jobs: Sequence[str]) -> list[str]:
+        seqs = [actor.next_seq() for _ in jobs]
+        applied: list[tuple[int, str]] = []  # (index into jobs, log order) of this call
+
+        def effect(commit: bool) -> list[str]:
+            with self._lock:
+                saved = self._saved()
+                done: list[int] = []
+                for i, job in enumerate(jobs):
+                    # Each job's guard on the state the earlier cleans left (a job given
+                    # twice is cleaned once).
+                    if not self.guards.coordination_dirty(self._snap(), job):
+                        continue
+                    _clean(self._data, job)
+                    done.append(i)
+                if not commit:
+                    self._data = saved
+                    return [jobs[i] for i in done]
+                for i in done:
+                    order = f"{len(self._log) + 1}-0"
+                    self._log.append(
+                        CoordEntry(
+                            order,
+                            Action.CLEAN_TERMINAL_COORDINATION,
+                            {"j": jobs[i]},
+                            actor.name,
+                            seqs[i],
+                        )
+                    )
+                    applied.append((i, order))
+                return [jobs[i] for i in done]
+
+        try:
+            got = io_call(actor, JobOperation.COORD_WRITE, jobs[0] if jobs else "", effect)
+        except UnknownResult:
+            # Resolved by re-reading the log (the memory store always can).
+            if not applied:
+                raise Unavailable(
+                    "memory CleanTerminalCoordination (batch): not applied (re-read the log)"
+                ) from None
+            got = [jobs[i] for i, _ in applied]
+        for i, order in applied:
+            actor.record(
+                seqs[i],
+                Action.CLEAN_TERMINAL_COORDINATION,
+                {"j": jobs[i]},
+                store="coordination",
+                key=jobs[i],
+                order=order,
+            )
+        return got
 
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:

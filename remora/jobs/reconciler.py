@@ -105,6 +105,35 @@ class Reconciler:
 
         return self._row_locked(job, act)
 
+    def clean_terminal_batch(self, jobs: Iterable[str]) -> int:
+        """``CleanTerminalCoordination(j)`` of each of ``jobs`` that is terminal, in one
+        durable transaction (:meth:`DurableStore.with_job_locks`: every row locked, in id
+        order, until the coordination call returns) and **one** coordination call
+        (:meth:`Coordination.clean_terminal_batch`), at most :data:`CLEAN_BATCH` jobs at a
+        time: a pass that finds many finished jobs pays one lock transaction and one
+        coordination call for them, not one each (docs/jobs.md, *Batched transitions*).
+        Each clean is still its own spec step, recorded between its own job's durable
+        versions.  The number of jobs cleaned."""
+        pending = list(dict.fromkeys(jobs))
+        cleaned = 0
+        for n in range(0, len(pending), CLEAN_BATCH):
+            chunk = pending[n : n + CLEAN_BATCH]
+
+            def act(rows: dict[str, JobRow]) -> int:
+                terminal = [j for j in sorted(rows) if rows[j].phase.terminal]
+                if not terminal:
+                    return 0
+                return len(self.stores.coordination.clean_terminal_batch(self.actor, terminal))
+
+            if len(chunk) == 1:  # one job: the single step (no batch to pay for)
+                cleaned += _ok(partial(self.clean_terminal, chunk[0]))
+                continue
+            try:
+                cleaned += self.stores.durable.with_job_locks(self.actor, chunk, act)
+            except RemoraError:
+                continue
+        return cleaned
+
     def clear_stale_progress(self, job: str) -> bool:
         """``ClearStaleLiveProgress(j)``."""
 
@@ -440,6 +469,7 @@ class Reconciler:
         for row in dsnap.attempts:
             if row.pending is not None:
                 steps += _ok(partial(self.process_outcome, row.id))
+        to_clean: list[str] = []  # the terminal jobs whose coordination is not clean
         # Highest priority first (then submission order): what is enqueued first is
         # offered first, so a worker running beside this pass starts the urgent jobs.
         for jr in sorted(dsnap.jobs, key=lambda r: (-r.priority, r.seq, r.id)):
@@ -477,17 +507,20 @@ class Reconciler:
                     steps += _ok(partial(self.enqueue, j))
             dirty = jr.phase.terminal and g.coordination_dirty(snap, j)
             if dirty:
-                steps += _ok(partial(self.clean_terminal, j))
-            if j in snap.progress and (
-                reads.fresh or (not dirty and self._stale_progress(snap, jr, gone))
+                to_clean.append(j)
+            # (A dirty job's progress goes with its clean, at the end of the pass.)
+            if (
+                j in snap.progress
+                and not dirty
+                and (reads.fresh or self._stale_progress(snap, jr, gone))
             ):
                 steps += _ok(partial(self.clear_stale_progress, j))
         if not reads.fresh:
             # Coordination entries of jobs the durable read did not return: they finished
-            # before the read's window (clean_terminal re-checks the phase under the lock).
+            # before the read's window (the clean re-checks the phase under the lock).
             listed = snap.queued | snap.reservations.keys() | snap.notices | snap.progress.keys()
-            for j in sorted(listed - jobs.keys()):
-                steps += _ok(partial(self.clean_terminal, j))
+            to_clean += sorted(listed - jobs.keys())
+        steps += self.clean_terminal_batch(to_clean)
         dsnap = reads.late(dsnap)
         down = {w.id for w in dsnap.workers if not w.up}
         jobs = {jr.id: jr for jr in dsnap.jobs}
@@ -614,6 +647,10 @@ class _Incremental(_Reads):
         return dsnap
 
 
+#: The most jobs one ``CleanTerminalCoordination`` batch locks and cleans.
+CLEAN_BATCH = 128
+
+
 def _ok(fn: Any) -> int:
     try:
         return int(bool(fn()))
@@ -621,4 +658,4 @@ def _ok(fn: Any) -> int:
         return 0
 
 
-__all__ = ["Reconciler"]
+__all__ = ["CLEAN_BATCH", "Reconciler"]

@@ -115,6 +115,19 @@ local function unrank(job)
     redis.call('HDEL', k('jobq'), job)
   end
 end
+-- CleanTerminalCoordination's coordination conjunct, and its effect
+local function dirty(job)
+  return redis.call('SISMEMBER', k('queued'), job) == 1 or redis.call('HEXISTS', k('res'), job) == 1
+     or redis.call('SISMEMBER', k('notice'), job) == 1
+     or redis.call('HEXISTS', k('progress'), job) == 1
+end
+local function clean(job)
+  redis.call('SREM', k('queued'), job)
+  unrank(job)
+  redis.call('HDEL', k('res'), job)
+  redis.call('SREM', k('notice'), job)
+  redis.call('HDEL', k('progress'), job)
+end
 """
 
 # ARGV: 1 dry, 2 now, 3 tick, 4 actor, 5 seq, 6 params (json), then per script.
@@ -287,17 +300,27 @@ return {1, log('PublishCancelNotice', ARGV[6])}
 """,
     Action.CLEAN_TERMINAL_COORDINATION: r"""
 local job = ARGV[7]
-if redis.call('SISMEMBER', k('queued'), job) == 0 and redis.call('HEXISTS', k('res'), job) == 0
-   and redis.call('SISMEMBER', k('notice'), job) == 0
-   and redis.call('HEXISTS', k('progress'), job) == 0 then return {0, ''} end
-if not dry then
-  redis.call('SREM', k('queued'), job)
-  unrank(job)
-  redis.call('HDEL', k('res'), job)
-  redis.call('SREM', k('notice'), job)
-  redis.call('HDEL', k('progress'), job)
-end
+if not dirty(job) then return {0, ''} end
+if not dry then clean(job) end
 return {1, log('CleanTerminalCoordination', ARGV[6])}
+""",
+    # Coordination.clean_terminal_batch: ARGV[7..] are (job, seq, params) triples; each
+    # dirty job is cleaned (on the state the earlier ones left) and logged as a
+    # CleanTerminalCoordination of its own sequence number: the replies are (job, log id)
+    # pairs (a dry run logs nothing and cleans nothing).
+    "CleanTerminalBatch": r"""
+local out = {}
+local seen = {}
+for i = 7, #ARGV, 3 do
+  local job = ARGV[i]
+  if not seen[job] and dirty(job) then
+    seen[job] = true
+    if not dry then clean(job) end
+    table.insert(out, job)
+    table.insert(out, log('CleanTerminalCoordination', ARGV[i + 2], ARGV[i + 1]))
+  end
+end
+return out
 """,
     Action.CLEAR_STALE_LIVE_PROGRESS: r"""
 local job, authority = ARGV[7], ARGV[8]
@@ -538,6 +561,38 @@ class RedisCoordination:
             actor.record(seq, action, params, store="coordination", order=order_s)
         return value
 
+    def _batch_call(
+        self, actor: Actor, script: str, jobs: Sequence[str], args: list[Any]
+    ) -> list[Any] | None:
+        """One call of a batch script (its per-job arguments in ``args``, each job's
+        sequence number among them): its flat reply, or ``None`` when the reply was lost
+        (the caller resolves each job from the stream)."""
+
+        def effect(commit: bool) -> list[Any]:
+            try:
+                out: list[Any] = self._scripts[script](
+                    keys=[self.ns],
+                    args=[
+                        "0" if commit else "1",
+                        self._now(),
+                        self.config.tick_ms,
+                        actor.name,
+                        "",
+                        "",
+                        *args,
+                    ],
+                )
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise UnknownResult(f"redis {script}: {exc}") from exc
+            except redis.RedisError as exc:
+                raise Unavailable(f"redis {script}: {exc}") from exc
+            return out
+
+        try:
+            return io_call(actor, JobOperation.COORD_WRITE, jobs[0] if jobs else "", effect)
+        except UnknownResult:
+            return None
+
     def _find(self, actor: str, seq: int) -> str | None:
         try:
             entries: Any = self.client.xrevrange(f"{self.ns}:log", count=5000)
@@ -594,37 +649,17 @@ class RedisCoordination:
         for job, seq, text in zip(jobs, seqs, texts, strict=True):
             args += [job, seq, text]
 
-        def effect(commit: bool) -> list[Any]:
-            try:
-                out: list[Any] = self._scripts["ReserveBatch"](
-                    keys=[self.ns],
-                    args=[
-                        "0" if commit else "1",
-                        self._now(),
-                        self.config.tick_ms,
-                        actor.name,
-                        "",
-                        "",
-                        *args,
-                    ],
-                )
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                raise UnknownResult(f"redis ReserveBatch: {exc}") from exc
-            except redis.RedisError as exc:
-                raise Unavailable(f"redis ReserveBatch: {exc}") from exc
-            return out
-
         index = {job: i for i, job in enumerate(jobs)}
         got: list[tuple[str, str]] = []
         steps: list[tuple[int, str]] = []  # (index into jobs, log id) of each reservation
-        try:
-            flat = io_call(actor, JobOperation.COORD_WRITE, jobs[0] if jobs else "", effect)
+        flat = self._batch_call(actor, "ReserveBatch", jobs, args)
+        if flat is not None:
             for n in range(0, len(flat), 3):
                 job, rid, order = (_d(x) for x in flat[n : n + 3])
                 if order:  # a dry run logs nothing and reserves nothing
                     got.append((job, rid))
                     steps.append((index[job], order))
-        except UnknownResult:
+        else:
             # Resolved from the stream, job by job: the logged ones were reserved (their
             # ids were in the lost reply: read back); none logged, the call did not apply.
             for i, job in enumerate(jobs):
@@ -740,6 +775,38 @@ class RedisCoordination:
             [job],
         )
         return _truthy(out)
+
+    def clean_terminal_batch(self, actor: Actor, jobs: Sequence[str]) -> list[str]:
+        seqs = [actor.next_seq() for _ in jobs]
+        args: list[Any] = []
+        for job, seq in zip(jobs, seqs, strict=True):
+            args += [job, seq, json.dumps({"j": job}, sort_keys=True)]
+        flat = self._batch_call(actor, "CleanTerminalBatch", jobs, args)
+        index = {job: i for i, job in enumerate(jobs)}
+        steps: list[tuple[int, str]] = []  # (index into jobs, log id) of each clean
+        if flat is None:
+            # A lost reply, resolved from the stream job by job: the logged ones were
+            # cleaned; none logged, the call did not apply.
+            steps = [(i, o) for i in range(len(jobs)) if (o := self._find(actor.name, seqs[i]))]
+            if not steps:
+                raise Unavailable(
+                    "redis CleanTerminalBatch: not applied (re-read the log)"
+                ) from None
+        else:
+            for n in range(0, len(flat), 2):
+                job, order = (_d(x) for x in flat[n : n + 2])
+                if order:  # a dry run logs nothing
+                    steps.append((index[job], order))
+        for i, order in steps:
+            actor.record(
+                seqs[i],
+                Action.CLEAN_TERMINAL_COORDINATION,
+                {"j": jobs[i]},
+                store="coordination",
+                key=jobs[i],
+                order=order,
+            )
+        return [jobs[i] for i, _ in steps]
 
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         out = self._op(

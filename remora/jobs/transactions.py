@@ -28,7 +28,7 @@ the same whatever backend runs below: it never asks what the backend wrote.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -443,6 +443,44 @@ class Transactions:
 
         return self._holding(actor, job_id, lock_row, block)
 
+    def with_job_locks(
+        self, actor: Actor, job_ids: Iterable[str], block: Callable[[dict[str, JobRow]], T]
+    ) -> T:
+        """:meth:`with_job_lock` for several jobs in **one** transaction (a reconcile
+        pass's ``CleanTerminalCoordination`` of every terminal job it found): the rows are
+        locked in job-id order (two such transactions never wait on each other in a cycle,
+        nor on a batch of :meth:`transact_batch`), ``block`` runs on ``{job: row}`` (a job
+        with no row is left out) with ``actor.held`` naming every locked job's version, and
+        the transaction writes nothing.  On PostgreSQL the locks travel in one round trip
+        (pipeline mode: every statement is sent before the first reply is read; the server
+        still takes the locks in order)."""
+        ordered = sorted(set(job_ids))
+
+        def body(cur: Any) -> T:
+            if self.dialect.folds:
+                sent = []
+                for job in ordered:
+                    one = cur.connection.cursor()
+                    one.execute(self._lock_job_sql, (job,))
+                    sent.append(one)
+                found = [one.fetchone() for one in sent]
+            else:
+                found = [cur.execute(self._lock_job_sql, (job,)).fetchone() for job in ordered]
+            pairs = zip(ordered, found, strict=True)
+            rows = {job: job_row(tuple(r)) for job, r in pairs if r is not None}
+            actor.held = {job: row.version for job, row in rows.items()}
+            try:
+                return block(rows)
+            finally:
+                actor.held = None
+
+        return io_call(
+            actor,
+            JobOperation.DURABLE_READ,
+            ordered[0] if ordered else "",
+            lambda commit: self.backend.write(actor.ctx, False, "job locks", body),
+        )
+
     def _holding(
         self, actor: Actor, job_id: str, lock: Callable[[Any], L], block: Callable[[L], T]
     ) -> T:
@@ -453,7 +491,7 @@ class Transactions:
             held = lock(cur)
             row = held.job if isinstance(held, Locked) else held
             assert isinstance(row, JobRow)
-            actor.held = (job_id, row.version)
+            actor.held = {job_id: row.version}
             try:
                 return block(held)
             finally:

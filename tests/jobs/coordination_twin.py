@@ -301,6 +301,16 @@ class CoordinationTwin(RuleBasedStateMachine):
         actor = self.actors["r1"]
         self.both(f"CleanTerminalCoordination({job})", lambda c: c.clean_terminal(actor, job))
 
+    @rule(batch=st.lists(jobs, min_size=1, max_size=4))
+    def clean_terminal_batch(self, batch: list[str]) -> None:
+        """A reconcile pass's clean of the terminal jobs it found: several jobs (perhaps
+        one given twice, perhaps one already clean) in one call."""
+        actor = self.actors["r1"]
+        self.both(
+            f"CleanTerminalCoordination batch {batch}",
+            lambda c: c.clean_terminal_batch(actor, batch),
+        )
+
     @rule(job=jobs, authority=st.none() | tokens)
     def clear_stale_progress(self, job: str, authority: int | None) -> None:
         actor = self.actors["r1"]

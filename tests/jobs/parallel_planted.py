@@ -13,7 +13,8 @@ bug                         what is wrong
                             read in one transaction and writes in a second one (a
                             transaction split in two: the guard is checked, then acted on)
 ``UnlockedHold``            durable (SQLite): the job lock the reconciler's and the
-                            workers' coordination steps hold (``with_lock``) is a plain
+                            workers' coordination steps hold (``with_lock``, and
+                            ``with_job_locks`` of a pass's batched clean) is a plain
                             read — the row lock dropped from the locked read
 ``CoordinationLockGap``     coordination (memory): an atomic script evaluated on a copy
                             under the lock, the lock let go and taken again to install
@@ -26,7 +27,7 @@ Every factory is at the top level of this module, so an exported example records
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,8 +37,8 @@ from remora.jobs.coordination import MemoryCoordination, _Data, copy_data
 from remora.jobs.durable import DurableStore
 from remora.jobs.guards import Change
 from remora.jobs.io import Actor, JobOperation, io_call
-from remora.jobs.model import CoordSnapshot, JobsConfig
-from remora.jobs.sql import Also, Locked, apply_change, read_locked, stamp
+from remora.jobs.model import CoordSnapshot, JobRow, JobsConfig
+from remora.jobs.sql import Also, Locked, apply_change, job_row, read_locked, stamp
 from remora.jobs.sqlite import SqliteJobsBackend
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
@@ -111,9 +112,26 @@ class _UnlockedHold(DurableStore):
     ) -> T:
         held = self.backend.read("job lock", lock)  # read, then let go: no lock kept
         row = held.job if isinstance(held, Locked) else held
-        actor.held = (job_id, row.version)
+        actor.held = {job_id: row.version}
         try:
             return io_call(actor, JobOperation.DURABLE_READ, job_id, lambda commit: block(held))
+        finally:
+            actor.held = None
+
+    def with_job_locks(
+        self, actor: Actor, job_ids: Iterable[str], block: Callable[[dict[str, JobRow]], T]
+    ) -> T:
+        ordered = sorted(set(job_ids))
+
+        def read(cur: Any) -> dict[str, JobRow]:
+            found = [cur.execute(self._lock_job_sql, (j,)).fetchone() for j in ordered]
+            pairs = zip(ordered, found, strict=True)
+            return {j: job_row(tuple(r)) for j, r in pairs if r is not None}
+
+        rows = self.backend.read("job locks", read)  # read, then let go: no lock kept
+        actor.held = {j: r.version for j, r in rows.items()}
+        try:
+            return io_call(actor, JobOperation.DURABLE_READ, ordered[0], lambda c: block(rows))
         finally:
             actor.held = None
 

@@ -32,6 +32,7 @@ NOT_SPEC = {
     "View",
     "Active",
     "ReserveBatch",  # logs a Reserve per job it reserves
+    "CleanTerminalBatch",  # logs a CleanTerminalCoordination per job it cleans
 }
 """Coordination scripts that are no spec action (mirror writes, reads): recorded with no
 action name."""

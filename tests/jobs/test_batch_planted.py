@@ -172,3 +172,38 @@ def test_a_batched_reservation_that_skips_the_global_limit_after_its_first_job_i
     assert failure.startswith("ERROR refinement"), failure
     assert "Reserve" in failure, failure
     assert fired, "the kill did not come from a batched reservation's skipped limit"
+
+
+def test_a_batched_clean_that_skips_its_dirty_check_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reconcile pass cleans every terminal job it found in one lock transaction and one
+    coordination call (``Reconciler.clean_terminal_batch``); planted: the batch does not
+    look whether each job's coordination is still dirty — a job another reconciler
+    cleaned since this pass read the store is logged as cleaned again, a
+    ``CleanTerminalCoordination`` the spec does not enable.  On the suite's loop machine
+    (not the all-batched one: the clean batch is every loop's)."""
+    real_batch = MemoryCoordination.clean_terminal_batch
+    real_dirty = Guards.coordination_dirty
+    state = {"in_batch": False}
+    fired: list[str] = []
+
+    def batch(self: MemoryCoordination, *args: Any, **kwargs: Any) -> list[str]:
+        state["in_batch"] = True
+        try:
+            return real_batch(self, *args, **kwargs)
+        finally:
+            state["in_batch"] = False
+
+    def dirty(self: Guards, c: Any, job: str) -> bool:
+        if state["in_batch"] and not real_dirty(self, c, job):
+            fired.append(job)
+            return True
+        return real_dirty(self, c, job)
+
+    monkeypatch.setattr(MemoryCoordination, "clean_terminal_batch", batch)
+    monkeypatch.setattr(Guards, "coordination_dirty", dirty)
+    failure = hunted(LoopJobs, 1000)
+    assert failure.startswith("ERROR refinement"), failure
+    assert "CleanTerminalCoordination" in failure, failure
+    assert fired, "the kill did not come from a batched clean's skipped check"

@@ -82,6 +82,14 @@ PLANTED = {
         " or is_down(worker)",
         "",
     ),
+    # a reconcile pass's batched clean that does not look whether each job's coordination
+    # is dirty (a job cleaned twice, or one already clean, is logged as a step the spec
+    # does not enable)
+    "clean-batch-skips-the-dirty-check": (
+        "CleanTerminalBatch",
+        "if not seen[job] and dirty(job) then",
+        "if not seen[job] then",
+    ),
 }
 
 

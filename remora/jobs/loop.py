@@ -230,11 +230,11 @@ class Dispatcher:
         due = w.stores.clock.now() - w.stores.config.tick_ms / 1000
         with w._lock:
             return sorted(
-                a
-                for a, local in w.attempts.items()
+                local.id
+                for local in w.open_attempts()
                 if local.state == AUTHORIZED
-                and w.reservations.get(a.job) == local.rid
-                and self.refused.get(a, due) <= due
+                and w.reservations.get(local.id.job) == local.rid
+                and self.refused.get(local.id, due) <= due
             )
 
     def activate_again(self, a: AttemptId) -> bool:

@@ -147,6 +147,11 @@ class Worker:
         self.queues = queues
         self._up = False
         self.attempts: dict[AttemptId, LocalAttempt] = {}
+        #: The attempts that may still be authorized or executing (:meth:`open_attempts`):
+        #: the loop's per-dispatch scans read these, not every attempt the incarnation
+        #: ever ran (``attempts`` grows with the jobs run; these with the slots).
+        self._open: dict[AttemptId, LocalAttempt] = {}
+        self._open_lock = threading.Lock()
         self.reservations: dict[str, str] = {}  # job -> rid
         #: The job row each attempt was authorized on (handler, payload): read once.
         self.rows: dict[AttemptId, JobRow] = {}
@@ -207,7 +212,17 @@ class Worker:
 
     def executing_count(self) -> int:
         """``Cardinality(ExecutingFor(w))``."""
-        return sum(1 for x in self.attempts.values() if x.state == EXECUTING)
+        return sum(1 for x in self.open_attempts() if x.state == EXECUTING)
+
+    def open_attempts(self) -> list[LocalAttempt]:
+        """The attempts still authorized or executing, in the order they were authorized.
+        A stopped or committed attempt never becomes either again, so those found are
+        dropped from the index as it is read."""
+        with self._open_lock:
+            live = [x for x in self._open.values() if x.state in (AUTHORIZED, EXECUTING)]
+            if len(live) != len(self._open):
+                self._open = {x.id: x for x in live}
+            return live
 
     # -- incarnation ----------------------------------------------------------------------------
     @serial
@@ -236,9 +251,8 @@ class Worker:
         """The incarnation learned it is down (declared by another one): its attempts are
         stopped in the spec already (``CrashWorker``), so this records nothing."""
         self.up = False
-        for local in self.attempts.values():
-            if local.state in (AUTHORIZED, EXECUTING):
-                local.state = STOPPED
+        for local in self.open_attempts():
+            local.state = STOPPED
 
     @serial
     def shutdown(self) -> None:
@@ -351,7 +365,9 @@ class Worker:
         # resolved from the log, which holds the action and its result, not the rows).
         job_row = change.job if change.job is not None else self.stores.durable.job(job)
         start = job_row.checkpoint if job_row.checkpoint_owner == token else 0
-        self.attempts[a] = LocalAttempt(a, rid, progress=start, max_progress=job_row.max_progress)
+        local = LocalAttempt(a, rid, progress=start, max_progress=job_row.max_progress)
+        with self._open_lock:
+            self.attempts[a] = self._open[a] = local
         self.rows[a] = job_row
         return a
 

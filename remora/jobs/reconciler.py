@@ -57,8 +57,11 @@ class Reconciler:
         links: Links | None = None,
         durable_only: bool = False,
         incarnation: str = "",
+        clean_batch: int = 0,
     ) -> None:
         self.stores = stores
+        #: The most terminal jobs one batched clean locks and cleans (0: :data:`CLEAN_BATCH`).
+        self.clean_batch = clean_batch or CLEAN_BATCH
         #: The incarnation this reconciler runs in (its worker), if any: it never declares
         #: itself down, and being up it gives ``OtherCapacity`` to the others.
         self.incarnation = incarnation
@@ -109,15 +112,16 @@ class Reconciler:
         """``CleanTerminalCoordination(j)`` of each of ``jobs`` that is terminal, in one
         durable transaction (:meth:`DurableStore.with_job_locks`: every row locked, in id
         order, until the coordination call returns) and **one** coordination call
-        (:meth:`Coordination.clean_terminal_batch`), at most :data:`CLEAN_BATCH` jobs at a
+        (:meth:`Coordination.clean_terminal_batch`), at most :attr:`clean_batch` jobs at a
         time: a pass that finds many finished jobs pays one lock transaction and one
         coordination call for them, not one each (docs/jobs.md, *Batched transitions*).
         Each clean is still its own spec step, recorded between its own job's durable
         versions.  The number of jobs cleaned."""
         pending = list(dict.fromkeys(jobs))
         cleaned = 0
-        for n in range(0, len(pending), CLEAN_BATCH):
-            chunk = pending[n : n + CLEAN_BATCH]
+        size = self.clean_batch
+        for n in range(0, len(pending), size):
+            chunk = pending[n : n + size]
 
             def act(rows: dict[str, JobRow]) -> int:
                 terminal = [j for j in sorted(rows) if rows[j].phase.terminal]

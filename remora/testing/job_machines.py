@@ -70,6 +70,7 @@ from remora.sim.jobs.loops import PRODUCTION_LOOP, LoopParts
 from remora.sim.jobs.run import LOOP_OPS, JobRun, JobRunFailure
 from remora.sim.jobs.simulation import Parts
 from remora.sim.jobs.trace import (
+    CROSS_CALLS,
     FAULT_OUTCOMES,
     KILL_OPERATIONS,
     PLAIN,
@@ -132,6 +133,7 @@ STEP_CALLS: dict[str, tuple[JobOperation, ...]] = {
     "loop-turn": _NO_VAULT,
     "loop-handler": _NO_VAULT,
     "loop-reconcile": _NO_VAULT,  # the loop machine writes no secret: no vault call
+    "loop-reconcile-crossed": _NO_VAULT,
     "loop-stop": (),  # it only asks the loop to stop
 }
 """The operations each step kind may call (environment steps — crash, wipe, link
@@ -1961,6 +1963,11 @@ class JobLoopMachine(JobRuntimeMachine):
     any step; after a clean loop step (no fault fired, its links up) the loop's own
     promises are checked (:meth:`~remora.sim.jobs.loops.SimLoops.problems`)."""
 
+    #: Whether a reconcile pass may be crossed by another loop's (``loop_reconcile``):
+    #: off here, so that the loop machine's derandomized examples — and the planted bugs
+    #: killed within their budgets — stay as they were; the crossing machine turns it on.
+    cross_passes: ClassVar[bool] = False
+
     # the single worker steps are the loops' business here (a rule set to None is not a
     # rule of the subclass)
     reserve = None  # type: ignore[assignment]
@@ -2018,9 +2025,20 @@ class JobLoopMachine(JobRuntimeMachine):
     @rule(data=st.data(), fs=step_faults("loop-reconcile"))
     def loop_reconcile(self, data: st.DataObject, fs: tuple[JobFault, ...]) -> None:
         """One pass of an incarnation's reconcile schedule (full or incremental, as the
-        schedule says)."""
-        w = data.draw(st.sampled_from(self._looping()), label="worker")
-        self._do(JobStep("loop-reconcile", worker=w, faults=fs))
+        schedule says) — or, when another loop runs, perhaps one crossed by that loop's
+        pass, as their threads interleave in production: the other's whole pass runs at
+        this pass's ``at``-th store call (between two calls, never inside a transaction
+        or a lock), so this pass then acts on reads the other has just made stale, and
+        every step it takes must re-check its guard (``loop-reconcile-crossed``)."""
+        looping = self._looping()
+        w = data.draw(st.sampled_from(looping), label="worker")
+        at = 0
+        if self.cross_passes and len(looping) > 1:
+            at = data.draw(st.integers(0, CROSS_CALLS), label="crossed at")
+        if at > 1:
+            self._do(JobStep("loop-reconcile-crossed", worker=w, amount=at, faults=fs))
+        else:  # 0 or 1: before the pass's first call is no crossing
+            self._do(JobStep("loop-reconcile", worker=w, faults=fs))
 
     @precondition(lambda self: self.run is not None and not self.something_ages())
     @rule()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import settings
 
+from remora.sim.jobs.loops import LoopParts
 from remora.testing.job_machines import (
     JobCutMachine,
     JobLoopMachine,
@@ -105,6 +106,18 @@ class CutJobs(JobCutMachine):
     global_limit = 2
 
 
+class CrossedLoopJobs(LoopJobs):
+    """The loop machine whose reconcile passes may be crossed by another loop's
+    (``loop-reconcile-crossed``: the other pass runs whole between two of this pass's
+    store calls, as production's reconciler threads interleave) and whose first loop's
+    reconciler cleans in batches of two (a pass then splits its cleans into a batch and a
+    single clean).  A machine of its own, at a quarter of the loop machine's examples, so
+    the loop machine's derandomized examples stay as they were."""
+
+    cross_passes = True
+    loop_parts = LoopParts(clean_batches=(2, 0, 0))
+
+
 JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
     SpecSizedJobs,
     ReservedJobs,
@@ -115,7 +128,12 @@ JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
 )
 """Every job machine of the suite (``test_job_machines.py`` judges their reach together)."""
 
-SHARES: dict[type[JobMachineBase], float] = {LoopJobs: 2.0, RaceJobs: 2.0, CutJobs: 2.0}
+SHARES: dict[type[JobMachineBase], float] = {
+    CrossedLoopJobs: 0.5,
+    LoopJobs: 2.0,
+    RaceJobs: 2.0,
+    CutJobs: 2.0,
+}
 """Each machine's share of the profile's examples in the suite (default 1).  The race
 machine runs twice the profile: its sweep hands each step kind's lost replies out in
 turn, and the fused ``complete``'s lost COMMIT reply (committed) came up in fewer than one

@@ -28,12 +28,16 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.guards import Change, Guards
+from remora.jobs.model import Outcome
 from remora.jobs.sql import Locked
 from remora.jobs.transactions import Batched, Decide, Refused, Transactions
 from remora.sim.jobs.loops import LoopParts
+from remora.sim.jobs.run import JobRun, JobRunFailure
+from remora.sim.jobs.trace import JobConfig
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.jobs.job_machines import LoopJobs
 from tests.jobs.job_services import HUNT
+from tests.jobs.test_sim_loops import crossed_clean
 
 
 @pytest.fixture(autouse=True)
@@ -180,9 +184,11 @@ def test_a_batched_clean_that_skips_its_dirty_check_is_killed(
     """A reconcile pass cleans every terminal job it found in one lock transaction and one
     coordination call (``Reconciler.clean_terminal_batch``); planted: the batch does not
     look whether each job's coordination is still dirty — a job another reconciler
-    cleaned since this pass read the store is logged as cleaned again, a
-    ``CleanTerminalCoordination`` the spec does not enable.  On the suite's loop machine
-    (not the all-batched one: the clean batch is every loop's)."""
+    cleaned since this pass read the stores is logged as cleaned again, a
+    ``CleanTerminalCoordination`` the spec does not enable.  Only a pass crossed by
+    another (``loop-reconcile-crossed``: production's reconcilers run in threads of their
+    own) meets it: here the crossing of :func:`tests.jobs.test_sim_loops.crossed_clean`,
+    the other pass run between this pass's read and its clean."""
     real_batch = MemoryCoordination.clean_terminal_batch
     real_dirty = Guards.coordination_dirty
     state = {"in_batch": False}
@@ -203,7 +209,13 @@ def test_a_batched_clean_that_skips_its_dirty_check_is_killed(
 
     monkeypatch.setattr(MemoryCoordination, "clean_terminal_batch", batch)
     monkeypatch.setattr(Guards, "coordination_dirty", dirty)
-    failure = hunted(LoopJobs, 1000)
-    assert failure.startswith("ERROR refinement"), failure
-    assert "CleanTerminalCoordination" in failure, failure
-    assert fired, "the kill did not come from a batched clean's skipped check"
+    run = JobRun(
+        JobConfig(jobs=("j1", "j2"), workers=("w1", "w2"), concurrency=1),
+        {"j1": (Outcome.SUCCESS,), "j2": (Outcome.SUCCESS,)},
+    )
+    with pytest.raises(JobRunFailure) as info:
+        crossed_clean(run)
+    assert info.value.failure.startswith("ERROR refinement: CleanTerminalCoordination(j1)"), (
+        info.value.failure
+    )
+    assert fired, "the kill did not come from the batched clean's skipped check"

@@ -221,6 +221,11 @@ def _bad_docs() -> dict[str, str]:
         "token out of range": edit(
             lambda d: d["steps"].append({"op": "reap", "job": "j1", "token": 9})
         ),
+        "crossing beyond the pass's calls": edit(
+            lambda d: d["steps"].append(
+                {"op": "loop-reconcile-crossed", "worker": "w1", "amount": 6}
+            )
+        ),
         "unknown mutation": json.dumps(
             _redigest({**_good(), "config": {**_good()["config"], "mutation": "nope"}})
         ),  # type: ignore[dict-item]

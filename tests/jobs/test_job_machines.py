@@ -26,7 +26,13 @@ from remora.testing.job_machines import (
     reach_of,
 )
 from remora.testing.profiles import full_budget
-from tests.jobs.job_machines import JOB_MACHINES, RaceJobs, SpecSizedJobs, budget_of
+from tests.jobs.job_machines import (
+    JOB_MACHINES,
+    CrossedLoopJobs,
+    RaceJobs,
+    SpecSizedJobs,
+    budget_of,
+)
 from tests.jobs.schedules import dispatched
 
 ACTIONS = frozenset(ACTION_PARAMS) - {"Done"}
@@ -199,6 +205,14 @@ def test_job_machines() -> None:
         run_state_machine_as_test(machine, settings=budget_of(machine))
     if full_budget():
         assert missing_reach(*JOB_MACHINES) == {}
+
+
+def test_crossed_reconcile_passes() -> None:
+    """The crossing machine (:class:`~tests.jobs.job_machines.CrossedLoopJobs`): reconcile
+    passes crossed by another loop's pass hold every property, and crossings happen."""
+    CrossedLoopJobs.reach.clear()
+    run_state_machine_as_test(CrossedLoopJobs, settings=budget_of(CrossedLoopJobs))
+    assert ("reconcile", "crossed") in reach_of(CrossedLoopJobs, "loop")
 
 
 def test_missing_reach_names_what_a_run_did_not_do() -> None:

@@ -366,3 +366,39 @@ def test_a_loop_end_whose_outcome_was_rejected_stops_the_attempt_and_releases_it
     finally:
         run.close()
     _replays(*drained)
+
+
+def crossed_clean(run: JobRun) -> bool:
+    """Run ``j1`` and ``j2`` to success through ``w1``'s loop (one reconcile pass to enqueue
+    them, then turns and handler stretches only), so their coordination is left dirty;
+    then one pass of ``w1``'s schedule crossed at its second store call — its batched
+    clean of both — by ``w2``'s pass, which cleans them first.  Whether the other pass
+    ran."""
+    s = JobStep
+    for step in [s("start", worker="w1"), s("start", worker="w2")]:
+        run.execute(step)
+    for job in ("j1", "j2"):
+        run.execute(s("submit", job=job))
+    run.execute(s("loop-reconcile", worker="w1"))
+    for _ in range(12):
+        run.execute(s("loop-turn", worker="w1"))
+        for w, a in run.loops.running():
+            run.execute(s("loop-handler", worker=w, job=a.job, token=a.token))
+    for job in ("j1", "j2"):
+        assert run.sim.stores.durable.job(job).phase.terminal
+        assert job in run.sim.stores.coordination.snapshot().progress  # dirty
+    run.execute(s("loop-reconcile-crossed", worker="w1", amount=2))
+    return run.loops.last is not None and run.loops.last.result == "crossed"
+
+
+def test_a_reconcile_pass_crossed_by_another_refuses_what_the_other_did() -> None:
+    """The crossing runs (``w2``'s pass between ``w1``'s read and its clean), ``w1``'s
+    batched clean of the jobs ``w2`` cleaned is refused, and the schedule — the crossed
+    pass a step of its own — replays to the same result."""
+    run = JobRun(
+        JobConfig(jobs=("j1", "j2"), workers=("w1", "w2"), concurrency=1),
+        {"j1": (Outcome.SUCCESS,), "j2": (Outcome.SUCCESS,)},
+    )
+    assert crossed_clean(run)
+    assert run.chk.actions.get("CleanTerminalCoordination") == 2
+    _replays(*_drained(run))

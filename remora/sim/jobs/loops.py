@@ -61,6 +61,7 @@ import attrs
 
 from remora.clock import Disarm, LogicalClock
 from remora.errors import NotEnabled, UnknownHandler, WorkerDown
+from remora.faults import At
 from remora.jobs.actions import Action
 from remora.jobs.attempt import AttemptContext
 from remora.jobs.child import ChildContext
@@ -293,6 +294,10 @@ class LoopParts:
     #: (several jobs authorized, several attempts completed per transaction) and the
     #: unbatched ones both run, deterministically (a trace replays with the same sizes).
     batches: tuple[int, ...] = (2, 1)
+    #: The loops' reconcilers' ``clean_batch`` (:class:`~remora.jobs.reconciler.Reconciler`),
+    #: in turn like ``batches`` (0: production's default); e.g. ``(2, 0, 0)``: a pass over
+    #: a machine's few jobs then also splits its cleans into a batch and a single clean.
+    clean_batches: tuple[int, ...] = (0,)
     #: The loops' outage budgets in ticks (None: no watch — a library loop's default), in
     #: turn like ``batches``: ``remora jobs worker`` always builds its loop with one
     #: (``--outage-budget``), so some loops give up on a store away past a short budget
@@ -315,6 +320,42 @@ class LoopParts:
 
 
 PRODUCTION_LOOP = LoopParts()
+
+
+class Crossing:
+    """An I/O hook that runs ``cross`` once, at the ``at``-th call that begins while no call
+    of its actor is open (before the call is decided), then behaves as ``inner``: another
+    actor's whole step inserted between two of this actor's store calls, never inside a
+    transaction or under a lock this actor holds (the nested step would wait for it)."""
+
+    def __init__(self, inner: Any, at: int, cross: Callable[[], object]) -> None:
+        self.inner = inner
+        self.at = at
+        self.cross = cross
+        self.ran = False
+        self._calls = 0
+        self._open = 0
+
+    def decide(self, call: Any, ctx: Any) -> Any:
+        # Before the call is decided: the simulation's hook keeps each call's decision
+        # until it returns, so the other actor's calls never come between the two.
+        if self._open == 0 and not self.ran:
+            self._calls += 1
+            if self._calls == self.at:
+                self.ran = True
+                self.cross()
+        return self.inner.decide(call, ctx)
+
+    def boundary(self, call: Any, at: Any, ctx: Any) -> None:
+        self._open += 1 if at is At.BEFORE else -1
+        self.inner.boundary(call, at, ctx)
+
+    def returned(self, call: Any, report: Any) -> None:
+        self.inner.returned(call, report)
+
+    def __getattr__(self, name: str) -> Any:
+        # the simulation's hook keeps its bookkeeping (what fired, the last calls)
+        return getattr(self.inner, name)
 
 
 @attrs.frozen
@@ -608,6 +649,9 @@ class SimLoops:
             incarnation=w,
         )
         k = len(self.loops)
+        reconciler.clean_batch = self.parts.clean_batches[k % len(self.parts.clean_batches)] or (
+            reconciler.clean_batch
+        )
         executor: SteppedExecutor
         if self.parts.isolations[k % len(self.parts.isolations)] == "process":
             from remora.sim.jobs.processes import ProcessSteppedExecutor as Pool
@@ -778,6 +822,41 @@ class SimLoops:
         self.last = LoopOutcome("reconcile", "pass")
         return seconds
 
+    def reconcile_crossed(self, w: str, at: int) -> bool:
+        """One pass of ``w``'s reconcile schedule crossed by another incarnation's: at the
+        ``at``-th store call of ``w``'s pass that opens while none of its calls is open (no
+        durable transaction, no lock held), the next looping incarnation's pass (in id
+        order, after ``w``) runs whole; then ``w``'s pass goes on, its reads now stale.
+        Production's reconcilers run in threads of their own processes, so their passes
+        interleave so; an atomic pass per rule never let one pass act on what another
+        had just changed.  Whether the other pass ran (``w``'s pass made fewer calls, or
+        no other loop runs: a plain pass)."""
+        others = [x for x in self._crossable() if x != w]
+        after = [x for x in others if x > w] or others
+        reconciler = self.loop(w).schedule.reconciler
+        if not after:
+            self.reconcile(w)
+            return False
+        other = after[0]
+        inner = reconciler.actor.hook
+        crossing = Crossing(inner, at, lambda: self.loop(other).schedule.turn())
+        reconciler.actor.hook = crossing
+        try:
+            self.reconcile(w)
+        finally:
+            reconciler.actor.hook = inner
+        if crossing.ran:
+            self.last = LoopOutcome("reconcile", "crossed")
+        return crossing.ran
+
+    def _crossable(self) -> list[str]:
+        sim = self.sim
+        return sorted(
+            x
+            for x in sim.started
+            if x not in sim.killed and x not in self.ended and sim.workers[x].up
+        )
+
     def reconciler_reaches(self, w: str) -> bool:
         """Whether the reconciler of ``w``'s loop has every link up (its pass then met no
         store failure but an injected fault)."""
@@ -879,7 +958,7 @@ class SimLoops:
             if held is None or not held[0].end_pending:  # else its loop's end releases it
                 out.extend(self._unreleased(w, self.settled, "after its settlement"))
         reads = (JobOperation.DURABLE_READ, JobOperation.COORD_READ)
-        if op == "loop-reconcile" and not any(r in sim.hook.last for r in reads):
+        if op.startswith("loop-reconcile") and not any(r in sim.hook.last for r in reads):
             out.append(f"a scheduled reconcile pass of {w} read nothing (it was skipped)")
         return out
 

@@ -89,7 +89,7 @@ DRAIN_ROUNDS = 40
 
 #: The steps of the incarnations' production loops (:mod:`remora.sim.jobs.loops`): after
 #: each, the loop's own promises are checked.
-LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile")
+LOOP_OPS = ("loop-turn", "loop-handler", "loop-reconcile", "loop-reconcile-crossed")
 """The loop steps after which the loop's promises are checked (``loop-stop`` only asks a
 loop to stop: its promises are its later turns')."""
 
@@ -549,6 +549,9 @@ class JobRun:
             return True
         if op == "loop-reconcile":
             self.loops.reconcile(str(s.worker))
+            return True
+        if op == "loop-reconcile-crossed":
+            self.loops.reconcile_crossed(str(s.worker), int(s.amount or 1))
             return True
         if op == "loop-handler":
             self.loops.handler_step(str(s.worker), self._attempt(s))

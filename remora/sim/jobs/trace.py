@@ -68,6 +68,8 @@ OPS: dict[str, tuple[str, ...]] = {
     "loop-turn": ("worker",),
     "loop-handler": ("worker", "job", "token"),
     "loop-reconcile": ("worker",),
+    # a pass crossed by the next looping incarnation's, at its ``amount``-th store call
+    "loop-reconcile-crossed": ("worker", "amount"),
     "loop-stop": ("worker",),  # the loop is asked to stop (SIGTERM)
     # reconciler: per job
     "enqueue": ("job",),
@@ -110,6 +112,9 @@ OPS: dict[str, tuple[str, ...]] = {
     "put-secret": ("worker", "job", "token"),
 }
 PARAMS = ("worker", "job", "token", "amount", "outcome", "service")
+#: The latest store call of a reconcile pass at which another pass may cross it
+#: (``loop-reconcile-crossed``'s ``amount``).
+CROSS_CALLS = 5
 
 READS = frozenset(o for o in JobOperation if o.value.endswith("-read"))
 FAULT_OUTCOMES: dict[JobOperation, frozenset[Outcome]] = {
@@ -390,7 +395,8 @@ def _parse_step(doc: Any, path: str, c: JobConfig) -> JobStep:
     if "token" in need:
         kw["token"] = read_int(d["token"], f"{path}.token", 1, c.max_attempts)
     if "amount" in need:
-        kw["amount"] = read_int(d["amount"], f"{path}.amount", 1, c.max_progress)
+        most = CROSS_CALLS if op == "loop-reconcile-crossed" else c.max_progress
+        kw["amount"] = read_int(d["amount"], f"{path}.amount", 1, most)
     if "outcome" in need:
         kw["outcome"] = read_choice(d["outcome"], f"{path}.outcome", JobOutcome, "job outcome")
     if "service" in need:

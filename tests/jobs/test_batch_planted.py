@@ -37,7 +37,7 @@ from remora.sim.jobs.trace import JobConfig
 from remora.testing.job_machines import JobMachineBase, JobScheduleFailure
 from tests.jobs.job_machines import LoopJobs
 from tests.jobs.job_services import HUNT
-from tests.jobs.test_sim_loops import crossed_clean
+from tests.jobs.schedules import crossed_clean
 
 
 @pytest.fixture(autouse=True)
@@ -187,7 +187,7 @@ def test_a_batched_clean_that_skips_its_dirty_check_is_killed(
     cleaned since this pass read the stores is logged as cleaned again, a
     ``CleanTerminalCoordination`` the spec does not enable.  Only a pass crossed by
     another (``loop-reconcile-crossed``: production's reconcilers run in threads of their
-    own) meets it: here the crossing of :func:`tests.jobs.test_sim_loops.crossed_clean`,
+    own) meets it: here the crossing of :func:`tests.jobs.schedules.crossed_clean`,
     the other pass run between this pass's read and its clean."""
     real_batch = MemoryCoordination.clean_terminal_batch
     real_dirty = Guards.coordination_dirty

@@ -16,6 +16,7 @@ from remora.jobs.model import AttemptId, Outcome, Service
 from remora.sim.jobs.loops import LoopParts
 from remora.sim.jobs.run import JobRun, JobRunFailure, run_trace
 from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, JobTrace, new_trace
+from tests.jobs.schedules import crossed_clean
 
 
 def _drained(run: JobRun) -> tuple[JobTrace, dict[Any, int]]:
@@ -366,29 +367,6 @@ def test_a_loop_end_whose_outcome_was_rejected_stops_the_attempt_and_releases_it
     finally:
         run.close()
     _replays(*drained)
-
-
-def crossed_clean(run: JobRun) -> bool:
-    """Run ``j1`` and ``j2`` to success through ``w1``'s loop (one reconcile pass to enqueue
-    them, then turns and handler stretches only), so their coordination is left dirty;
-    then one pass of ``w1``'s schedule crossed at its second store call — its batched
-    clean of both — by ``w2``'s pass, which cleans them first.  Whether the other pass
-    ran."""
-    s = JobStep
-    for step in [s("start", worker="w1"), s("start", worker="w2")]:
-        run.execute(step)
-    for job in ("j1", "j2"):
-        run.execute(s("submit", job=job))
-    run.execute(s("loop-reconcile", worker="w1"))
-    for _ in range(12):
-        run.execute(s("loop-turn", worker="w1"))
-        for w, a in run.loops.running():
-            run.execute(s("loop-handler", worker=w, job=a.job, token=a.token))
-    for job in ("j1", "j2"):
-        assert run.sim.stores.durable.job(job).phase.terminal
-        assert job in run.sim.stores.coordination.snapshot().progress  # dirty
-    run.execute(s("loop-reconcile-crossed", worker="w1", amount=2))
-    return run.loops.last is not None and run.loops.last.result == "crossed"
 
 
 def test_a_reconcile_pass_crossed_by_another_refuses_what_the_other_did() -> None:

@@ -286,6 +286,25 @@ def _clean(d: _Data, job: str) -> None:
     d.progress.pop(job, None)
 
 
+def record_cleans(
+    actor: Actor, jobs: Sequence[str], seqs: Sequence[int], steps: Sequence[tuple[int, str]]
+) -> list[str]:
+    """Record the cleans a batched ``CleanTerminalCoordination`` call made (``steps``:
+    each job's index into ``jobs`` and its log order), each with its own sequence number
+    and its own job's key (so it is ordered at that job's locked version); the jobs
+    cleaned, in order."""
+    for i, order in steps:
+        actor.record(
+            seqs[i],
+            Action.CLEAN_TERMINAL_COORDINATION,
+            {"j": jobs[i]},
+            store="coordination",
+            key=jobs[i],
+            order=order,
+        )
+    return [jobs[i] for i, _ in steps]
+
+
 def copy_data(d: _Data) -> _Data:
     """A copy of a memory store's data that shares no mutable part with it."""
     return attrs.evolve(
@@ -624,24 +643,14 @@ class MemoryCoordination:
                 return [jobs[i] for i in done]
 
         try:
-            got = io_call(actor, JobOperation.COORD_WRITE, jobs[0] if jobs else "", effect)
+            io_call(actor, JobOperation.COORD_WRITE, jobs[0] if jobs else "", effect)
         except UnknownResult:
             # Resolved by re-reading the log (the memory store always can).
             if not applied:
                 raise Unavailable(
                     "memory CleanTerminalCoordination (batch): not applied (re-read the log)"
                 ) from None
-            got = [jobs[i] for i, _ in applied]
-        for i, order in applied:
-            actor.record(
-                seqs[i],
-                Action.CLEAN_TERMINAL_COORDINATION,
-                {"j": jobs[i]},
-                store="coordination",
-                key=jobs[i],
-                order=order,
-            )
-        return got
+        return record_cleans(actor, jobs, seqs, applied)
 
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         def body(d: _Data, c: CoordSnapshot, now: int) -> bool:

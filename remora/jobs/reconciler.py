@@ -117,18 +117,18 @@ class Reconciler:
         coordination call for them, not one each (docs/jobs.md, *Batched transitions*).
         Each clean is still its own spec step, recorded between its own job's durable
         versions.  The number of jobs cleaned."""
+
+        def act(rows: dict[str, JobRow]) -> int:
+            terminal = [j for j in sorted(rows) if rows[j].phase.terminal]
+            if not terminal:
+                return 0
+            return len(self.stores.coordination.clean_terminal_batch(self.actor, terminal))
+
         pending = list(dict.fromkeys(jobs))
         cleaned = 0
         size = self.clean_batch
         for n in range(0, len(pending), size):
             chunk = pending[n : n + size]
-
-            def act(rows: dict[str, JobRow]) -> int:
-                terminal = [j for j in sorted(rows) if rows[j].phase.terminal]
-                if not terminal:
-                    return 0
-                return len(self.stores.coordination.clean_terminal_batch(self.actor, terminal))
-
             if len(chunk) == 1:  # one job: the single step (no batch to pay for)
                 cleaned += _ok(partial(self.clean_terminal, chunk[0]))
                 continue

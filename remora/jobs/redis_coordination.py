@@ -54,6 +54,7 @@ from remora.clock import Clock
 from remora.errors import InvalidInput, Unavailable, UnknownResult
 from remora.jobs.actions import Action
 from remora.jobs.coordination import read_back as _read_back
+from remora.jobs.coordination import record_cleans
 from remora.jobs.io import Actor, JobOperation, io_call
 from remora.jobs.model import (
     DEFAULT_QUEUE,
@@ -797,16 +798,7 @@ class RedisCoordination:
                 job, order = (_d(x) for x in flat[n : n + 2])
                 if order:  # a dry run logs nothing
                     steps.append((index[job], order))
-        for i, order in steps:
-            actor.record(
-                seqs[i],
-                Action.CLEAN_TERMINAL_COORDINATION,
-                {"j": jobs[i]},
-                store="coordination",
-                key=jobs[i],
-                order=order,
-            )
-        return [jobs[i] for i, _ in steps]
+        return record_cleans(actor, jobs, seqs, steps)
 
     def clear_stale_progress(self, actor: Actor, job: str, authority: AttemptId | None) -> bool:
         out = self._op(

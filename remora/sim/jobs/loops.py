@@ -353,10 +353,6 @@ class Crossing:
     def returned(self, call: Any, report: Any) -> None:
         self.inner.returned(call, report)
 
-    def __getattr__(self, name: str) -> Any:
-        # the simulation's hook keeps its bookkeeping (what fired, the last calls)
-        return getattr(self.inner, name)
-
 
 @attrs.frozen
 class LoopOutcome:

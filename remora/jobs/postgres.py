@@ -289,7 +289,10 @@ class PostgresTarget(_PgStore):
         holder of both takes them in: the reconciler's cleanup runs under the job's lock),
         with the same refusal condition and the same advisory lock as :meth:`write`; a
         refusal raises :class:`~remora.errors.NotEnabled` and rolls the whole transaction
-        back.  The locked read's ``also`` becomes the stage row as written."""
+        back.  The locked read's ``also`` becomes the stage row as written — known without
+        reading it: the insert went in only where no row of the attempt was cleaned or at
+        ``progress`` or beyond, so the attempt's highest progress is now ``progress`` and
+        nothing of it is cleaned (one statement fewer than reading it back)."""
         if self.locked_info(durable, a) is None:
             return None
 
@@ -305,7 +308,7 @@ class PostgresTarget(_PgStore):
             ).fetchone()
             if inserted is None:
                 raise NotEnabled(f"{a}: the stage write at {progress} was refused")
-            return attrs.evolve(locked, also=cur.execute(*_info_query(a)).fetchone())
+            return attrs.evolve(locked, also=(progress, 0))
 
         return prepare
 

@@ -86,3 +86,50 @@ def test_a_reserve_whose_reply_was_lost_authorizes_on_redis(remora_scratch_datab
         assert run.execute(JobStep("authorize", worker="w1", job="j1")) == "ok"
         run.drain()
         run.judge()
+
+
+def test_the_judgements_see_a_row_rewritten_behind_them_on_postgres(
+    remora_scratch_database: str,
+) -> None:
+    """The judgements reread PostgreSQL only when its change token moved
+    (``durable_changes``: the server's current snapshot): a row rewritten by another
+    connection after a clean check must move it, and the rewrite is then a finding.  A
+    token that missed the rewrite (a planted bug: one that never changes) leaves the
+    tampered log unjudged, and this test fails."""
+    import psycopg
+
+    from remora.sim.jobs.judgement import durable_log_problems
+    from remora.sim.jobs.refinement import durable_changes
+
+    config = JobConfig(jobs=("j1",), workers=("w1",), lease_ticks=1, reservation_ticks=1)
+    with service_backends(remora_scratch_database) as backends:
+        run = JobRun(config, {"j1": (Outcome.SUCCESS,)}, backends=backends)
+        for step in (
+            JobStep("start", worker="w1"),
+            JobStep("submit", job="j1"),
+            JobStep("enqueue", job="j1"),
+            JobStep("reserve", worker="w1", job="j1"),
+            JobStep("authorize", worker="w1", job="j1"),
+        ):
+            assert run.execute(step) == "ok"
+        durable = run.sim.stores.durable
+        assert durable_log_problems(run) == []
+        token = durable_changes(durable)
+        assert isinstance(token, str)
+        with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE remora_jobs_log SET action = 'Tampered' "
+                "WHERE subject = 'j1' AND version = 2"
+            )
+        assert durable_changes(durable) != token
+        assert any("the durable log holds 'Tampered'" in p for p in durable_log_problems(run))
+        # the target's schema is covered by the same token: a stage row written behind
+        # the checker's back is in its next view
+        before = run.chk.view().target
+        with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "VALUES ('j1', 1, 1, 'x')"
+            )
+        after = run.chk.view().target
+        assert after != before and after == run.sim.stores.target.snapshot()

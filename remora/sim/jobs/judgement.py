@@ -692,8 +692,8 @@ class _LogSeen:
     last_record: Any = None
     wiped: tuple[int, int] = (0, 0)
     last: tuple[int, int] | None = None
-    #: the durable store's change count when the log was read (``durable_changes``)
-    snapshot: int | None = None
+    #: the durable store's change token when the log was read (``durable_changes``)
+    snapshot: int | str | None = None
 
 
 def _new_records(run: JobRun, seen: _LogSeen) -> list[Any]:
@@ -710,7 +710,7 @@ def durable_log_problems(run: JobRun) -> list[str]:
     """The durable log is not every subject's contiguous history, a job row's version is
     not its last logged one, or a recorded durable step is not in the log (module
     docstring).  Incremental: entries and records judged at an earlier clean check are not
-    judged again while the log still holds them all; while an SQLite store has changed no
+    judged again while the log still holds them all; while the durable store has changed no
     row since that check (:func:`~remora.sim.jobs.refinement.durable_changes`), the log is
     not read again and only the recorder's new steps are judged against it."""
     durable = run.sim.stores.durable
@@ -893,14 +893,14 @@ def _row_time_changes(run: JobRun, now: float) -> list[str]:
     step in which it becomes terminal; an attempt
     row's ``authorized_at`` is the time of the step that created the row and never changes.
     Compared with the rows the last check saw (:attr:`JobRun.memo
-    <remora.sim.jobs.run.JobRun.memo>`); not again while an SQLite store has changed no row
+    <remora.sim.jobs.run.JobRun.memo>`); not again while the durable store has changed no row
     since (:func:`~remora.sim.jobs.refinement.durable_changes`)."""
     changes = durable_changes(run.sim.stores.durable)
-    seen: tuple[dict[str, _RowTimes], dict[AttemptId, float], int | None] | None = run.memo.get(
-        "row-times"
+    seen: tuple[dict[str, _RowTimes], dict[AttemptId, float], int | str | None] | None = (
+        run.memo.get("row-times")
     )
     if seen is not None and changes is not None and seen[2] == changes:
-        return []  # no row changed since the last clean check (an SQLite store's count)
+        return []  # no row changed since the last clean check (the store's change token)
     began = run.pass_began
     durable = run.chk.last_view.durable
     jobs, attempts, _ = seen if seen is not None else ({}, {}, None)

@@ -64,6 +64,7 @@ from remora.jobs.model import (
 from remora.protocol import spec as S
 from remora.protocol.spec import Constants, Remora, State, Step
 from remora.protocol.trace import Renderer
+from remora.store.dialect import POSTGRES
 
 T = TypeVar("T")
 
@@ -329,11 +330,17 @@ def check_transition(model: Remora, s: State, t: State) -> list[str]:
 
 
 def runtime_view(
-    sim: Any, activated: frozenset[AttemptId], durable: DurableSnapshot | None = None
+    sim: Any,
+    activated: frozenset[AttemptId],
+    durable: DurableSnapshot | None = None,
+    *,
+    target: Any = None,
+    vault: Any = None,
 ) -> RuntimeView:
     """What alpha reads of a simulation (:class:`~remora.sim.jobs.simulation.Simulation`):
     its stores, its incarnations' local records and links; ``activated``: the attempts an
-    ``ActivateAttempt`` record names; ``durable``: the durable snapshot (read if not given)."""
+    ``ActivateAttempt`` record names; ``durable``, ``target``, ``vault``: those stores'
+    snapshots (each read if not given)."""
     if durable is None:
         durable = sim.stores.durable.snapshot()
     durable_up = {row.id: row.up for row in durable.workers}
@@ -354,22 +361,35 @@ def runtime_view(
         durable=durable,
         coordination=sim.stores.coordination.snapshot(),
         activated=activated,
-        target=sim.stores.target.snapshot(),
-        vault=sim.stores.vault.snapshot(),
+        target=sim.stores.target.snapshot() if target is None else target,
+        vault=sim.stores.vault.snapshot() if vault is None else vault,
         workers=workers,
         wipes=sim.wipes,
         partitions=sim.partitions,
     )
 
 
-def durable_changes(durable: Any) -> int | None:
-    """How many rows an SQLite durable store's connection has changed so far (its
-    ``total_changes``: rolled-back changes count too), or None for any other store.  The
-    simulation's SQLite store is written by no other connection, so an unchanged count
-    means unchanged contents: what was read of it before still holds."""
-    conn = getattr(getattr(durable, "backend", None), "_conn", None)
+def durable_changes(durable: Any) -> int | str | None:
+    """A token that is equal at two reads only if the durable store's contents did not
+    change between them, or None when the store offers none.
+
+    SQLite: how many rows the simulation's connection has changed so far (its
+    ``total_changes``: rolled-back changes count too) — the simulation's SQLite store is
+    written by no other connection.  PostgreSQL: the server's current snapshot
+    (``pg_current_snapshot()``: the lowest transaction still running, the next id to be
+    assigned and the ids in progress).  Every write — committed, rolled back, in this
+    database or another — takes a transaction id, and its end removes that id from the
+    in-progress list; so an unchanged snapshot means no write began or ended since, and
+    what a read saw still holds.  One statement instead of a snapshot of every table."""
+    backend = getattr(durable, "backend", None)
+    conn = getattr(backend, "_conn", None)
     changes = getattr(conn, "total_changes", None)
-    return changes if isinstance(changes, int) else None
+    if isinstance(changes, int):
+        return changes
+    if backend is not None and getattr(backend.dialect, "name", None) == POSTGRES.name:
+        row = backend.read_one("snapshot token", "SELECT pg_current_snapshot()::text", ())
+        return str(row[0])
+    return None
 
 
 class RefinementChecker:
@@ -393,7 +413,10 @@ class RefinementChecker:
         self._seen = 0
         self._active: frozenset[AttemptId] = frozenset()
         self._snap: DurableSnapshot | None = None
-        self._changes: int | None = None
+        self._changes: int | str | None = None
+        #: the target's and the vault's snapshots under ``_changes`` (``snapshot_of``)
+        self._covered: dict[str, Any] = {}
+        self._durable_dsn = getattr(getattr(sim.stores.durable, "backend", None), "dsn", None)
         self.model = self.alpha.model
         self.renderer = Renderer(self.model)
         #: What alpha last read (after the last step): the judgement's view of the runtime.
@@ -422,18 +445,39 @@ class RefinementChecker:
             self._active = self._active | frozenset(fresh)
         return self._active
 
-    def _durable(self) -> DurableSnapshot:
-        """The durable snapshot — the last one again while an SQLite store reports no row
-        changed since (its connection's ``total_changes``: the simulation's store, which
-        no other process writes); any other store is read every time."""
+    def durable_snapshot(self) -> DurableSnapshot:
+        """The durable snapshot — the last one again while the store's change token
+        (:func:`durable_changes`) is unchanged; a store without one is read every time."""
         durable = self.sim.stores.durable
         changes = durable_changes(durable)
         if changes is None or changes != self._changes or self._snap is None:
             self._snap, self._changes = durable.snapshot(), changes
+            self._covered = {}
         return self._snap
 
+    def snapshot_of(self, name: str, store: Any) -> Any:
+        """``store.snapshot()`` (``name``: the target's or the vault's; call it right after
+        :meth:`durable_snapshot`) — the last one again while the durable store's change token
+        is unchanged, if ``store`` lives on the durable store's PostgreSQL server (the
+        target's and the vault's schemas beside the jobs': the token, the server's current
+        snapshot, moves with a write to any of its tables); read every time otherwise."""
+        dsn = getattr(getattr(store, "backend", None), "dsn", None)
+        if dsn is None or self._changes is None or dsn != self._durable_dsn:
+            return store.snapshot()
+        if name not in self._covered:
+            self._covered[name] = store.snapshot()
+        return self._covered[name]
+
     def view(self) -> RuntimeView:
-        return runtime_view(self.sim, self._activated(), self._durable())
+        durable = self.durable_snapshot()
+        st = self.sim.stores
+        return runtime_view(
+            self.sim,
+            self._activated(),
+            durable,
+            target=self.snapshot_of("target", st.target),
+            vault=self.snapshot_of("vault", st.vault),
+        )
 
     def _diff(self, s: State, t: State) -> dict[str, Any]:
         return {"expected": self.renderer.changes(t, s), "actual": self.renderer.changes(s, t)}

@@ -672,7 +672,7 @@ class JobRun:
         vault."""
         st = self.sim.stores
         c = st.coordination.snapshot()
-        d = st.durable.snapshot()
+        d = self.chk.durable_snapshot()  # read again only if the store changed since
         queues = sorted({k.queue for k in self.kinds.values()} | {DEFAULT_QUEUE})
         return {
             "spec state": self.chk.state,
@@ -691,8 +691,8 @@ class JobRun:
             "durable": attrs.evolve(
                 d, attempts=tuple(attrs.evolve(row, reservation="") for row in d.attempts)
             ),
-            "target": st.target.snapshot(),
-            "vault": st.vault.snapshot(),
+            "target": self.chk.snapshot_of("target", st.target),
+            "vault": self.chk.snapshot_of("vault", st.vault),
         }
 
     def quiet(self) -> bool:

@@ -83,7 +83,15 @@ _RAW_NUL = (
     "surrogate only through such an escape) -- the same result, more work"
 )
 
+_END_PROCESS_DONE = (
+    "`AttemptContext._end_steps`: `done = True` -> `False` after a `process` step refused "
+    "because another actor took the outcome first: `done` is read only by the `stop` "
+    'step\'s test (`step == "stop" and not done`), and this branch runs only for `process` '
+    "(any other refused step re-raises first), so the value is never read"
+)
+
 EQUIVALENT: dict[str, str] = {
+    "remora/jobs/attempt.py:AttemptContext._end_steps:flip-bool#1": _END_PROCESS_DONE,
     "remora/domain/amendment.py:_may_hold_unstorable:compare#2": _RAW_NUL,
     "remora/source/files.py:_PartitionFile.__init__:constant#2": _INITIAL_FLOOR,
     "remora/source/files.py:_PartitionFile.validated:constant#4": _INDEX_SPACING,

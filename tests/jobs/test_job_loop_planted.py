@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
@@ -143,3 +144,28 @@ def test_a_planted_loop_bug_survives_without_the_loop_rules(name: str) -> None:
     except JobScheduleFailure as exc:
         assert not exc.failure.startswith("ERROR loop"), exc.failure
     assert not any(r[0] in ("loop", "loop-action") for r in machine.reach)
+
+
+def test_a_discarded_handler_process_left_unreaped_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: the pool's ``discard`` kills a handler process and starts its replacement
+    but never waits for it (``Child.reap`` skipped) — a zombie per abandoned or dead
+    handler, which a long-running worker piles up until the system has no process ids
+    left.  Nothing the spec sees changes; the judgement after the drain that every ended
+    handler process was reaped (``SimLoops.unreaped``) kills it."""
+    from remora.jobs.processes import ProcessExecutor
+
+    real = ProcessExecutor.discard
+    fired: list[int] = []
+
+    def discard(self: ProcessExecutor, child: Any) -> None:
+        fired.append(child.pid)
+        child.reap = lambda: None  # the planted bug: the wait is forgotten
+        real(self, child)
+
+    monkeypatch.setattr(ProcessExecutor, "discard", discard)
+    with pytest.raises(JobScheduleFailure) as info:
+        run_state_machine_as_test(LoopJobs, settings=hunt(LoopJobs, "unreaped"))
+    assert info.value.failure.startswith("ERROR processes: handler process"), info.value.failure
+    assert fired, "the kill did not come from a discarded process"

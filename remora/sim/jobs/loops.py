@@ -522,6 +522,20 @@ class SimLoops:
         #: for the machines' reach): ``settled``, ``died`` (its child, on its own),
         #: ``abandoned`` (by its loop).
         self.process_reach: set[str] = set()
+        #: Every simulated handler process the run's pools started, in order (a process
+        #: that ended must be reaped: :meth:`unreaped`).
+        self.children: list[Any] = []
+
+    def unreaped(self) -> list[str]:
+        """The handler processes that ended but whose parent never collected their exit
+        status (``Child.reap``/``join``) — zombies, which a long-running worker that
+        abandons attempts would pile up until the system has no process ids left.  Judged
+        after the drain, when every pool is closed."""
+        return [
+            f"handler process {c.pid} ended but was never reaped (a zombie)"
+            for c in self.children
+            if c.code is not None and not c.collected
+        ]
 
     # -- the simulation's handler ---------------------------------------------------------
     def handler(self, ctx: Any) -> bytes:

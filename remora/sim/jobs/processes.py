@@ -166,7 +166,9 @@ class SimPool:
         self.seen: set[str] = loops.process_reach
 
     def spawn(self, app: str, lifeline: int) -> Child:
-        return SimChild(self, app, lifeline)
+        child = SimChild(self, app, lifeline)
+        self.loops.children.append(child)
+        return child
 
 
 class SimChild(Child):
@@ -182,6 +184,9 @@ class SimChild(Child):
         self.ready = False
         #: How it ended: its exit code (-9: killed), None while it runs.
         self.code: int | None = None
+        #: Whether its parent collected its exit status (:meth:`reap`, :meth:`join`: a
+        #: real process's ``wait``); one that ended uncollected is a zombie.
+        self.collected = False
         self._thread = threading.Thread(target=self._body, name=f"child-{self.pid}", daemon=True)
         self._thread.start()
         self.conn.send(("init", {"sys_path": list(sys.path), "app": app}))
@@ -224,6 +229,7 @@ class SimChild(Child):
         self.join(HANDOFF_TIMEOUT)
 
     def join(self, timeout: float) -> None:
+        self.collected = True  # a wait collects the status (at once, if it has ended)
         if not self._thread.is_alive():
             return
         if not self.ready:

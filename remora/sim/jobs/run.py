@@ -803,6 +803,9 @@ class JobRun:
         bad = self.result_problems()
         if bad:
             raise JobRunFailure(f"ERROR result: {bad[0]}", "; ".join(bad))
+        zombies = self.loops.unreaped()
+        if zombies:
+            raise JobRunFailure(f"ERROR processes: {zombies[0]}", "; ".join(zombies))
 
 
 def dispatch(

@@ -57,6 +57,10 @@ class ChildGone(RemoraError):
     """The child process died (or never became ready)."""
 
 
+#: Serializes the closes of the parent's pipe ends (:meth:`Child.close_pipe`).
+_PIPE_CLOSE = threading.Lock()
+
+
 class Child:
     """One child process and the parent's end of its pipe."""
 
@@ -99,9 +103,19 @@ class Child:
         with contextlib.suppress(OSError):
             self.proc.kill()
 
+    def close_pipe(self) -> None:
+        """Close the parent's end of the pipe, once, whichever thread asks first: the
+        pool's ``close`` (the worker shutting down) and an attempt's thread reaping the
+        child it discarded may ask at the same moment, and two unguarded closes of one
+        pipe fail with ``EBADF`` in the later one — or, worse, close a file that reused
+        the descriptor's number in between."""
+        with _PIPE_CLOSE:
+            if not self.conn.closed:
+                self.conn.close()
+
     def reap(self) -> None:
         """Close the pipe and wait for the (killed or exiting) process."""
-        self.conn.close()
+        self.close_pipe()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -368,7 +382,7 @@ class ProcessExecutor:
         for child in children:
             if id(child) not in idle:
                 child.kill()
-            child.conn.close()
+            child.close_pipe()
         deadline = time.monotonic() + 2.0
         for child in children:
             child.join(max(deadline - time.monotonic(), 0.01))

@@ -100,6 +100,10 @@ class SimConn:
             raise EOFError
         return self.pipe.boxes[self.side].pop(0)
 
+    @property
+    def closed(self) -> bool:
+        return self.pipe.closed[self.side]
+
     def close(self) -> None:
         self.pipe.closed[self.side] = True
 
@@ -225,7 +229,7 @@ class SimChild(Child):
             self._thread.join(HANDOFF_TIMEOUT)
 
     def reap(self) -> None:
-        self.conn.close()
+        self.close_pipe()
         self.join(HANDOFF_TIMEOUT)
 
     def join(self, timeout: float) -> None:

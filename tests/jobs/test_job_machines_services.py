@@ -65,6 +65,17 @@ def test_the_cut_machine_on_postgres_and_redis(remora_scratch_database: str) -> 
         assert backends.built > 0
 
 
+def _up_to_reserve(faults: tuple[JobFault, ...] = ()) -> tuple[JobStep, ...]:
+    """``w1`` started, ``j1`` submitted and enqueued, then reserved by ``w1`` (the reserve
+    under ``faults``)."""
+    return (
+        JobStep("start", worker="w1"),
+        JobStep("submit", job="j1"),
+        JobStep("enqueue", job="j1"),
+        JobStep("reserve", worker="w1", job="j1", faults=faults),
+    )
+
+
 def test_a_reserve_whose_reply_was_lost_authorizes_on_redis(remora_scratch_database: str) -> None:
     """The finding of the judgement of refusals, on Redis: a ``Reserve`` whose reply was
     lost but which took effect (the stream says so) answered ``"1"`` as its reservation
@@ -74,12 +85,7 @@ def test_a_reserve_whose_reply_was_lost_authorizes_on_redis(remora_scratch_datab
     config = JobConfig(jobs=("j1",), workers=("w1", "w2"), lease_ticks=1, reservation_ticks=1)
     with service_backends(remora_scratch_database) as backends:
         run = JobRun(config, {"j1": (Outcome.SUCCESS,)}, backends=backends)
-        for step in (
-            JobStep("start", worker="w1"),
-            JobStep("submit", job="j1"),
-            JobStep("enqueue", job="j1"),
-            JobStep("reserve", worker="w1", job="j1", faults=lost),
-        ):
+        for step in _up_to_reserve(lost):
             run.execute(step)
         rid = run.sim.stores.coordination.snapshot().reservations["j1"].rid
         assert run.sim.workers["w1"].reservations["j1"] == rid
@@ -104,13 +110,7 @@ def test_the_judgements_see_a_row_rewritten_behind_them_on_postgres(
     config = JobConfig(jobs=("j1",), workers=("w1",), lease_ticks=1, reservation_ticks=1)
     with service_backends(remora_scratch_database) as backends:
         run = JobRun(config, {"j1": (Outcome.SUCCESS,)}, backends=backends)
-        for step in (
-            JobStep("start", worker="w1"),
-            JobStep("submit", job="j1"),
-            JobStep("enqueue", job="j1"),
-            JobStep("reserve", worker="w1", job="j1"),
-            JobStep("authorize", worker="w1", job="j1"),
-        ):
+        for step in (*_up_to_reserve(), JobStep("authorize", worker="w1", job="j1")):
             assert run.execute(step) == "ok"
         durable = run.sim.stores.durable
         assert durable_log_problems(run) == []

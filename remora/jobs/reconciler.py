@@ -358,18 +358,24 @@ class Reconciler:
         ``AbandonFencedCredentialIntent`` when the secret never reached the vault.  Each
         guard reads the vault under the job's durable lock."""
         durable = self.stores.durable
+        g = self.stores.guards
         steps = 0
-        for cred in durable.read_locked(self.actor, job.id).credentials.values():
+        try:
+            intents = durable.read_locked(self.actor, job.id).credentials.values()
+        except RemoraError:
+            return 0
+        for cred in intents:
             if not (job.phase.terminal or not job.current_authority(cred.token)):
                 continue
             c = IntentId(job.id, cred.sequence)
-            steps += self._cred_step(c, self.stores.guards.claim_credential_cleanup, gone_arg=False)
-            steps += self._destroy(job.id, c)
-            steps += self._cred_step(
-                c, self.stores.guards.fence_failed_credential_write, gone_arg=True
+            # Each step counted on its own: a failure of one still counts those before it.
+            steps += _ok(partial(self._cred_step, c, g.claim_credential_cleanup, gone_arg=False))
+            steps += _ok(partial(self._destroy, job.id, c))
+            steps += _ok(
+                partial(self._cred_step, c, g.fence_failed_credential_write, gone_arg=True)
             )
-            steps += self._cred_step(
-                c, self.stores.guards.abandon_fenced_credential_intent, gone_arg=True
+            steps += _ok(
+                partial(self._cred_step, c, g.abandon_fenced_credential_intent, gone_arg=True)
             )
         return steps
 
@@ -406,17 +412,20 @@ class Reconciler:
             return True
 
         done = self._locked(job, act)
-        if done:
-            self._transact(
-                job,
-                lambda lk: Change(
-                    "",
-                    {"c": str(c)},
-                    credentials=(
-                        attrs.evolve(lk.credentials[c.sequence], state=CredentialState.ABANDONED),
+        if done:  # (not a spec step of its own: a failure leaves it to the next pass)
+            with contextlib.suppress(RemoraError):
+                self._transact(
+                    job,
+                    lambda lk: Change(
+                        "",
+                        {"c": str(c)},
+                        credentials=(
+                            attrs.evolve(
+                                lk.credentials[c.sequence], state=CredentialState.ABANDONED
+                            ),
+                        ),
                     ),
-                ),
-            )
+                )
         return done
 
     # -- one pass ------------------------------------------------------------------------------
@@ -540,7 +549,7 @@ class Reconciler:
         with_intents = {c.job for c in dsnap.credentials}
         for jr in dsnap.jobs:
             if jr.id in with_intents:
-                steps += _ok(partial(self.clean_credentials, jr))
+                steps += self.clean_credentials(jr)
         self._in_flight = frozenset(jr.id for jr in dsnap.jobs if not jr.phase.terminal)
         self._mark = max([self._mark, *(jr.seq for jr in dsnap.jobs)])
         return steps
@@ -656,6 +665,9 @@ CLEAN_BATCH = 128
 
 
 def _ok(fn: Any) -> int:
+    """1 when the step ``fn`` was taken (it answered done), else 0 — also when it failed:
+    a pass counts only the spec steps it took (``remora jobs reconcile`` prints the
+    count; the job machines hold it to the steps the pass recorded)."""
     try:
         return int(bool(fn()))
     except RemoraError:

@@ -13,7 +13,17 @@ from typing import Any
 import attrs
 import pytest
 
-from remora.jobs import guards, history, incarnations, metrics, snapshots, sql, transactions
+from remora.errors import RemoraError
+from remora.jobs import (
+    guards,
+    history,
+    incarnations,
+    metrics,
+    reconciler,
+    snapshots,
+    sql,
+    transactions,
+)
 from remora.jobs.actions import Action
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.guards import Guards
@@ -400,6 +410,22 @@ def batch_logged_at_one_position(mp: pytest.MonkeyPatch) -> None:
 Plant = Callable[[pytest.MonkeyPatch], None]
 
 
+def pass_counts_the_steps_it_tried(mp: pytest.MonkeyPatch) -> None:
+    """The reconcile pass counts every step it tried, taken or refused (its ``_ok`` helper
+    ignores the step's answer): ``remora jobs reconcile`` reports work it did not do.  No
+    spec step changes — the refinement check and the state see nothing; only the count's
+    judgement does."""
+
+    def _ok(fn: Any) -> int:
+        try:
+            fn()
+        except RemoraError:
+            return 0
+        return 1
+
+    mp.setattr(reconciler, "_ok", _ok)
+
+
 @attrs.frozen
 class Planted:
     """A planted bug, the check that kills it, the failure it is killed with (a prefix),
@@ -552,6 +578,9 @@ PLANTED: dict[str, Planted] = {
     ),
     "no-target-fence": Planted(
         no_target_fence, "fences", "ERROR fences: ", "CutJobs", survives=False
+    ),
+    "pass-counts-the-steps-it-tried": Planted(
+        pass_counts_the_steps_it_tried, "affirmations", "ERROR affirmed: reconcile", "SpecSizedJobs"
     ),
     "pass-forgets-a-release": Planted(
         pass_forgets_a_release, "duties", "ERROR duties: ReleaseReservation(", "RaceJobs"

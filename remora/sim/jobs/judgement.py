@@ -35,6 +35,8 @@ refinement check, whatever the spec says.  This module closes both gaps:
   runtime call answers ``True`` (done) must have taken a spec action: a success with no
   effect is a refusal the caller cannot see (it forgets a reservation it still holds, or
   counts a renewal that never happened), and to the refinement check it is only a stutter.
+  A reconcile pass no fault touched reports the number of spec actions it recorded (the
+  count ``remora jobs reconcile`` prints).
 * **Stopped incarnations** (:func:`stopped_incarnation_problems`, ``ERROR state``): an
   incarnation that knows it is down (it shut down or learned it was declared down; not
   one that was killed, whose memory is gone) runs nothing — none of its local attempts
@@ -633,9 +635,17 @@ judges them, :class:`~remora.sim.jobs.loops.SimLoops`), and ``record-stop`` (it 
 durable store of a stop the spec already took: no spec step)."""
 
 
-def affirmation_problems(run: JobRun, step: JobStep, result: object) -> list[str]:
-    """A step of :data:`ACTION_STEPS` answered ``True`` (done) but recorded no spec action
-    (module docstring)."""
+def affirmation_problems(
+    run: JobRun, step: JobStep, result: object, *, faulted: bool = False
+) -> list[str]:
+    """A step of :data:`ACTION_STEPS` answered ``True`` (done) but recorded no spec action;
+    a reconcile pass no fault touched (``faulted`` off) reported a count of steps other
+    than the spec actions it recorded (module docstring)."""
+    if step.op == "reconcile" and type(result) is int and not faulted:
+        took = sum(1 for record, _ in run.chk.last_steps if record.action)
+        if result != took:
+            return [f"{step.label()} reported {result} steps but took {took} spec actions"]
+        return []
     if result is not True or step.op not in ACTION_STEPS:
         return []
     if any(record.action and record.action != "Tick" for record, _ in run.chk.last_steps):

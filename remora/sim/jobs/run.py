@@ -267,7 +267,9 @@ class JobRun:
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
         if "affirmations" in self.judging:
-            affirmed = affirmation_problems(self, step, self.last_result)
+            affirmed = affirmation_problems(
+                self, step, self.last_result, faulted=len(self.hook.fired) > fired
+            )
             if affirmed:
                 raise JobRunFailure(f"ERROR affirmed: {affirmed[0]}", f"at step {step.label()}")
         if step.op in LOOP_OPS:
@@ -572,6 +574,10 @@ class JobRun:
         before = self.chk.state
         self.pass_began = self.sim.clock.now()
         kind = self._checked(op, (), f"drain: {label}")
+        if label == "reconcile" and "affirmations" in self.judging:
+            miscounted = affirmation_problems(self, JobStep("reconcile"), self.last_result)
+            if miscounted:
+                raise JobRunFailure(f"ERROR affirmed: {miscounted[0]}", f"at step drain: {label}")
         if label == "reconcile" and "state" in self.judging:  # a fault-free pass
             stale = stale_marks(self)
             if stale:

@@ -30,12 +30,14 @@ from remora.jobs.model import Outcome
 from remora.sim.jobs.run import JobRun
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import JobMachineBase
-from tests.jobs.job_machines import CutJobs, RaceJobs, ReservedJobs, SpecSizedJobs
+from tests.jobs.job_machines import CutJobs, LoopJobs, RaceJobs, ReservedJobs, SpecSizedJobs
 from tests.jobs.job_services import service_backends, services_budget, twin_machine
 
 
 @pytest.mark.parametrize(
-    "base", [SpecSizedJobs, ReservedJobs, RaceJobs], ids=["spec-sized", "reserved", "race"]
+    "base",
+    [SpecSizedJobs, ReservedJobs, RaceJobs, LoopJobs],
+    ids=["spec-sized", "reserved", "race", "loop"],
 )
 def test_job_machine_on_postgres_and_redis(
     base: type[JobMachineBase], remora_scratch_database: str

@@ -323,6 +323,9 @@ class JobMachineBase(RuleBasedStateMachine):
     max_coord_losses: ClassVar[int] = 2
     max_partitions: ClassVar[int] = 3
     mutation: ClassVar[str | None] = None
+    #: The incarnations run the embedded mode (``remora jobs worker`` without
+    #: ``--redis``: :meth:`~remora.sim.jobs.simulation.Simulation.embed`).
+    embedded: ClassVar[bool] = False
     #: The job kinds a run submits: delayed up to ``max_delay`` ticks (``submit --in``),
     #: in one of ``queues``, with a priority in ``priorities`` (each job drawn; shrinks to
     #: a plain job).
@@ -401,6 +404,7 @@ class JobMachineBase(RuleBasedStateMachine):
             max_coord_losses=cls.max_coord_losses,
             max_partitions=cls.max_partitions,
             mutation=cls.mutation,
+            embedded=cls.embedded,
         )
 
     @initialize(data=st.data())

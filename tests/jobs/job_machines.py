@@ -118,6 +118,18 @@ class CrossedLoopJobs(LoopJobs):
     loop_parts = LoopParts(clean_batches=(2, 0, 0))
 
 
+class EmbeddedJobs(RaceJobs):
+    """The race machine in embedded mode — ``remora jobs worker`` without ``--redis``,
+    the default: each incarnation's coordination is its own process's memory, so no
+    cancel or revocation elsewhere raises its mirror's floors or cancel marks, and only
+    its own refresh from the durable store under the job's lock fences its lease steps
+    (:meth:`~remora.sim.jobs.simulation.Simulation.embed`).  A machine of its own, at a
+    quarter of the race machine's examples (an incarnation without that refresh is killed
+    within them: ``tests/jobs/test_job_machines_planted.py``)."""
+
+    embedded = True
+
+
 JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
     SpecSizedJobs,
     ReservedJobs,
@@ -130,6 +142,7 @@ JOB_MACHINES: tuple[type[JobMachineBase], ...] = (
 
 SHARES: dict[type[JobMachineBase], float] = {
     CrossedLoopJobs: 0.5,
+    EmbeddedJobs: 0.5,
     LoopJobs: 2.0,
     RaceJobs: 2.0,
     CutJobs: 2.0,

@@ -159,6 +159,27 @@ def test_the_handlers_timeout_travels_in_the_trace_and_replays() -> None:
             loads(json.dumps(doc))
 
 
+def test_the_embedded_mode_travels_in_the_trace_and_replays() -> None:
+    import json
+
+    from remora.sim.codec import TraceError
+
+    plain = new_trace(CONFIG, HANDLERS, tuple(delayed_steps()), "test").dumps()
+    assert '"embedded"' not in plain  # a run without it reads as before it existed
+    embedded = attrs.evolve(CONFIG, embedded=True)
+    text = new_trace(embedded, HANDLERS, tuple(delayed_steps()), "test").dumps()
+    assert '"embedded": true' in text and loads(text).config == embedded
+    assert run_trace(loads(text)).failure is None
+    run = JobRun(embedded, HANDLERS)
+    assert all(w.durable_guard for w in run.sim.workers.values())
+    assert not any(w.durable_guard for w in JobRun(CONFIG, HANDLERS).sim.workers.values())
+    for bad in (1, "yes", None):
+        doc = json.loads(text)
+        doc["config"]["embedded"] = bad
+        with pytest.raises(TraceError, match=r"trace\.config\.embedded"):
+            loads(json.dumps(doc))
+
+
 @pytest.mark.parametrize(
     ("kind", "message"),
     [

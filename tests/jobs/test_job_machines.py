@@ -29,6 +29,7 @@ from remora.testing.profiles import full_budget
 from tests.jobs.job_machines import (
     JOB_MACHINES,
     CrossedLoopJobs,
+    EmbeddedJobs,
     RaceJobs,
     SpecSizedJobs,
     budget_of,
@@ -213,6 +214,13 @@ def test_crossed_reconcile_passes() -> None:
     CrossedLoopJobs.reach.clear()
     run_state_machine_as_test(CrossedLoopJobs, settings=budget_of(CrossedLoopJobs))
     assert ("reconcile", "crossed") in reach_of(CrossedLoopJobs, "loop")
+
+
+def test_the_embedded_mode() -> None:
+    """The embedded machine (:class:`~tests.jobs.job_machines.EmbeddedJobs`): every
+    property holds when each incarnation's coordination is private and only its durable
+    refresh fences its lease steps."""
+    run_state_machine_as_test(EmbeddedJobs, settings=budget_of(EmbeddedJobs))
 
 
 def test_missing_reach_names_what_a_run_did_not_do() -> None:

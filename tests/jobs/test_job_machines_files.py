@@ -36,7 +36,7 @@ from remora.jobs import target as target_module
 from remora.jobs.io import Actor, JobOperation
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState
 from remora.testing.job_machines import JobMachineBase
-from tests.jobs.job_machines import LargerJobs, LoopJobs, RaceJobs, SpecSizedJobs
+from tests.jobs.job_machines import EmbeddedJobs, LargerJobs, LoopJobs, RaceJobs, SpecSizedJobs
 from tests.jobs.job_services import file_backends, killed, services_budget, twin_machine
 
 MACHINES = {
@@ -44,9 +44,12 @@ MACHINES = {
     "larger": LargerJobs,
     "race": RaceJobs,
     "loop": LoopJobs,
+    "embedded": EmbeddedJobs,
 }
 """The machines twinned on the files (``CutJobs`` left out: its kill points cost 19 s at
-``ci`` alone, the four here 28 s together)."""
+``ci`` alone, the four here 28 s together).  ``embedded`` is the product's default
+configuration whole: an SQLite file, the directory target and vault, and the embedded
+mode's private coordination (:class:`~tests.jobs.job_machines.EmbeddedJobs`)."""
 
 
 @pytest.mark.parametrize("base", list(MACHINES.values()), ids=list(MACHINES))

@@ -4,14 +4,20 @@ reports the step the spec forbids; with the real guard, the same schedule is ref
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs.model import Outcome
+from remora.jobs.worker import Worker
 from remora.sim.jobs.mutations import BY_NAME, planted_guards, unguarded
 from remora.sim.jobs.refinement import RefinementViolation
 from remora.sim.jobs.simulation import Parts
+from remora.testing.job_machines import JobScheduleFailure
+from tests.jobs.job_machines import EmbeddedJobs, budget_of
 from tests.jobs.scenarios import Run
 
 
@@ -303,3 +309,18 @@ def test_embedded_mode_needs_the_durable_guard() -> None:
     drain(walk(53, 300, fault_rate=0.1))
     with pytest.raises(RefinementViolation, match="ActivateAttempt"):
         walk(53, 300, fault_rate=0.1, embedded_guard=False)
+
+
+def test_the_embedded_machine_kills_an_incarnation_without_its_durable_guard(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same bug, found by the search rather than a seed: the embedded machine
+    (:class:`~tests.jobs.job_machines.EmbeddedJobs`) at its suite budget kills an
+    incarnation whose lease steps skip the durable refresh (``Worker._guarded`` calling
+    the step straight) — it activates an attempt a cancel or a reap already ended.  (Not
+    shrunk: the hunt only needs the failure.)"""
+    monkeypatch.setenv("REMORA_ARTIFACT_DIR", str(tmp_path))
+    monkeypatch.setattr(Worker, "_guarded", lambda self, a, op: bool(op()))
+    with pytest.raises(JobScheduleFailure, match="ERROR refinement: ActivateAttempt"):
+        hunt = settings(budget_of(EmbeddedJobs), phases=(Phase.explicit, Phase.generate))
+        run_state_machine_as_test(EmbeddedJobs, settings=hunt)

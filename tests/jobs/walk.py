@@ -78,28 +78,13 @@ def walk(
     chk = RefinementChecker(sim)
     r = sim.reconciler
     if seed % 2:
-        # Half the walks run the embedded mode: each worker's coordination is private, so a
-        # cancel or a revocation elsewhere cannot raise its mirror beforehand — only the
-        # worker's own durable-locked refresh (durable_guard) protects its steps.
+        # Half the walks run the embedded mode (Simulation.embed): each worker's
+        # coordination is private, so a cancel or a revocation elsewhere cannot raise its
+        # mirror beforehand — only the worker's own durable-locked refresh (durable_guard)
+        # protects its steps.
+        sim.embed()
         for wk_ in sim.workers.values():
             wk_.durable_guard = embedded_guard
-        coord = sim.stores.coordination
-        real_floor, real_cancel = coord.raise_floor, coord.mark_cancel
-
-        def floor(actor: Any, job: str, token: int) -> None:
-            if actor.name in sim.workers:
-                real_floor(actor, job, token)
-
-        def cancel(actor: Any, job: str) -> None:
-            if actor.name in sim.workers:
-                real_cancel(actor, job)
-
-        # The down marks of a declaration stay shared: in the real embedded mode the
-        # incarnations declared down are dead processes (the store's worker lock), so
-        # their marks are never needed; here a live one may be declared down (a durable
-        # link dropped past its heartbeat expiry) and must still be fenced.
-        coord.raise_floor = floor  # type: ignore[method-assign]
-        coord.mark_cancel = cancel  # type: ignore[method-assign]
     hook.enabled = False
     chk.step(lambda: sim.start("w1"))
     hook.enabled = True

@@ -89,13 +89,17 @@ services twin (:data:`JOB_SERVICE_MACHINE_TESTS`), reported as not reached witho
 
 JOB_FILE_MACHINE_TESTS = tuple(
     f"tests/jobs/test_job_machines_files.py::test_job_machine_on_the_file_stores[{m}]"
-    for m in ("spec-sized", "larger", "race", "loop")
+    for m in ("spec-sized", "larger", "race", "loop", "embedded")
 )
 """The job machines' file-backed twin (the embedded default's SQLite file,
 ``DirectoryTarget``, ``DirectoryVault``): the only machines that execute the directory
 stores; no service needed."""
 
-JOB_MACHINE_TESTS = ("tests/jobs/test_job_machines.py::test_job_machines", *JOB_FILE_MACHINE_TESTS)
+JOB_MACHINE_TESTS = (
+    "tests/jobs/test_job_machines.py::test_job_machines",
+    "tests/jobs/test_job_machines.py::test_the_embedded_mode",
+    *JOB_FILE_MACHINE_TESTS,
+)
 """The job machines (runtime, race and larger machines), one node, and their file twin."""
 
 JOB_SERVICE_MACHINE_TESTS = (

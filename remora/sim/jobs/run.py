@@ -212,6 +212,7 @@ class JobRun:
                 max_coord_losses=config.max_coord_losses,
                 max_partitions=config.max_partitions,
                 queues=tuple(queues),
+                embedded=config.embedded,
             ),
             hook=self.hook,
             backends=backends,

@@ -65,6 +65,9 @@ class SimConfig:
     max_partitions: int = 2
     #: The named queues every incarnation's loop reserves from.
     queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+    #: Embedded mode (``remora jobs worker`` without ``--redis``, the default):
+    #: :meth:`Simulation.embed`.
+    embedded: bool = False
 
 
 @attrs.frozen
@@ -182,6 +185,37 @@ class Simulation:
         self.killed: set[str] = set()
         self.wipes = 0
         self.partitions = 0
+        if config.embedded:
+            self.embed()
+
+    def embed(self) -> None:
+        """Embedded mode (``remora jobs worker`` without ``--redis``): an incarnation's
+        coordination is its own process's memory, so nothing another process does (a
+        client's cancel, a reconciler elsewhere) raises its mirror's token floors or
+        cancel marks — only the incarnation's own refresh from the durable store, under
+        the job's lock, before each lease step (:attr:`Worker.durable_guard`, on for every
+        incarnation here).  Modelled conservatively on the one shared store: a floor or a
+        cancel mark raised by anyone but an incarnation is dropped.  The down marks stay
+        shared: in the real embedded mode the incarnations declared down are dead
+        processes (the store's worker lock), so their marks are never needed; here a live
+        one may be declared down (a durable link dropped past its heartbeat expiry) and
+        must still be fenced."""
+        for wk in self.workers.values():
+            wk.durable_guard = True
+        coord = self.stores.coordination
+        real_floor, real_cancel = coord.raise_floor, coord.mark_cancel
+        incarnations = self.workers.keys()
+
+        def raise_floor(actor: Actor, job: str, token: int) -> None:
+            if actor.name in incarnations:
+                real_floor(actor, job, token)
+
+        def mark_cancel(actor: Actor, job: str) -> None:
+            if actor.name in incarnations:
+                real_cancel(actor, job)
+
+        coord.raise_floor = raise_floor  # type: ignore[method-assign]
+        coord.mark_cancel = mark_cancel  # type: ignore[method-assign]
 
     # -- client ---------------------------------------------------------------------------
     def submit(

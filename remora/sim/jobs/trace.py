@@ -201,7 +201,10 @@ class JobConfig:
     incarnation only the fair drain starts (so the drain always has a live worker).
     ``handler_timeout``: the ticks an attempt may run by its handler's own timeout
     (``@handler(..., timeout=)``; 0: none — written only when set, so a trace without it
-    reads as before); an attempt's timeout is the smaller of it and its job's."""
+    reads as before); an attempt's timeout is the smaller of it and its job's.
+    ``embedded``: the incarnations run the embedded mode (``remora jobs worker`` without
+    ``--redis``; :meth:`~remora.sim.jobs.simulation.Simulation.embed`) — written only
+    when set."""
 
     jobs: tuple[str, ...] = ("j1", "j2", "j3")
     workers: tuple[str, ...] = ("w1", "w2", "w3")
@@ -218,6 +221,7 @@ class JobConfig:
     steps: int = 1000
     mutation: str | None = None
     handler_timeout: int = 0
+    embedded: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = attrs.asdict(self)
@@ -226,6 +230,8 @@ class JobConfig:
             del out["mutation"]
         if not self.handler_timeout:
             del out["handler_timeout"]
+        if not self.embedded:
+            del out["embedded"]
         return out
 
     def digest(self) -> str:
@@ -341,7 +347,7 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
         doc,
         path,
         ["jobs", "workers", "drain_worker", *ints, *budgets],
-        ["mutation", "handler_timeout"],
+        ["mutation", "handler_timeout", "embedded"],
     )
     jobs = _ids(d["jobs"], f"{path}.jobs")
     workers = _ids(d["workers"], f"{path}.workers")
@@ -354,8 +360,17 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
     handler_timeout = read_int(
         d.get("handler_timeout", 0), f"{path}.handler_timeout", 0, MAX_DELAY_TICKS
     )
+    embedded = d.get("embedded", False)
+    if not isinstance(embedded, bool):
+        raise TraceError(f"{path}.embedded", "must be true or false")
     return JobConfig(
-        jobs, workers, drain, mutation=mutation, handler_timeout=handler_timeout, **values
+        jobs,
+        workers,
+        drain,
+        mutation=mutation,
+        handler_timeout=handler_timeout,
+        embedded=embedded,
+        **values,
     )
 
 

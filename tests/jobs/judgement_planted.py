@@ -410,6 +410,25 @@ def batch_logged_at_one_position(mp: pytest.MonkeyPatch) -> None:
 Plant = Callable[[pytest.MonkeyPatch], None]
 
 
+def declarer_keeps_its_mark(mp: pytest.MonkeyPatch) -> None:
+    """``Reconciler.declare_down`` forgets to let go of its down mark when its declaration
+    does not commit (refused under the lock, or failed and resolved as not committed):
+    the incarnation, durably up, is fenced — its reservations and renewals refused — until
+    a full pass sweeps the mark.  Its refusals are excused by the mark itself (the
+    documented ``down`` reason), and a fault-free pass sweeps it, so only the judgement of
+    the declaration's own step sees it."""
+    real = Reconciler.declare_down
+
+    def declare_down(self: Reconciler, worker: str, *, down_after: float | None = None) -> bool:
+        setattr(self, "_let_go", lambda workers: None)  # noqa: B010 (this call only)
+        try:
+            return real(self, worker, down_after=down_after)
+        finally:
+            del self._let_go
+
+    mp.setattr(Reconciler, "declare_down", declare_down)
+
+
 def pass_counts_the_steps_it_tried(mp: pytest.MonkeyPatch) -> None:
     """The reconcile pass counts every step it tried, taken or refused (its ``_ok`` helper
     ignores the step's answer): ``remora jobs reconcile`` reports work it did not do.  No
@@ -578,6 +597,9 @@ PLANTED: dict[str, Planted] = {
     ),
     "no-target-fence": Planted(
         no_target_fence, "fences", "ERROR fences: ", "CutJobs", survives=False
+    ),
+    "declarer-keeps-its-mark": Planted(
+        declarer_keeps_its_mark, "state", "ERROR marks: a declaration of", "CutJobs"
     ),
     "pass-counts-the-steps-it-tried": Planted(
         pass_counts_the_steps_it_tried, "affirmations", "ERROR affirmed: reconcile", "SpecSizedJobs"

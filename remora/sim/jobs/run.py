@@ -64,8 +64,10 @@ from remora.sim.jobs.judgement import (
     affirmation_problems,
     content_problems,
     coordination_log_problems,
+    coordination_marks,
     coordination_read_problems,
     credential_step,
+    declaration_marks,
     drained_coordination_problems,
     durable_log_problems,
     duty_problems,
@@ -264,9 +266,19 @@ class JobRun:
         credential = spec is not None and not spec.name
         reason = excused(self, step, before) if enabled or credential else None
         fired = len(self.hook.fired)
+        kills = len(self.kills)
+        declaring = step.op == "declare-down" and "state" in self.judging
+        marks = coordination_marks(self.sim.stores.coordination) if declaring else frozenset()
         self.pass_began = self.sim.clock.now()
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
+        if declaring:
+            let_go_failed = len(self.kills) > kills or any(
+                op == JobOperation.COORD_WRITE.value for op, _ in self.hook.fired[fired:]
+            )
+            left = declaration_marks(self, marks, kind, let_go_failed)
+            if left:
+                raise JobRunFailure(f"ERROR marks: {left[0]}", f"after step {step.label()}")
         if "affirmations" in self.judging:
             affirmed = affirmation_problems(
                 self, step, self.last_result, faulted=len(self.hook.fired) > fired

@@ -218,7 +218,13 @@ class Reconciler:
         except NotEnabled:
             return False
         stores.coordination.mark_down(self.actor, worker)
-        stores.target.fence(self.actor, worker)
+        try:
+            stores.target.fence(self.actor, worker)
+        except RemoraError:
+            # The fence failed, so the declaration was never tried: the mark would claim
+            # more than the durable store holds — let go of it (as below).
+            self._let_go((worker,))
+            raise
         try:
             stores.durable.declare_down(
                 self.actor, worker, by, after, now, guard=stores.guards.declare_down

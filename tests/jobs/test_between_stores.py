@@ -106,9 +106,15 @@ def live_declared(cut: JobFault, then: tuple[JobStep, ...] = ()) -> tuple[JobSte
 DURABLE_FAILS = JobFault(JobOperation.DURABLE_WRITE, 1, IO.ABORT)
 KILLED_AFTER_MARK = JobFault(JobOperation.COORD_WRITE, 1, IO.COMMIT, kill=True)
 KILLED_AFTER_COMMIT = JobFault(JobOperation.DURABLE_WRITE, 1, IO.COMMIT, kill=True)
+#: The target's fence failing, after the mark and before the durable declaration: the
+#: declarer lets go of its mark (it did not, until stop 45: the judgement of a declaration
+#: that did not commit found it, ``ERROR marks: a declaration of w1 that did not commit
+#: left its down mark``).
+FENCE_FAILS = JobFault(JobOperation.TARGET_WRITE, 1, IO.ABORT)
 CASES = {
     # bug → (the cut that kills it, the failure it is killed with)
-    "forgetful-declarer": (DURABLE_FAILS, "ERROR marks: the down mark of w1 is not durable"),
+    # killed at the declaration's own step since stop 45 (before: by the clean pass after it)
+    "forgetful-declarer": (DURABLE_FAILS, "ERROR marks: a declaration of w1 that did not commit"),
     "no-sweep": (KILLED_AFTER_MARK, "ERROR marks: the down mark of w1 is not durable"),
     # the fence is raised with the mark, after the commit: the fence judgement sees it at
     # the step (the drain's quiescence judgement, without it, sees the mark missing)
@@ -132,7 +138,9 @@ def run_cut(cut: JobFault, bug: str | None, backends: Any = None) -> JobRun:
     return run
 
 
-@pytest.mark.parametrize("cut", [DURABLE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT])
+@pytest.mark.parametrize(
+    "cut", [DURABLE_FAILS, FENCE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT]
+)
 def test_a_declaration_cut_between_the_stores_leaves_the_stores_agreeing(cut: JobFault) -> None:
     """Unmutated: each cut of ``CrashWorker``'s cross-store step ends consistent — no
     stale mark after the clean pass, quiescent after the drain, every step refined."""
@@ -277,7 +285,9 @@ def test_redis_marks_are_keyed_by_declarer() -> None:
             coord.close()
 
 
-@pytest.mark.parametrize("cut", [DURABLE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT])
+@pytest.mark.parametrize(
+    "cut", [DURABLE_FAILS, FENCE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT]
+)
 def test_a_declaration_cut_on_the_services_leaves_them_agreeing(
     cut: JobFault, remora_scratch_database: str
 ) -> None:

@@ -41,7 +41,8 @@ at the 13th when measured)."""
 KILLED_WITH = {
     # the fence is raised with the mark, after the commit: the fence judgement sees it first
     "commit-before-mark": "ERROR fences: w",
-    "forgetful-declarer": "ERROR marks: the down mark of w",
+    # at a pass's clean-up, or (since stop 45) at a declare-down step of its own
+    "forgetful-declarer": "ERROR marks: ",
     "no-sweep": "ERROR marks: the down mark of w",
 }
 """What each planted bug is killed with (the declared incarnation's name is the search's)."""

@@ -90,6 +90,20 @@ class LoopJobs(JobLoopMachine):
     queues = ("default",)
 
 
+class LoopJobsAtTheLimit(LoopJobs):
+    """The loop machine with a global limit of one: a loop's turn asks its batched
+    ``Reserve`` for as many jobs as it has free slots, and the batch meets the limit with
+    slots to spare — it must take one job and refuse the rest, counting each reservation
+    it takes against the limit.  Run over PostgreSQL + Redis
+    (``tests/jobs/test_job_machines_services.py``), where that count is the Lua script's
+    (the memory store's batch is other code): a script that counts a batch's reservations
+    against the worker's slots but not against the global limit (stop 45's realistic bug)
+    took the plain loop machine there about 150 examples, this one fewer than 60
+    (``tests/jobs/test_job_machines_planted.py``)."""
+
+    global_limit = 1
+
+
 class CutJobs(JobCutMachine):
     """The cut machine (:class:`~remora.testing.job_machines.JobCutMachine`: steps that
     write both stores cut between their writes): two jobs, three incarnations (so that

@@ -14,7 +14,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from remora.jobs import redis_coordination as rc
 from remora.testing.job_machines import JobScheduleFailure
-from tests.jobs.job_machines import CutJobs, RaceJobs, SpecSizedJobs
+from tests.jobs.job_machines import CutJobs, LoopJobsAtTheLimit, RaceJobs, SpecSizedJobs
 from tests.jobs.job_services import (
     HUNT,
     ServiceBackends,
@@ -48,6 +48,20 @@ def test_a_lua_script_comparing_one_field_fewer_is_killed(
     )
     # the spec forbids the extra reservation: the twin's own refinement check kills it
     assert killed(RaceJobs, services).startswith("ERROR refinement")
+
+
+def test_a_batched_reserve_that_forgets_the_global_limit_is_killed_at_the_limit(
+    monkeypatch: pytest.MonkeyPatch, services: ServiceBackends
+) -> None:
+    """The ``ReserveBatch`` script counting each reservation it takes against the
+    worker's slots but not against the global limit (stop 45's realistic bug): a batch of
+    two takes the last free slot twice.  Only the loop's turns call the batched
+    ``Reserve``, and the memory store's batch is other code: the loop machine at the
+    global limit over the services kills it within the hunt's 60 examples (not within
+    the suite's 10; the plain loop machine over the services needed about 150)."""
+    plant_script(monkeypatch, "ReserveBatch", "    live = live + 1\n", "")
+    failure = killed(LoopJobsAtTheLimit, services)
+    assert failure.startswith(("ERROR refinement", "ERROR differential")), failure
 
 
 def test_a_renewal_that_ignores_its_holders_down_mark_is_killed_by_the_cut_machine(

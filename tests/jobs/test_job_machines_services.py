@@ -30,14 +30,21 @@ from remora.jobs.model import Outcome
 from remora.sim.jobs.run import JobRun
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from remora.testing.job_machines import JobMachineBase
-from tests.jobs.job_machines import CutJobs, LoopJobs, RaceJobs, ReservedJobs, SpecSizedJobs
+from tests.jobs.job_machines import (
+    CutJobs,
+    LoopJobs,
+    LoopJobsAtTheLimit,
+    RaceJobs,
+    ReservedJobs,
+    SpecSizedJobs,
+)
 from tests.jobs.job_services import service_backends, services_budget, twin_machine
 
 
 @pytest.mark.parametrize(
     "base",
-    [SpecSizedJobs, ReservedJobs, RaceJobs, LoopJobs],
-    ids=["spec-sized", "reserved", "race", "loop"],
+    [SpecSizedJobs, ReservedJobs, RaceJobs, LoopJobs, LoopJobsAtTheLimit],
+    ids=["spec-sized", "reserved", "race", "loop", "loop-at-the-limit"],
 )
 def test_job_machine_on_postgres_and_redis(
     base: type[JobMachineBase], remora_scratch_database: str

@@ -107,6 +107,7 @@ JOB_SERVICE_MACHINE_TESTS = (
     "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[reserved]",
     "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[race]",
     "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[loop]",
+    "tests/jobs/test_job_machines_services.py::test_job_machine_on_postgres_and_redis[loop-at-the-limit]",
     "tests/jobs/test_job_machines_services.py::test_the_cut_machine_on_postgres_and_redis",
 )
 """The job machines' services twin (each step on memory + SQLite and on Redis +

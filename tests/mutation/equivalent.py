@@ -89,8 +89,16 @@ _END_PROCESS_DONE = (
     'step\'s test (`step == "stop" and not done`), and this branch runs only for `process` '
     "(any other refused step re-raises first), so the value is never read"
 )
+_WRITTEN_IS_LIVE = (
+    "CommitCredentialVersion's second conjunct (the vault holds a live secret) follows from "
+    "its first in every reachable state: an intent becomes Written only by "
+    "RecordCredentialWrite, which needs the secret live, and only "
+    "DestroyClaimedCredentialSecret ends a live secret, which needs the intent Abandoning — "
+    "Written implies live (Remora.tla), so dropping the check changes no step"
+)
 
 EQUIVALENT: dict[str, str] = {
+    "remora/jobs/guards.py:Guards.commit_credential_version:delete-statement#2": _WRITTEN_IS_LIVE,
     "remora/jobs/attempt.py:AttemptContext._end_steps:flip-bool#1": _END_PROCESS_DONE,
     "remora/domain/amendment.py:_may_hold_unstorable:compare#2": _RAW_NUL,
     "remora/source/files.py:_PartitionFile.__init__:constant#2": _INITIAL_FLOOR,

@@ -418,7 +418,7 @@ class Reconciler:
             return True
 
         done = self._locked(job, act)
-        if done:  # (not a spec step of its own: a failure leaves it to the next pass)
+        if done:  # not a spec step: a failure leaves a row the spec already reads as Abandoned
             with contextlib.suppress(RemoraError):
                 self._transact(
                     job,

@@ -1081,15 +1081,17 @@ def stale_marks(run: JobRun) -> list[str]:
     ]
 
 
-def declaration_marks(run: JobRun, before: frozenset[str], kind: str, excused: bool) -> list[str]:
+def declaration_marks(
+    run: JobRun, before: frozenset[str], kind: str, let_go_failed: bool
+) -> list[str]:
     """A ``declare-down`` step that did not commit (``kind``: refused, or unavailable — its
     failure resolved as not committed) left a down mark it raised of an incarnation the
     durable store holds up: the declarer lets go of its mark at once
     (:meth:`~remora.jobs.reconciler.Reconciler.declare_down`), or the incarnation, durably
     up, is fenced until a full pass sweeps the mark.  ``before``: the marks before the
-    step; ``excused``: a fault fired on a coordination write (the let-go may have failed)
-    or a kill point killed the declarer between its mark and its commit."""
-    if kind not in ("refused", "unavailable") or excused:
+    step; ``let_go_failed``: a fault fired on a coordination write (the let-go may have
+    failed) or a kill point killed the declarer between its mark and its commit."""
+    if kind not in ("refused", "unavailable") or let_go_failed:
         return []
     st = run.sim.stores
     up = {w.id for w in st.durable.snapshot().workers if w.up}

@@ -360,9 +360,7 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
     handler_timeout = read_int(
         d.get("handler_timeout", 0), f"{path}.handler_timeout", 0, MAX_DELAY_TICKS
     )
-    embedded = d.get("embedded", False)
-    if not isinstance(embedded, bool):
-        raise TraceError(f"{path}.embedded", "must be true or false")
+    embedded = read_bool(d.get("embedded", False), f"{path}.embedded")
     return JobConfig(
         jobs,
         workers,

@@ -362,6 +362,19 @@ def history_blames_the_previous_token(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(history, "_token", token)
 
 
+def history_skips_the_unnamed_rows(mp: pytest.MonkeyPatch) -> None:
+    """History reads only the log rows of spec actions, skipping the rows no spec action
+    names — the worker's recorded stop among them: an attempt its worker stopped and
+    recorded shows as running.  The read-model check once allowed both (a stop is recorded
+    by a step the spec does not see); it now reads the attempt's durable row."""
+    real = history.attempts_of
+
+    def attempts_of(job: JobRow, rows: Any, log: Any) -> Any:
+        return real(job, rows, (e for e in log if e.action))
+
+    mp.setattr(history, "attempts_of", attempts_of)
+
+
 def gauge_counts_retry_wait_as_queued(mp: pytest.MonkeyPatch) -> None:
     """The jobs-by-phase gauge counts the jobs waiting for their retry under ``Queued``
     (and none under ``RetryWait``): what an operator's dashboard and alerts read."""
@@ -588,6 +601,12 @@ PLANTED: dict[str, Planted] = {
         "read-models",
         "ERROR read-models: history shows ",
         "SpecSizedJobs",
+    ),
+    "history-skips-the-unnamed-rows": Planted(
+        history_skips_the_unnamed_rows,
+        "read-models",
+        "ERROR read-models: history shows ",
+        "RaceJobs",
     ),
     "gauge-counts-retry-wait-as-queued": Planted(
         gauge_counts_retry_wait_as_queued,

@@ -166,14 +166,20 @@ class ReadModelJudge:
                     out.append(AttemptId(job, token))
         return out
 
-    def expected_endings(self, job: str, token: int) -> frozenset[Ending]:
-        """The endings history may show for the attempt (module docstring)."""
+    def expected_endings(
+        self, job: str, token: int, *, recorded: bool = False
+    ) -> frozenset[Ending]:
+        """The endings history may show for the attempt (module docstring); ``recorded``:
+        its durable row says its worker recorded a stop."""
         ends = self.endings.get((job, token))
         if ends:
             first = ends[0][0]
             return frozenset().union(*(e for at, e in ends if abs(at - first) < 1e-9))
         # a stop is told the durable store by a step the spec does not see (RecordStop,
-        # after CooperativeStop): until then history shows the attempt as before
+        # after CooperativeStop): until then history shows the attempt as before; once
+        # recorded, stopped and nothing else
+        if (job, token) in self.stopped and recorded:
+            return frozenset({Ending.STOPPED})
         stopped = {Ending.STOPPED} if (job, token) in self.stopped else set()
         if (job, token) in self.rejected:
             return frozenset({Ending.REJECTED, *stopped})
@@ -258,6 +264,7 @@ class ReadModelJudge:
         snap = run.chk.last_view.durable
         versions = {r.id: r.version for r in snap.jobs}
         workers = tuple((w.id, w.up) for w in snap.workers)
+        recorded = {(r.job, r.token) for r in snap.attempts if r.stopped}
         for job in sorted(rows & set(k.Jobs)):
             # a job's history changes only with its own log or an incarnation going down
             key = (versions[job], workers)
@@ -275,7 +282,7 @@ class ReadModelJudge:
                 worker = k.Workers[s.attemptWorker[i]]
                 if a.worker != worker:
                     problems.append(f"history shows {job}#{a.token} at {a.worker}, not {worker}")
-                want = self.expected_endings(job, a.token)
+                want = self.expected_endings(job, a.token, recorded=(job, a.token) in recorded)
                 if a.ending not in want:
                     names = sorted(e.value for e in want)
                     problems.append(

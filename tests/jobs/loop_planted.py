@@ -571,6 +571,22 @@ class EndsOneStepPerTurn(WorkerLoop):
         return actx
 
 
+class TendsEveryOtherTick(WorkerLoop):
+    """(z) The loop tends an attempt only once more than a tick has passed since its last
+    tending (``>`` for ``>=`` in the turn's cadence test; planted as the period it
+    amounts to: two ticks): a running handler's lease is renewed every other tick, so it
+    ages towards its expiry though its worker is well — with a lease a few ticks long, a
+    loop that misses a turn loses it, and the attempt is reaped and retried.  Every spec
+    step is allowed (a lease may always expire), and the lease is never older than a tick
+    after the turn that renews it; only the renewal cadence's promise
+    (:meth:`~remora.sim.jobs.loops.SimLoops._unrenewed`) sees it.  Written as the
+    session's own realistic bug at stop 46; the job machines did not kill it before."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tend_every *= 2
+
+
 PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "eager-heartbeat": (Parts(worker=EagerHeartbeat), LoopParts()),
     "sticky-slots": (None, LoopParts(loop=StickySlots)),
@@ -599,5 +615,6 @@ PLANTED: dict[str, tuple[Parts | None, LoopParts]] = {
     "renews-ended-handlers": (None, LoopParts(loop=RenewsEndedHandlers)),
     "gives-up-waiting-for-a-stop": (Parts(worker=GivesUpWaitingForAStop), LoopParts()),
     "ends-one-step-per-turn": (None, LoopParts(loop=EndsOneStepPerTurn)),
+    "tends-every-other-tick": (None, LoopParts(loop=TendsEveryOtherTick)),
 }
 """Each planted bug: the runtime's parts and the loop's (None: the spec's)."""

@@ -55,6 +55,8 @@ KILLED_BY = {
     "renews-ended-handlers": r"ERROR loop: the loop of \w+ renewed the lease of \S+, whose "
     r"handler had ended",
     "ends-one-step-per-turn": r"ERROR loop: the loop of \w+ tried to end \S+ in a clean turn",
+    "tends-every-other-tick": r"ERROR loop: the first clean turn of the loop of \w+ in its "
+    r"tick left the lease of ",
     "gives-up-waiting-for-a-stop": r"ERROR loop: (the lease of \S+ is still held after its "
     r"settlement|\w+ holds \S+ executing, but its loop runs no handler for it)",
 }

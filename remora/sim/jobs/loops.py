@@ -34,7 +34,9 @@ all up): the heartbeat is never older than the loop's beat period; a turn that w
 handler to finish has every slot taken by a handler still running; a scheduled reconcile
 pass reads the durable store; an attempt settled by its handler's last stretch holds no
 lease any more; an executing attempt a turn tended knows it must stop when its job has a
-cancel notice or its lease is gone or no longer live; a reservation a turn took and holds,
+cancel notice or its lease is gone or no longer live; the first turn of a tick leaves none
+of its running handlers' leases renewable (each is tended once a tick); a reservation a
+turn took and holds,
 of a terminal or cancelling job, waits for the loop's own authorization or activation; a
 turn with a slot free starts an attempt while one of its incarnation's authorized attempts
 is ready to activate a tick after its activation may have been refused.  After any turn of
@@ -417,6 +419,10 @@ class SimLoops:
         #: When each running attempt's end was next to be tried before the last turn (an end
         #: tried in the turn moved it: :meth:`_stuck_ends`).
         self.end_tries: dict[AttemptId, float] = {}
+        #: When each loop last turned (faulted or not), and whether the last turn was its
+        #: loop's first in its tick (:meth:`_unrenewed`).
+        self.turned_at: dict[str, float] = {}
+        self.first_in_tick = False
         #: The attempts the last turn tended (:meth:`problems`), and what each tend met
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
@@ -703,6 +709,8 @@ class SimLoops:
         does (abandoning what still runs, shutting the incarnation down)."""
         loop = self.loop(w)
         now = self.sim.clock.now()
+        self.first_in_tick = self.turned_at.get(w) != now  # time passes only by Tick
+        self.turned_at[w] = now
         before = [(actx, actx.tended) for actx, _ in loop.running.values()]
         # handlers run only in their own stretches, never within a turn; an ended one's
         # settlement has begun once its worker's record says so (a handler's output may
@@ -953,6 +961,7 @@ class SimLoops:
         if op == "loop-turn" and result is not None:
             out.extend(self._stuck_ends(w, loop, now))
             out.extend(self._unnoticed(w))
+            out.extend(self._unrenewed(w, loop))
             out.extend(self._overrun(w, loop))
             for a in self.ended_by_turn:
                 out.extend(self._unreleased(w, a, "after its loop ended it"))
@@ -1119,6 +1128,43 @@ class SimLoops:
             for actx, seen in zip(self.tended, self.tend_reach, strict=True)
             if seen in why and actx.local.state == EXECUTING and not actx.local.cancel_seen
         ]
+
+    def _unrenewed(self, w: str, loop: WorkerLoop) -> list[str]:
+        """A tend's cadence (:class:`~remora.jobs.loop.WorkerLoop`: an executing attempt is
+        tended once a tick): the first clean turn of a loop in a tick leaves none of its
+        running attempts' leases renewable — every attempt still executing, with no outcome
+        in flight, its handler not done and no cancel notice, whose lease the spec lets its
+        incarnation renew (``RenewLease``'s guard on the coordination store after the
+        turn), was renewed.  A loop that tends less often (a tick counted as not yet
+        passed) lets a healthy handler's lease age towards its expiry — the attempt reaped
+        and retried though its worker is well — and no spec step is wrong: a lease may
+        always expire.  (Only the tick's first turn: a later one may rightly skip an
+        attempt an earlier, faulted turn of the tick tended.)"""
+        if not self.first_in_tick:
+            return []
+        cfg = self.sim.stores.config
+        coord = self.sim.stores.coordination.snapshot()
+        guards = self.sim.stores.guards
+        out = []
+        for a, (actx, _) in sorted(loop.running.items()):
+            local = actx.local
+            if (
+                local.state != EXECUTING
+                or local.outcome_sent
+                or local.handler_done
+                or actx.abandoned
+                or a.job in coord.notices
+            ):
+                continue
+            if guards.can_renew(coord, a, w, cfg.tick_ms, cfg.lease_ticks):
+                lease = coord.leases[a]
+                ticks = (coord.now_ms - lease.at_ms) // cfg.tick_ms
+                out.append(
+                    f"the first clean turn of the loop of {w} in its tick left the lease of "
+                    f"{a} {ticks} tick(s) old and renewable (a loop tends each running "
+                    f"attempt once a tick)"
+                )
+        return out
 
     def _idle(self, w: str, loop: WorkerLoop) -> list[str]:
         """A dispatch's promise (:class:`~remora.jobs.loop.Dispatcher`): a reservation a

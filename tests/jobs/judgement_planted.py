@@ -508,13 +508,11 @@ def pass_forgets_stale_progress(mp: pytest.MonkeyPatch) -> None:
     _pass_skips(mp, "clear_stale_progress")
 
 
-def incremental_pass_forgets_to_enqueue(mp: pytest.MonkeyPatch) -> None:
-    """An incremental reconcile pass that no longer enqueues a queued job it finds missing
-    from the queue (its phase's branch reads a stale condition); the full pass, every few
-    passes, still does — so a job waits passes longer to run, and the drain still
-    quiesces."""
+def _incremental_skips(mp: pytest.MonkeyPatch, duty: str) -> None:
+    """Plant an incremental reconcile pass that no longer calls the reconciler's method
+    ``duty`` (its branch reads a stale condition); a full pass still does."""
     real_pass = Reconciler._pass
-    real_enqueue = Reconciler.enqueue
+    real_duty = getattr(Reconciler, duty)
     incremental: set[int] = set()
 
     def _pass(self: Reconciler, reads: Any) -> Any:
@@ -525,13 +523,31 @@ def incremental_pass_forgets_to_enqueue(mp: pytest.MonkeyPatch) -> None:
         finally:
             incremental.discard(id(self))
 
-    def enqueue(self: Reconciler, job: str) -> bool:
+    def skipped(self: Reconciler, job: str) -> bool:
         if id(self) in incremental:
             return False  # planted: skipped by an incremental pass
-        return bool(real_enqueue(self, job))
+        return bool(real_duty(self, job))
 
     mp.setattr(Reconciler, "_pass", _pass)
-    mp.setattr(Reconciler, "enqueue", enqueue)
+    mp.setattr(Reconciler, duty, skipped)
+
+
+def incremental_pass_forgets_to_enqueue(mp: pytest.MonkeyPatch) -> None:
+    """An incremental reconcile pass that no longer enqueues a queued job it finds missing
+    from the queue (its phase's branch reads a stale condition); the full pass, every few
+    passes, still does — so a job waits passes longer to run, and the drain still
+    quiesces."""
+    _incremental_skips(mp, "enqueue")
+
+
+def incremental_pass_forgets_the_notice(mp: pytest.MonkeyPatch) -> None:
+    """An incremental reconcile pass that no longer publishes a cancelling job's notice
+    (``reads.fresh and …`` for ``or``: only a full pass publishes) and finalizes the cancel
+    all the same: the running handler is told only when its lease ends, a lease period
+    later, and no spec step is wrong — the notice duty was disabled by the pass's own
+    ``FinalizeCancel``, which the duties judgement once took as done.  The session's second
+    realistic bug of stop 46: the job machines did not kill it before."""
+    _incremental_skips(mp, "publish_cancel_notice")
 
 
 PLANTED: dict[str, Planted] = {
@@ -628,6 +644,12 @@ PLANTED: dict[str, Planted] = {
     ),
     "incremental-pass-forgets-to-enqueue": Planted(
         incremental_pass_forgets_to_enqueue, "duties", "ERROR duties: Enqueue(", "LoopJobs"
+    ),
+    "incremental-pass-forgets-the-notice": Planted(
+        incremental_pass_forgets_the_notice,
+        "duties",
+        "ERROR duties: PublishCancelNotice(",
+        "LoopJobs",
     ),
     "pass-forgets-stale-progress": Planted(
         pass_forgets_stale_progress,

@@ -1156,6 +1156,7 @@ def duty_problems(run: JobRun, before: State, duties: tuple[str, ...] = PASS_DUT
     judged (:data:`LOOP_PASS_DUTIES` after a pass of the production loop, of the jobs not
     terminal when it began)."""
     model, state, alpha = run.chk.model, run.chk.state, run.chk.alpha
+    taken = {(r.action, str(r.params.get("j", ""))) for r, _ in run.chk.last_steps}
     left = []
     for job in sorted(run.submitted):
         j = alpha.job_index[job]
@@ -1166,9 +1167,32 @@ def duty_problems(run: JobRun, before: State, duties: tuple[str, ...] = PASS_DUT
             when = _DUTY_WHEN.get(name)
             if when is not None and not when(run, before, j):
                 continue
-            if duty(before, j) is not None and duty(state, j) is not None:
+            if duty(before, j) is None:
+                continue
+            if duty(state, j) is not None:
                 left.append(f"{name}({job}) is still enabled after a fault-free reconcile pass")
+            elif (
+                name == "PublishCancelNotice"
+                and (name, job) not in taken
+                and _executing(model, before, j)
+            ):
+                # FinalizeCancel disables the notice (the job is terminal): a pass that
+                # finalizes without publishing leaves the running handler to learn of the
+                # cancel only when its lease ends, a lease period later
+                left.append(
+                    f"{name}({job}) was skipped by a fault-free reconcile pass that ended the "
+                    f"cancel while an attempt of {job} executed (its handler is told only "
+                    f"when its lease ends)"
+                )
     return left
+
+
+def _executing(model: Any, s: State, j: int) -> bool:
+    """Whether an attempt of job ``j`` executes in the spec state ``s``."""
+    return any(
+        model.JobOf(a) == j and state == S.AttemptExecuting
+        for a, state in enumerate(s.attemptState)
+    )
 
 
 def drained_coordination_problems(run: JobRun, complete: bool = True) -> list[str]:

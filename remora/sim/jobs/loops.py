@@ -423,6 +423,8 @@ class SimLoops:
         #: loop's first in its tick (:meth:`_unrenewed`).
         self.turned_at: dict[str, float] = {}
         self.first_in_tick = False
+        #: The coordination store as the last turn left it (:meth:`_unrenewed`).
+        self.coord_after: Any = None
         #: The attempts the last turn tended (:meth:`problems`), and what each tend met
         #: (:func:`_tend_state`, for the machines' reach).
         self.tended: list[AttemptContext] = []
@@ -744,7 +746,7 @@ class SimLoops:
         ):
             # a timed-out attempt's end met a store away: left for a later turn
             self.timeout_reach.add("its end left for a later turn")
-        coord = store.snapshot()
+        coord = self.coord_after = store.snapshot()
         self.tend_reach = [_tend_state(coord, actx.attempt) for actx in self.tended]
         self.reserved = {
             j: r.rid
@@ -1143,7 +1145,7 @@ class SimLoops:
         if not self.first_in_tick:
             return []
         cfg = self.sim.stores.config
-        coord = self.sim.stores.coordination.snapshot()
+        coord = self.coord_after  # read once, after the turn
         guards = self.sim.stores.guards
         out = []
         for a, (actx, _) in sorted(loop.running.items()):

@@ -29,7 +29,7 @@ from remora.errors import RemoraError, Unavailable
 from remora.faults import NO_FAULTS, IOHook
 from remora.jobs.actions import Action
 from remora.jobs.guards import Change, durably_stopped
-from remora.jobs.io import NULL_RECORDER, Actor, Links, Recorder
+from remora.jobs.io import NULL_RECORDER, Actor, JobOperation, Links, Recorder, io_call
 from remora.jobs.model import (
     AttemptId,
     CoordSnapshot,
@@ -243,24 +243,49 @@ class Reconciler:
             raise
         return True
 
-    def _let_go(self, workers: Iterable[str]) -> None:
-        """Lift this declarer's down marks of ``workers`` (durably up: its declarations of
-        them did not commit), best effort — a failure leaves them to the next pass."""
+    def _let_go(self, workers: Iterable[str], fenced: bool = True) -> None:
+        """Lift this declarer's target fences (``fenced``) and down marks of ``workers``
+        (durably up: its declarations of them did not commit), each best effort — a
+        failure leaves it to the next full pass.  A fence left up would refuse every
+        stage write of a live incarnation for good: each of its attempts would fail at
+        its first checkpoint."""
+        ids = sorted(workers)
+        if fenced:
+            with contextlib.suppress(RemoraError):
+                self.stores.target.unfence(self.actor, ids)
         with contextlib.suppress(RemoraError):
-            self.stores.coordination.unmark_down(self.actor, workers)
+            self.stores.coordination.unmark_down(self.actor, ids)
 
-    def sweep_marks(self, marked: Iterable[str], down: Iterable[str]) -> None:
-        """Let go of this declarer's down marks of incarnations the durable store holds up
-        (``marked``: the coordination read's marks, ``down``: the durable read's
-        incarnations down, read after it): a declaration of them that did not commit and
-        whose mark stayed — the declarer was killed between the mark and the commit, or
-        its reply was lost and could not be resolved, or its let-go failed.  Another
-        declarer's mark (its declaration may still commit) stays; so does every mark
-        republished from the durable store.  One coordination write, only when a mark is
-        stale."""
-        stale = set(marked) - set(down)
+    def sweep_marks(
+        self, marked: Iterable[str], down: Iterable[str], fenced: Iterable[str] = ()
+    ) -> None:
+        """Let go of this declarer's down marks and target fences of incarnations the
+        durable store holds up (``marked``: the coordination read's marks, ``fenced``: this
+        declarer's fences, both read before ``down``, the durable read's incarnations
+        down): a declaration of them that did not commit and whose mark or fence stayed —
+        the declarer was killed between the mark and the commit, or its reply was lost
+        and could not be resolved, or its let-go failed.  Another declarer's mark or fence
+        (its declaration may still commit) stays; so does every mark republished from the
+        durable store.  A write to each store only when something of it is stale."""
+        gone = set(down)
+        stale_fences = set(fenced) - gone
+        if stale_fences:
+            with contextlib.suppress(RemoraError):
+                self.stores.target.unfence(self.actor, sorted(stale_fences))
+        stale = set(marked) - gone
         if stale:
-            self._let_go(stale)
+            self._let_go(stale, fenced=False)
+
+    def own_fences(self) -> frozenset[str]:
+        """This declarer's target fences (a full pass's read, before its durable read);
+        nothing when the read fails (the next full pass sweeps them)."""
+        target = self.stores.target
+        try:
+            return io_call(
+                self.actor, JobOperation.TARGET_READ, "", lambda _: target.fenced(self.actor.name)
+            )
+        except RemoraError:
+            return frozenset()
 
     def declare_expired(self) -> int:
         """Declare down every other incarnation whose heartbeat expired (one durable read
@@ -457,8 +482,9 @@ class Reconciler:
         g = stores.guards
         cfg = stores.config
         steps = self.declare_expired()
+        fenced = self.own_fences() if isinstance(reads, _Full) else frozenset()
         snap, down = reads.start()
-        self.sweep_marks(snap.down, down)
+        self.sweep_marks(snap.down, down, fenced)
         gone: set[AttemptId] = set()  # leases this pass expired or released
         unreserved: set[str] = set()  # reservations this pass expired
         for a, lease in sorted(snap.leases.items()):

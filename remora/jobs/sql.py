@@ -92,7 +92,12 @@ EXTRA_TABLES = (
     """CREATE TABLE IF NOT EXISTS remora_jobs_vault (
         job TEXT NOT NULL, sequence INTEGER NOT NULL, secret BYTEA,
         PRIMARY KEY (job, sequence))""",
-    # Incarnations declared down: their stage writes are refused (PostgresTarget.fence).
+    # Incarnations being declared down, one row per declarer: their stage writes are
+    # refused (PostgresTarget.fence); a declaration that did not commit lifts its own row.
+    """CREATE TABLE IF NOT EXISTS remora_jobs_stage_fences (
+        worker TEXT NOT NULL, holder TEXT NOT NULL, PRIMARY KEY (worker, holder))""",
+    # An earlier version's fences (one row per worker, no declarer): still honoured, never
+    # lifted — nothing writes here any more.
     """CREATE TABLE IF NOT EXISTS remora_jobs_stage_fence (worker TEXT PRIMARY KEY)""",
 )
 

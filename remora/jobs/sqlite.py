@@ -31,11 +31,33 @@ class SqliteJobsBackend(SqliteBackend):
     def __init__(self, path: str | Path = ":memory:", lock_timeout: float = 5.0) -> None:
         super().__init__(path, lock_timeout)
         self.where = str(path)
+        #: What to undo if the open write transaction does not commit (:meth:`on_rollback`).
+        self._undo: list[Callable[[], None]] | None = None
 
     def write(self, ctx: Context, commit: bool, what: str, body: Callable[[Any], T]) -> T:
-        with self._transaction(ctx, commit) as conn:
-            result = body(conn)
+        undo: list[Callable[[], None]] = []
+        try:
+            with self._transaction(ctx, commit) as conn:
+                self._undo = undo
+                try:
+                    result = body(conn)
+                finally:
+                    self._undo = None
+        except BaseException:
+            _undo(undo)
+            raise
+        if not commit:
+            _undo(undo)
         return result
+
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Call ``undo`` if the write transaction the caller runs in (the ``body`` of a
+        :meth:`write`) does not commit: how something kept outside the database joins
+        the transaction (the simulation's fused memory stage,
+        :class:`~remora.sim.jobs.simulation.FusedMemoryTarget`)."""
+        if self._undo is None:
+            raise RuntimeError("on_rollback outside a write transaction")
+        self._undo.append(undo)
 
     def read(self, what: str, body: Callable[[Any], T]) -> T:
         with self._lock:
@@ -49,6 +71,11 @@ class SqliteJobsBackend(SqliteBackend):
 
     def read_all(self, what: str, sql: str, params: Any) -> list[Any]:
         return list(self.read(what, lambda cur: cur.execute(sql, params).fetchall()))
+
+
+def _undo(undo: list[Callable[[], None]]) -> None:
+    for fn in reversed(undo):
+        fn()
 
 
 __all__ = ["SqliteJobsBackend"]

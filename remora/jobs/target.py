@@ -23,7 +23,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar, cast
 
@@ -53,12 +53,22 @@ class Target(Protocol):
     def fence(self, actor: Actor, worker: str) -> None:
         """Refuse every later stage write of ``worker`` (raised before its declaration
         as down commits; a write already under way is serialized before any cleanup of
-        its attempt).  Not a spec step."""
+        its attempt).  The fence is ``actor``'s own: held per declarer, as the
+        coordination store's down marks are.  Not a spec step."""
         ...
 
-    def fenced(self) -> frozenset[str]:
-        """The incarnations whose stage writes are refused (a read, outside the seam:
-        the judgement compares it with the incarnations declared down)."""
+    def unfence(self, actor: Actor, workers: Iterable[str]) -> None:
+        """Lift ``actor``'s own fences of ``workers``: its declarations of them did not
+        commit (they are durably up), so the fences would refuse the stage writes of a
+        live incarnation — every checkpoint of its attempts, for good.  A fence another
+        declarer holds (its declaration may still commit) stays.  Not a spec step."""
+        ...
+
+    def fenced(self, holder: str | None = None) -> frozenset[str]:
+        """The incarnations whose stage writes are refused (``holder``: only those
+        ``holder`` fenced).  A read outside the seam: the judgement compares it with the
+        incarnations declared down; the reconciler's full pass reads its own fences to
+        sweep the stale ones (:meth:`~remora.jobs.reconciler.Reconciler.sweep_marks`)."""
         ...
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None: ...
@@ -109,39 +119,82 @@ class MemoryTarget:
     def __init__(self) -> None:
         self._stages: dict[AttemptId, dict[int, bytes]] = {}
         self._cleaned: dict[AttemptId, int] = {}  # progress when cleaned
-        self._fenced: set[str] = set()  # incarnations declared down
+        #: Incarnations being declared down, each with the declarers that fenced it.
+        self._fenced: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
     def fence(self, actor: Actor, worker: str) -> None:
         def body() -> None:
             with self._lock:
-                self._fenced.add(worker)
+                self._fenced.setdefault(worker, set()).add(actor.name)
 
         _write_call(
-            actor, JobOperation.TARGET_WRITE, "", body, lambda: worker in self._fenced, None
+            actor,
+            JobOperation.TARGET_WRITE,
+            "",
+            body,
+            lambda: actor.name in self._fenced.get(worker, ()),
+            None,
         )
 
-    def fenced(self) -> frozenset[str]:
+    def unfence(self, actor: Actor, workers: Iterable[str]) -> None:
+        ids = sorted(workers)
+
+        def body() -> None:
+            with self._lock:
+                for w in ids:
+                    holders = self._fenced.get(w)
+                    if holders is not None:
+                        holders.discard(actor.name)
+                        if not holders:
+                            del self._fenced[w]
+
+        _write_call(
+            actor,
+            JobOperation.TARGET_WRITE,
+            "",
+            body,
+            lambda: not any(actor.name in self._fenced.get(w, ()) for w in ids),
+            None,
+        )
+
+    def fenced(self, holder: str | None = None) -> frozenset[str]:
         with self._lock:
-            return frozenset(self._fenced)
+            return frozenset(w for w, by in self._fenced.items() if holder is None or holder in by)
 
     def write(
         self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
     ) -> None:
-        def body() -> None:
-            with self._lock:
-                if worker and worker in self._fenced:
-                    raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
-                if a in self._cleaned:
-                    raise NotEnabled(f"staging of {a} was cleaned")
-                parts = self._stages.setdefault(a, {})
-                if parts and progress <= max(parts):
-                    raise NotEnabled(f"{a}: progress {progress} is not ahead")
-                parts[progress] = data
-
         _write_call(
-            actor, JobOperation.TARGET_WRITE, a.job, body, lambda: _at(self, a, progress), None
+            actor,
+            JobOperation.TARGET_WRITE,
+            a.job,
+            lambda: self._put(a, progress, data, worker),
+            lambda: _at(self, a, progress),
+            None,
         )
+
+    def _put(self, a: AttemptId, progress: int, data: bytes, worker: str) -> None:
+        """A stage write's effect: refused (:class:`NotEnabled`) when ``worker`` is
+        fenced, ``a``'s staging was cleaned, or a part at ``progress`` or beyond exists."""
+        with self._lock:
+            if worker and worker in self._fenced:
+                raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
+            if a in self._cleaned:
+                raise NotEnabled(f"staging of {a} was cleaned")
+            parts = self._stages.setdefault(a, {})
+            if parts and progress <= max(parts):
+                raise NotEnabled(f"{a}: progress {progress} is not ahead")
+            parts[progress] = data
+
+    def _unput(self, a: AttemptId, progress: int) -> None:
+        """Take back a part :meth:`_put` wrote (its transaction did not commit)."""
+        with self._lock:
+            parts = self._stages.get(a)
+            if parts is not None:
+                parts.pop(progress, None)
+                if not parts:
+                    del self._stages[a]
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:
@@ -218,35 +271,72 @@ class DirectoryTarget:
             return {}
         return {int(p.stem): p for p in d.glob("*.stage") if p.stem.isdigit()}
 
-    def _fence_mark(self, worker: str) -> Path:
+    def _fences(self, worker: str) -> Path:
+        """``.fenced/<worker>/``: one empty file per declarer holding a fence of ``worker``
+        (a plain file ``.fenced/<worker>``, an earlier version's fence, is held by no
+        declarer: it is never lifted)."""
         return self.root / ".fenced" / check_id("worker", worker)
+
+    def _is_fenced(self, worker: str, holder: str | None = None) -> bool:
+        path = self._fences(worker)
+        if holder is not None:
+            return (path / check_id("declarer", holder)).is_file()
+        if path.is_file():
+            return True
+        return path.is_dir() and any(not p.name.startswith(".") for p in path.iterdir())
 
     def fence(self, actor: Actor, worker: str) -> None:
         def body() -> None:
             with self._lock:
-                _atomic_write(self._fence_mark(worker), b"")
+                path = self._fences(worker)
+                if path.is_file():
+                    return  # an earlier version's fence: refused for good already
+                path.mkdir(parents=True, exist_ok=True)
+                _atomic_write(path / check_id("declarer", actor.name), b"")
 
         _write_call(
             actor,
             JobOperation.TARGET_WRITE,
             "",
             body,
-            lambda: self._fence_mark(worker).exists(),
+            lambda: self._fences(worker).is_file() or self._is_fenced(worker, actor.name),
             None,
         )
 
-    def fenced(self) -> frozenset[str]:
+    def unfence(self, actor: Actor, workers: Iterable[str]) -> None:
+        ids = sorted(workers)
+
+        def body() -> None:
+            with self._lock:
+                for w in ids:
+                    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                        (self._fences(w) / check_id("declarer", actor.name)).unlink()
+
+        _write_call(
+            actor,
+            JobOperation.TARGET_WRITE,
+            "",
+            body,
+            lambda: not any(self._is_fenced(w, actor.name) for w in ids),
+            None,
+        )
+
+    def fenced(self, holder: str | None = None) -> frozenset[str]:
         marks = self.root / ".fenced"
         if not marks.is_dir():
             return frozenset()
-        return frozenset(p.name for p in marks.iterdir() if not p.name.startswith("."))
+        return frozenset(
+            p.name
+            for p in marks.iterdir()
+            if not p.name.startswith(".") and self._is_fenced(p.name, holder)
+        )
 
     def write(
         self, actor: Actor, a: AttemptId, progress: int, data: bytes, worker: str = ""
     ) -> None:
         def body() -> None:
             with self._lock:
-                if worker and self._fence_mark(worker).exists():
+                if worker and self._is_fenced(worker):
                     raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
                 if (self._dir(a) / "cleaned").exists():
                     raise NotEnabled(f"staging of {a} was cleaned")
@@ -294,7 +384,9 @@ class DirectoryTarget:
 
     def snapshot(self) -> dict[AttemptId, StageInfo]:
         out: dict[AttemptId, StageInfo] = {}
-        for job_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+        for job_dir in sorted(
+            p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        ):
             for d in sorted(p for p in job_dir.iterdir() if p.is_dir() and p.name.isdigit()):
                 a = AttemptId(job_dir.name, int(d.name))
                 info = self.info(None, a)
@@ -402,7 +494,9 @@ class DirectoryVault:
 
     def snapshot(self) -> dict[IntentId, SecretState]:
         out: dict[IntentId, SecretState] = {}
-        for job_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+        for job_dir in sorted(
+            p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        ):
             for f in job_dir.iterdir():
                 stem, _, kind = f.name.partition(".")
                 if stem.isdigit() and kind in ("secret", "destroyed"):

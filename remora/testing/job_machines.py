@@ -149,13 +149,14 @@ _step_faults: dict[str, st.SearchStrategy[tuple[JobFault, ...]]] = {}
 
 
 def kill_point(ops: tuple[JobOperation, ...]) -> st.SearchStrategy[JobFault] | None:
-    """A kill point of a step that writes both stores (``ops``: its calls; None for any
-    other step — a kill after a single store's write is a crash after the step): the
-    process dies right after the 1st or 2nd call of its durable or coordination write,
-    which committed (the cut between the two stores), failed, or lost its reply —
-    nothing more of the step runs, not even the resolution of that reply."""
+    """A kill point of a step that writes two stores or more (``ops``: its calls; None
+    for any other step — a kill after a single store's write is a crash after the step):
+    the process dies right after the 1st or 2nd call of one of its writes (durable,
+    coordination, target, vault: :data:`~remora.sim.jobs.trace.KILL_OPERATIONS`), which
+    committed (the cut between the stores), failed, or lost its reply — nothing more of
+    the step runs, not even the resolution of that reply."""
     writes = sorted((o for o in ops if o in KILL_OPERATIONS), key=lambda o: o.value)
-    if len(writes) < len(KILL_OPERATIONS):
+    if len(writes) < 2:
         return None
     outcomes = [IOOutcome.COMMIT, IOOutcome.ABORT, *sorted(UNKNOWN_OUTCOMES, key=str)]
     return st.tuples(st.sampled_from(writes), st.integers(1, 2), st.sampled_from(outcomes)).map(
@@ -442,8 +443,14 @@ class JobMachineBase(RuleBasedStateMachine):
         kinds = {j: k for j, k in kinds.items() if k != PLAIN}
         # the handler's own timeout (``@handler(..., timeout=)``), in half the runs: an
         # attempt's timeout is the smaller of it and its job's
+        # a twin whose target lives in its durable store's database fuses a completion's
+        # stage write into its durable transaction: the memory + SQLite run does too
+        # (``fuses_stage`` on the factory), or a fault would part the two runs
+        fused = bool(getattr(type(self).twin_backends, "fuses_stage", False))
         config = attrs.evolve(
-            self.config(), handler_timeout=data.draw(timeouts, label="handler timeout")
+            self.config(),
+            handler_timeout=data.draw(timeouts, label="handler timeout"),
+            fused_stage=fused,
         )
         self.run = JobRun(
             config,
@@ -1168,6 +1175,8 @@ class JobCutMachine(JobRuntimeMachine):
                     assert self.run is not None
                     kw["outcome"] = self.run.scripted(a)
                 down = "down" if w not in self._durably_up() else "up"
+                # noted before the step too: a step the judgement fails ends the run here
+                type(self).reach.add(("cut", "a declared incarnation's attempt", down))
                 result = self._do(self._attempt_step(op, (x, a), (), **kw))
                 type(self).reach.add(("cut", "a declared incarnation's attempt", down, op, result))
 

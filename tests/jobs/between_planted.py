@@ -51,7 +51,7 @@ class ForgetfulDeclarer(Reconciler):
     (no let-go, no sweep) — the finding ``ERROR not-quiescent: the down mark of w1 is not
     durable``."""
 
-    def _let_go(self, workers: Iterable[str]) -> None:
+    def _let_go(self, workers: Iterable[str], fenced: bool = True) -> None:
         return None
 
 
@@ -63,13 +63,39 @@ class NoSweep(Reconciler):
     the let-go's own write failing (the cut machine's search finds the bug even with
     its kill points off)."""
 
-    def sweep_marks(self, marked: Iterable[str], down: Iterable[str]) -> None:
+    def sweep_marks(
+        self, marked: Iterable[str], down: Iterable[str], fenced: Iterable[str] = ()
+    ) -> None:
         return None
+
+
+class FenceKeeper(Reconciler):
+    """The runtime before stop 47: a declaration that did not commit lets go of its
+    coordination mark but never of its target fence, and no pass sweeps a fence.  The
+    incarnation, durably up, has every stage write refused for good — each of its
+    attempts fails at its first checkpoint (an excused refusal: the ``fenced`` reason)."""
+
+    def _let_go(self, workers: Iterable[str], fenced: bool = True) -> None:
+        super()._let_go(workers, fenced=False)
+
+    def own_fences(self) -> frozenset[str]:
+        return frozenset()
+
+
+class FenceNotSwept(Reconciler):
+    """A declarer that lets go of its fence when its declaration fails, and sweeps its
+    stale marks, but never its stale fences: a kill between the fence and the commit
+    leaves the fence of an incarnation the durable store holds up."""
+
+    def own_fences(self) -> frozenset[str]:
+        return frozenset()
 
 
 PLANTED: dict[str, Parts] = {
     "commit-before-mark": Parts(reconciler=CommitBeforeMark),
     "forgetful-declarer": Parts(reconciler=ForgetfulDeclarer),
     "no-sweep": Parts(reconciler=NoSweep),
+    "fence-kept": Parts(reconciler=FenceKeeper),
+    "fence-not-swept": Parts(reconciler=FenceNotSwept),
 }
 """Each planted bug, as the parts a machine or a run is built from."""

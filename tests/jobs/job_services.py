@@ -48,6 +48,11 @@ WAKEUPS_KEPT = 64
 class ServiceBackends:
     """A stores factory over one scratch database and one Redis server (module docstring)."""
 
+    #: The target shares the durable store's database (``PostgresTarget.locked_write``):
+    #: the memory + SQLite run fuses the same writes
+    #: (:class:`~remora.sim.jobs.simulation.FusedMemoryTarget`, ``JobConfig.fused_stage``).
+    fuses_stage = True
+
     def __init__(self, dsn: str, redis_url: str) -> None:
         self.dsn = dsn
         self.redis_url = redis_url

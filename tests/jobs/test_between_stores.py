@@ -16,6 +16,7 @@ by the cut machine's own search (``tests/jobs/test_cut_machine_planted.py``)."""
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +26,10 @@ from remora.context import Context
 from remora.faults import Outcome as IO
 from remora.jobs.coordination import MemoryCoordination
 from remora.jobs.io import Actor, JobOperation
-from remora.jobs.model import JobsConfig, Outcome, Service
+from remora.jobs.model import AttemptId, JobsConfig, NotEnabled, Outcome, Service, StageInfo
 from remora.jobs.redis_coordination import RedisCoordination
+from remora.jobs.target import DirectoryTarget, MemoryTarget
+from remora.sim.jobs.judgement import JUDGEMENTS
 from remora.sim.jobs.run import JobRun, JobRunFailure
 from remora.sim.jobs.trace import JobConfig, JobFault, JobStep
 from tests.common.services import require_redis
@@ -111,11 +114,24 @@ KILLED_AFTER_COMMIT = JobFault(JobOperation.DURABLE_WRITE, 1, IO.COMMIT, kill=Tr
 #: that did not commit found it, ``ERROR marks: a declaration of w1 that did not commit
 #: left its down mark``).
 FENCE_FAILS = JobFault(JobOperation.TARGET_WRITE, 1, IO.ABORT)
+#: The declarer killed once its fence is up, before the durable declaration: mark and
+#: fence stay until the declarer's next full pass sweeps them (stop 47: the fence stayed
+#: for good — a live incarnation's every stage write refused).
+KILLED_AFTER_FENCE = JobFault(JobOperation.TARGET_WRITE, 1, IO.COMMIT, kill=True)
 CASES = {
     # bug → (the cut that kills it, the failure it is killed with)
     # killed at the declaration's own step since stop 45 (before: by the clean pass after it)
     "forgetful-declarer": (DURABLE_FAILS, "ERROR marks: a declaration of w1 that did not commit"),
     "no-sweep": (KILLED_AFTER_MARK, "ERROR marks: the down mark of w1 is not durable"),
+    # stop 47: the fence of a declaration that did not commit was never lifted
+    "fence-kept": (
+        DURABLE_FAILS,
+        "ERROR marks: a declaration of w1 that did not commit left its target fence",
+    ),
+    "fence-not-swept": (
+        KILLED_AFTER_FENCE,
+        "ERROR marks: the target fence of w1 is not durable after a fault-free",
+    ),
     # the fence is raised with the mark, after the commit: the fence judgement sees it at
     # the step (the drain's quiescence judgement, without it, sees the mark missing)
     "commit-before-mark": (
@@ -139,7 +155,8 @@ def run_cut(cut: JobFault, bug: str | None, backends: Any = None) -> JobRun:
 
 
 @pytest.mark.parametrize(
-    "cut", [DURABLE_FAILS, FENCE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT]
+    "cut",
+    [DURABLE_FAILS, FENCE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_FENCE, KILLED_AFTER_COMMIT],
 )
 def test_a_declaration_cut_between_the_stores_leaves_the_stores_agreeing(cut: JobFault) -> None:
     """Unmutated: each cut of ``CrashWorker``'s cross-store step ends consistent — no
@@ -201,10 +218,58 @@ def test_memory_marks_are_keyed_by_declarer() -> None:
     marks_contract(lambda: MemoryCoordination(LogicalClock(), JobsConfig()))
 
 
+def fences_contract(target: Any) -> None:
+    """The target's fences, like the marks: one declarer's let-go never lifts another's
+    fence, a fence with no holder left is lifted, ``fenced(holder)`` reads one
+    declarer's own — and a fenced incarnation's stage write is refused until then."""
+    ctx = Context(LogicalClock())
+    a, b = Actor("rec-a", ctx), Actor("rec-b", ctx)
+    stage = AttemptId("j1", 1)
+    target.fence(a, "w1")
+    target.fence(b, "w1")
+    target.fence(a, "w2")
+    assert target.fenced() == {"w1", "w2"}
+    assert target.fenced("rec-a") == {"w1", "w2"}
+    assert target.fenced("rec-b") == {"w1"}
+    target.unfence(a, ["w1", "w9"])  # w9: nothing held, nothing changes
+    assert target.fenced() == {"w1", "w2"}
+    with pytest.raises(NotEnabled, match="fenced"):
+        target.write(a, stage, 1, b"x", worker="w1")
+    target.unfence(b, ["w1"])
+    assert target.fenced() == {"w2"}
+    target.write(a, stage, 1, b"x", worker="w1")
+    assert target.info(None, stage) == StageInfo(1, False)
+    target.unfence(a, ["w2"])
+    assert target.fenced() == frozenset()
+
+
+def test_memory_fences_are_keyed_by_declarer() -> None:
+    fences_contract(MemoryTarget())
+
+
+def test_directory_fences_are_keyed_by_declarer(tmp_path: Path) -> None:
+    fences_contract(DirectoryTarget(tmp_path / "stage"))
+
+
+def test_an_earlier_versions_directory_fence_is_still_honoured(tmp_path: Path) -> None:
+    """A fence an earlier version wrote (a plain ``.fenced/<worker>`` file, no declarer)
+    still refuses the worker's stage writes, and no declarer's let-go lifts it."""
+    target = DirectoryTarget(tmp_path / "stage")
+    (tmp_path / "stage" / ".fenced").mkdir()
+    (tmp_path / "stage" / ".fenced" / "w1").write_bytes(b"")
+    actor = Actor("rec-a", Context(LogicalClock()))
+    target.fence(actor, "w1")
+    target.unfence(actor, ["w1"])
+    assert target.fenced() == {"w1"}
+    with pytest.raises(NotEnabled, match="fenced"):
+        target.write(actor, AttemptId("j1", 1), 1, b"x", worker="w1")
+
+
 def test_parse_accepts_kill_only_after_a_write() -> None:
     from remora.sim.jobs.trace import TraceError, _parse_fault
 
     assert _parse_fault(KILLED_AFTER_MARK.to_json(), "f") == KILLED_AFTER_MARK
+    assert _parse_fault(KILLED_AFTER_FENCE.to_json(), "f") == KILLED_AFTER_FENCE
     with pytest.raises(TraceError):
         _parse_fault({"operation": "coord-read", "call": 1, "outcome": "abort", "kill": True}, "f")
     with pytest.raises(TraceError):
@@ -285,8 +350,43 @@ def test_redis_marks_are_keyed_by_declarer() -> None:
             coord.close()
 
 
+def test_postgres_fences_are_keyed_by_declarer(remora_scratch_database: str) -> None:
+    from remora.jobs.postgres import PostgresTarget
+
+    with service_backends(remora_scratch_database) as backends:
+        backends(LogicalClock(), JobsConfig())  # the schema, every table emptied
+        target = PostgresTarget(remora_scratch_database)
+        try:
+            fences_contract(target)
+        finally:
+            target.close()
+
+
+def test_an_earlier_versions_postgres_fence_is_still_honoured(remora_scratch_database: str) -> None:
+    """A row of ``remora_jobs_stage_fence`` (an earlier version's fence, no declarer)
+    still refuses the worker's stage writes, and no declarer's let-go lifts it."""
+    import psycopg
+
+    from remora.jobs.postgres import PostgresTarget
+
+    with service_backends(remora_scratch_database) as backends:
+        backends(LogicalClock(), JobsConfig())
+        with psycopg.connect(remora_scratch_database, autocommit=True) as conn:
+            conn.execute("INSERT INTO remora_jobs_stage_fence (worker) VALUES ('w1')")
+        target = PostgresTarget(remora_scratch_database)
+        try:
+            actor = Actor("rec-a", Context(LogicalClock()))
+            target.unfence(actor, ["w1"])
+            assert target.fenced() == {"w1"}
+            with pytest.raises(NotEnabled, match="fenced"):
+                target.write(actor, AttemptId("j1", 1), 1, b"x", worker="w1")
+        finally:
+            target.close()
+
+
 @pytest.mark.parametrize(
-    "cut", [DURABLE_FAILS, FENCE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_COMMIT]
+    "cut",
+    [DURABLE_FAILS, FENCE_FAILS, KILLED_AFTER_MARK, KILLED_AFTER_FENCE, KILLED_AFTER_COMMIT],
 )
 def test_a_declaration_cut_on_the_services_leaves_them_agreeing(
     cut: JobFault, remora_scratch_database: str
@@ -339,3 +439,50 @@ def test_an_incarnation_on_a_stale_down_mark_does_not_stop_itself() -> None:
     assert run.sim.workers["w2"].up
     assert run.execute(S("expire-lease", job="j1", token=1)) == "ok"
     assert run.execute(stop) == "ok"  # its lease was lost: a stop the spec enables
+
+
+# -- a declaration that did not commit lifts its target fence (stop 47) ---------------
+def live_after_a_failed_declaration() -> tuple[JobStep, ...]:
+    """w1 cut off from the durable store until its heartbeat expired; a declaration of
+    it fails at the durable commit (after the mark and the fence); w1's link back, its
+    loop beats — it is durably up — and it runs ``j1`` to its first checkpoint."""
+    return (
+        S("start", worker="w1"),
+        S("start", worker="w2"),
+        S("drop-link", worker="w1", service=Service.DURABLE),
+        *(S("tick"),) * 7,
+        S("declare-down", worker="w1", faults=(DURABLE_FAILS,)),
+        S("restore-link", worker="w1", service=Service.DURABLE),
+        S("loop-turn", worker="w1"),
+        *dispatched("w1"),
+        S("advance", worker="w1", job="j1", token=1, amount=1),
+    )
+
+
+def checkpoint_after_a_failed_declaration(bug: str | None, judging: frozenset[str]) -> str:
+    """The result kind of w1's first checkpoint (the schedule's last step)."""
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1", "w2")),
+        {"j1": (Outcome.SUCCESS,)},
+        parts=None if bug is None else PLANTED[bug],
+        judging=judging,
+    )
+    kind = ""
+    for step in live_after_a_failed_declaration():
+        kind = run.execute(step)
+    assert run.sim.stores.durable.worker_up("w1")
+    return kind
+
+
+def test_a_live_incarnation_checkpoints_after_a_declaration_that_failed() -> None:
+    """The declaration lets go of its fence with its mark: w1's stage write goes in."""
+    assert checkpoint_after_a_failed_declaration(None, JUDGEMENTS) == "ok"
+
+
+def test_a_fence_left_up_refuses_a_live_incarnations_checkpoint() -> None:
+    """The runtime before stop 47 (``fence-kept``): the same checkpoint is refused — an
+    excused refusal (the ``fenced`` reason), so only the judgement of the declaration's
+    own step (``state``: what it left behind) sees the bug."""
+    assert checkpoint_after_a_failed_declaration("fence-kept", JUDGEMENTS - {"state"}) == "refused"
+    with pytest.raises(JobRunFailure, match="left its target fence"):
+        checkpoint_after_a_failed_declaration("fence-kept", JUDGEMENTS)

@@ -196,7 +196,7 @@ def test_redis_down_mark_planted(
         conn.execute(
             "TRUNCATE remora_jobs_job, remora_jobs_attempt, remora_jobs_worker, "
             "remora_jobs_credential, remora_jobs_log, remora_jobs_stage, "
-            "remora_jobs_vault, remora_jobs_stage_fence"
+            "remora_jobs_vault, remora_jobs_stage_fence, remora_jobs_stage_fences"
         )
     with pytest.raises(D.RefinementViolation, match=script.replace("Attempt", "")):
         _down_step(script)

@@ -373,7 +373,8 @@ REFUSAL_REASONS: dict[str, tuple[Reason, ...]] = {
         Reason(
             "fenced",
             "the incarnation's stage writes are fenced: a declaration is under way, or "
-            "its durable commit failed after the fence was raised",
+            "one that did not commit could not let go of its fence (the declarer's next "
+            "full pass sweeps it)",
             _fenced,
         ),
     ),
@@ -1066,38 +1067,50 @@ def coordination_marks(coordination: Any) -> frozenset[str]:
 
 
 def stale_marks(run: JobRun) -> list[str]:
-    """The down marks of incarnations the durable store holds up — after a reconcile pass
-    in which no fault fired, there must be none: a declaration that did not commit lets
-    go of its mark, and a mark left behind (its declarer killed between the mark and the
-    commit, its reply unresolved, its let-go failed) is swept by the declarer's next full
-    pass (:meth:`~remora.jobs.reconciler.Reconciler.sweep_marks`).  A mark that stays
-    claims more than the durable store holds: the incarnation, durably up, could never
-    reserve again."""
+    """The down marks and target fences of incarnations the durable store holds up — after
+    a reconcile pass in which no fault fired, there must be none: a declaration that did
+    not commit lets go of its mark and its fence, and one left behind (its declarer killed
+    between the mark and the commit, its reply unresolved, its let-go failed) is swept by
+    the declarer's next full pass (:meth:`~remora.jobs.reconciler.Reconciler.sweep_marks`).
+    A mark that stays claims more than the durable store holds: the incarnation, durably
+    up, could never reserve again; a fence that stays refuses its every stage write, so
+    each of its attempts fails at its first checkpoint."""
     st = run.sim.stores
     down = {w.id for w in st.durable.snapshot().workers if not w.up}
     return [
         f"the down mark of {w} is not durable after a fault-free reconcile pass"
         for w in sorted(coordination_marks(st.coordination) - down)
+    ] + [
+        f"the target fence of {w} is not durable after a fault-free reconcile pass"
+        for w in sorted(st.target.fenced() - down)
     ]
 
 
 def declaration_marks(
-    run: JobRun, before: frozenset[str], kind: str, let_go_failed: bool
+    run: JobRun,
+    before: tuple[frozenset[str], frozenset[str]],
+    kind: str,
+    let_go_failed: bool,
 ) -> list[str]:
     """A ``declare-down`` step that did not commit (``kind``: refused, or unavailable — its
-    failure resolved as not committed) left a down mark it raised of an incarnation the
-    durable store holds up: the declarer lets go of its mark at once
+    failure resolved as not committed) left a down mark or a target fence it raised of an
+    incarnation the durable store holds up: the declarer lets go of both at once
     (:meth:`~remora.jobs.reconciler.Reconciler.declare_down`), or the incarnation, durably
-    up, is fenced until a full pass sweeps the mark.  ``before``: the marks before the
-    step; ``let_go_failed``: a fault fired on a coordination write (the let-go may have
-    failed) or a kill point killed the declarer between its mark and its commit."""
+    up, is fenced until a full pass sweeps them.  ``before``: the marks and the fences
+    before the step; ``let_go_failed``: a fault fired on a coordination or target write
+    (the let-go may have failed) or a kill point killed the declarer between its mark and
+    its commit."""
     if kind not in ("refused", "unavailable") or let_go_failed:
         return []
     st = run.sim.stores
     up = {w.id for w in st.durable.snapshot().workers if w.up}
+    marks, fences = before
     return [
         f"a declaration of {w} that did not commit left its down mark ({kind})"
-        for w in sorted((coordination_marks(st.coordination) - before) & up)
+        for w in sorted((coordination_marks(st.coordination) - marks) & up)
+    ] + [
+        f"a declaration of {w} that did not commit left its target fence ({kind})"
+        for w in sorted((st.target.fenced() - fences) & up)
     ]
 
 

@@ -215,6 +215,7 @@ class JobRun:
                 max_partitions=config.max_partitions,
                 queues=tuple(queues),
                 embedded=config.embedded,
+                fused_stage=config.fused_stage,
             ),
             hook=self.hook,
             backends=backends,
@@ -268,13 +269,18 @@ class JobRun:
         fired = len(self.hook.fired)
         kills = len(self.kills)
         declaring = step.op == "declare-down" and "state" in self.judging
-        marks = coordination_marks(self.sim.stores.coordination) if declaring else frozenset()
+        marks = (
+            (coordination_marks(self.sim.stores.coordination), self.sim.stores.target.fenced())
+            if declaring
+            else (frozenset(), frozenset())
+        )
         self.pass_began = self.sim.clock.now()
         kind = self._checked(lambda: self._dispatch(step), step.faults, step.label())
         self.results.append((step.op, kind))
         if declaring:
             let_go_failed = len(self.kills) > kills or any(
-                op == JobOperation.COORD_WRITE.value for op, _ in self.hook.fired[fired:]
+                op in (JobOperation.COORD_WRITE.value, JobOperation.TARGET_WRITE.value)
+                for op, _ in self.hook.fired[fired:]
             )
             left = declaration_marks(self, marks, kind, let_go_failed)
             if left:

@@ -33,10 +33,12 @@ from remora.jobs.durable import DurableStore, open_sqlite
 from remora.jobs.guards import SPEC_GUARDS, Guards
 from remora.jobs.handlers import Registry
 from remora.jobs.io import Actor, Links, MemoryRecorder
-from remora.jobs.model import DEFAULT_QUEUE, JobsConfig, NotEnabled, Service
+from remora.jobs.model import DEFAULT_QUEUE, AttemptId, JobsConfig, NotEnabled, Service
 from remora.jobs.reconciler import Reconciler
+from remora.jobs.sql import Locked
 from remora.jobs.stores import Stores
 from remora.jobs.target import MemoryTarget, MemoryVault
+from remora.jobs.transactions import Prepare
 from remora.jobs.worker import Worker
 from remora.sim.jobs.loops import PausingClock
 
@@ -68,6 +70,36 @@ class SimConfig:
     #: Embedded mode (``remora jobs worker`` without ``--redis``, the default):
     #: :meth:`Simulation.embed`.
     embedded: bool = False
+    #: A completion's stage write joins its durable transaction
+    #: (:class:`FusedMemoryTarget`), as on PostgreSQL with the target in the durable
+    #: store's database.
+    fused_stage: bool = False
+
+
+class FusedMemoryTarget(MemoryTarget):
+    """The memory target with :class:`~remora.jobs.postgres.PostgresTarget`'s fused stage
+    write (``locked_write``): a completion's stage write runs inside the durable
+    transaction that sends and processes the outcome, and is taken back if that
+    transaction does not commit (:meth:`~remora.jobs.sqlite.SqliteJobsBackend.
+    on_rollback`) — one write, all or nothing, as on PostgreSQL when the target shares the
+    durable store's database.  The machines over PostgreSQL + Redis run their memory +
+    SQLite twin on it: with a separate stage write there, a fault on the completion left
+    the stage written on one run and not on the other (found under the nightly profile,
+    stop 46)."""
+
+    def locked_write(
+        self, durable: DurableStore, a: AttemptId, progress: int, data: bytes, worker: str
+    ) -> Prepare | None:
+        on_rollback = getattr(durable.backend, "on_rollback", None)
+        if on_rollback is None:
+            return None
+
+        def prepare(cur: Any, locked: Locked) -> Locked:
+            self._put(a, progress, data, worker)
+            on_rollback(lambda: self._unput(a, progress))
+            return locked
+
+        return prepare
 
 
 @attrs.frozen
@@ -122,10 +154,11 @@ class Simulation:
         if backends is not None:
             self.stores = attrs.evolve(backends(self.clock, jc), guards=parts.guards)
         else:
+            durable = open_sqlite(":memory:")
             self.stores = Stores(
-                durable=open_sqlite(":memory:"),
+                durable=durable,
                 coordination=parts.coordination(self.clock, jc, parts.guards),
-                target=MemoryTarget(),
+                target=FusedMemoryTarget() if config.fused_stage else MemoryTarget(),
                 vault=MemoryVault(),
                 clock=self.clock,
                 config=jc,

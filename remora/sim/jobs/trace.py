@@ -126,10 +126,21 @@ FAULT_OUTCOMES: dict[JobOperation, frozenset[Outcome]] = {
 """What a fault selector may choose per operation: a read can only fail; a write can fail
 or lose its reply after committing or after aborting."""
 MAX_CALL = 64
-KILL_OPERATIONS = frozenset({JobOperation.DURABLE_WRITE, JobOperation.COORD_WRITE})
+KILL_OPERATIONS = frozenset(
+    {
+        JobOperation.DURABLE_WRITE,
+        JobOperation.COORD_WRITE,
+        JobOperation.TARGET_WRITE,
+        JobOperation.VAULT_WRITE,
+    }
+)
 """The calls after which a fault selector may kill the calling process: the writes of the
-two stores a cross-store step orders (a kill there cuts the step between its writes).  Its
-outcome may also be ``commit`` (the write landed, the process died before the next one)."""
+stores a cross-store step orders (a kill there cuts the step between its writes) — the
+durable and coordination stores, and the target and vault, which a step writes before its
+durable commit (a declaration's stage fence, a completion's stage, a credential's secret).
+Its outcome may also be ``commit`` (the write landed, the process died before the next
+one).  Until stop 47 only the first two: a declarer killed between its target fence and
+its durable commit was never drawn (a fence that outlived it was never swept)."""
 
 
 @attrs.frozen
@@ -204,7 +215,10 @@ class JobConfig:
     reads as before); an attempt's timeout is the smaller of it and its job's.
     ``embedded``: the incarnations run the embedded mode (``remora jobs worker`` without
     ``--redis``; :meth:`~remora.sim.jobs.simulation.Simulation.embed`) — written only
-    when set."""
+    when set.  ``fused_stage``: a completion's stage write commits in its durable
+    transaction (:class:`~remora.sim.jobs.simulation.FusedMemoryTarget`, as PostgreSQL's
+    target on the durable store's DSN) — the
+    memory + SQLite twin of a run over PostgreSQL + Redis; written only when set."""
 
     jobs: tuple[str, ...] = ("j1", "j2", "j3")
     workers: tuple[str, ...] = ("w1", "w2", "w3")
@@ -222,6 +236,7 @@ class JobConfig:
     mutation: str | None = None
     handler_timeout: int = 0
     embedded: bool = False
+    fused_stage: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = attrs.asdict(self)
@@ -232,6 +247,8 @@ class JobConfig:
             del out["handler_timeout"]
         if not self.embedded:
             del out["embedded"]
+        if not self.fused_stage:
+            del out["fused_stage"]
         return out
 
     def digest(self) -> str:
@@ -347,7 +364,7 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
         doc,
         path,
         ["jobs", "workers", "drain_worker", *ints, *budgets],
-        ["mutation", "handler_timeout", "embedded"],
+        ["mutation", "handler_timeout", "embedded", "fused_stage"],
     )
     jobs = _ids(d["jobs"], f"{path}.jobs")
     workers = _ids(d["workers"], f"{path}.workers")
@@ -361,6 +378,7 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
         d.get("handler_timeout", 0), f"{path}.handler_timeout", 0, MAX_DELAY_TICKS
     )
     embedded = read_bool(d.get("embedded", False), f"{path}.embedded")
+    fused_stage = read_bool(d.get("fused_stage", False), f"{path}.fused_stage")
     return JobConfig(
         jobs,
         workers,
@@ -368,6 +386,7 @@ def _parse_config(doc: Any, path: str) -> JobConfig:
         mutation=mutation,
         handler_timeout=handler_timeout,
         embedded=embedded,
+        fused_stage=fused_stage,
         **values,
     )
 

@@ -12,6 +12,7 @@ import pytest
 
 from remora.testing.profiles import selected_profile
 from tests.common.services import DEFAULT_PG_DSN
+from tests.scheduling import spread_the_long_tests, xdist_workers
 
 os.environ.setdefault("REMORA_PG_DSN", DEFAULT_PG_DSN)
 
@@ -30,6 +31,9 @@ def controls_run() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the long tests spread over the xdist workers' first batches (tests/scheduling.py);
+    # every worker collects and reorders alike, so their collections stay identical
+    items[:] = spread_the_long_tests(items, {id(it): it.nodeid for it in items}, xdist_workers())
     if controls_run():
         return
     skip = pytest.mark.skip(

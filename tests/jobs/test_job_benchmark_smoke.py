@@ -51,8 +51,9 @@ def peers_bench(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Any
 
 
 def test_jobs_peers_remora_json_shape_and_validation(tmp_path: Path) -> None:
-    """Remora alone: both bodies, two worker counts, two repeats — the required JSON shape
-    with medians, every measurement's recording validated against the spec."""
+    """Remora alone: two worker counts, two repeats — the required JSON shape with
+    medians, every measurement's recording validated against the spec.  One body (the
+    second, ``sleep10``, only sleeps in the handler: the same code, twice the minute)."""
     report = peers_bench(
         tmp_path,
         "--systems",
@@ -60,12 +61,12 @@ def test_jobs_peers_remora_json_shape_and_validation(tmp_path: Path) -> None:
         "--workers",
         "1,2",
         "--bodies",
-        "noop,sleep10",
+        "noop",
         "--repeat",
         "2",
     )
     assert len(report["load"]) == 2 and all(isinstance(x, float) for x in report["load"])
-    assert set(report["systems"]) == {"remora", "remora/sleep10"}
+    assert set(report["systems"]) == {"remora"}
     for per in report["systems"].values():
         assert set(per) == {"1", "2"}
         for row in per.values():
@@ -73,7 +74,7 @@ def test_jobs_peers_remora_json_shape_and_validation(tmp_path: Path) -> None:
             assert all(row[m] is not None and row[m] >= 0 for m in METRICS), row
             # Remora's durable steps commit: at least AuthorizeAttempt and AcceptSuccess.
             assert row["commits_per_job"] >= 1, row
-    assert len(report["repeats"]) == 2 * 2 * 2
+    assert len(report["repeats"]) == 2 * 2
     assert report["validation"]["runs"] == 2 * len(report["repeats"])
     assert report["validation"]["valid"] == report["validation"]["runs"]
     # A median of the two repeats, not one of them.

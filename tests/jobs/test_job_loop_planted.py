@@ -124,7 +124,20 @@ def planted(name: str, *, loop_rules: bool = True) -> type[JobLoopMachine]:
     return type(f"Planted{name.title().replace('-', '')}", (LoopJobs,), body)
 
 
-@pytest.mark.parametrize("name", sorted(PLANTED))
+NIGHTLY_HUNTS = {"restages-on-retry", "keeps-refused-reservations"}
+"""Hunts run under the nightly profile only, each because a fixed schedule kills its bug
+in CI (``tests/jobs/test_sim_loops.py``): (q), at four times the budget the longest hunt
+here (about a minute quiet), by the completion that fails once; (i), at three times it
+(158 s at stop 47), by the job cancelled while queued."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.nightly) if n in NIGHTLY_HUNTS else n
+        for n in sorted(PLANTED)
+    ],
+)
 def test_the_loop_machine_kills_a_planted_loop_bug(name: str) -> None:
     machine = planted(name)
     with pytest.raises(JobScheduleFailure) as info:

@@ -16,6 +16,7 @@ from remora.jobs.model import AttemptId, Outcome, Service
 from remora.sim.jobs.loops import LoopParts
 from remora.sim.jobs.run import JobRun, JobRunFailure, run_trace
 from remora.sim.jobs.trace import JobConfig, JobFault, JobKind, JobStep, JobTrace, new_trace
+from tests.jobs.loop_planted import PLANTED as LOOP_PLANTED
 from tests.jobs.schedules import crossed_clean
 
 
@@ -139,6 +140,34 @@ def test_a_job_runs_through_a_process_isolated_loop_and_replays() -> None:
     _replays(*drained)
 
 
+def _completion_failing_once(
+    lost: IOOutcome, opened: list[JobRun], parts: Any = None, loop_parts: Any = None
+) -> JobRun:
+    """Rounds of ``w1``'s loop running ``j1`` whose completion's transaction fails once
+    (``lost``), built from ``parts``/``loop_parts`` (None: the production ones); the run,
+    its handler stepped to the end (added to ``opened`` first: the caller closes it)."""
+    kw: dict[str, Any] = {} if parts is None else {"parts": parts, "loop_parts": loop_parts}
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1",), concurrency=1), {"j1": (Outcome.SUCCESS,)}, **kw
+    )
+    opened.append(run)
+    s = JobStep
+    fault = (JobFault(JobOperation.DURABLE_WRITE, 1, lost),)
+    for step in [s("start", worker="w1"), s("submit", job="j1")]:
+        run.execute(step)
+    faulted = False
+    for _ in range(8):
+        run.execute(s("loop-reconcile", worker="w1"))
+        run.execute(s("loop-turn", worker="w1"))
+        for w, a in run.loops.running():
+            last = run.loops.ends_next(a)
+            fs = fault if last and not faulted else ()
+            faulted = faulted or last
+            run.execute(s("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
+        run.execute(s("tick"))
+    return run
+
+
 def test_a_completion_tried_again_after_its_transaction_failed_still_sends_the_success() -> None:
     """The settlement stages a successful handler's output with its own write (the
     simulation's target lives outside the durable store's database, as a memory or a
@@ -149,32 +178,34 @@ def test_a_completion_tried_again_after_its_transaction_failed_still_sends_the_s
     thrown away, an attempt spent; found by the batched loops, planted as (q)
     ``restages-on-retry``).  The schedule replays."""
     for lost in (IOOutcome.ABORT, IOOutcome.UNKNOWN_ABORTED):
-        run = JobRun(
-            JobConfig(jobs=("j1",), workers=("w1",), concurrency=1), {"j1": (Outcome.SUCCESS,)}
-        )
-        s = JobStep
-        fault = (JobFault(JobOperation.DURABLE_WRITE, 1, lost),)
+        opened: list[JobRun] = []
         try:
-            for step in [s("start", worker="w1"), s("submit", job="j1")]:
-                run.execute(step)
-            faulted = False
-            for _ in range(8):
-                run.execute(s("loop-reconcile", worker="w1"))
-                run.execute(s("loop-turn", worker="w1"))
-                for w, a in run.loops.running():
-                    last = run.loops.ends_next(a)
-                    fs = fault if last and not faulted else ()
-                    faulted = faulted or last
-                    run.execute(s("loop-handler", worker=w, job=a.job, token=a.token, faults=fs))
-                run.execute(s("tick"))
+            run = _completion_failing_once(lost, opened)
             assert ("durable-write", lost.value) in run.hook.fired, run.hook.fired
             assert run.chk.actions.get("AcceptSuccess") == 1, run.chk.actions
             assert "AcceptRetryableFailureWithBudget" not in run.chk.actions
             assert run.sim.stores.durable.job("j1").error == ""
             drained = _drained(run)
         finally:
-            run.close()
+            for r in opened:
+                r.close()
         _replays(*drained)
+
+
+@pytest.mark.parametrize("lost", [IOOutcome.ABORT, IOOutcome.UNKNOWN_ABORTED])
+def test_the_same_schedule_kills_the_planted_restage(lost: IOOutcome) -> None:
+    """Planted (q) ``restages-on-retry`` (``tests/jobs/loop_planted.py``): the schedule
+    above kills it by the loop's promise of the handler's outcome — the cheap kill that
+    lets the loop machine's own hunt for it (four times the suite's budget, about a
+    minute) run under the nightly profile only."""
+    parts, loop_parts = LOOP_PLANTED["restages-on-retry"]
+    opened: list[JobRun] = []
+    try:
+        with pytest.raises(JobRunFailure, match="sent WantsRetryableFailure for j1#1"):
+            _completion_failing_once(lost, opened, parts, loop_parts)
+    finally:
+        for r in opened:
+            r.close()
 
 
 def _timed_job_running() -> tuple[JobRun, AttemptId]:
@@ -380,3 +411,54 @@ def test_a_reconcile_pass_crossed_by_another_refuses_what_the_other_did() -> Non
     assert crossed_clean(run)
     assert run.chk.actions.get("CleanTerminalCoordination") == 2
     _replays(*_drained(run))
+
+
+def _cancelled_while_queued(
+    opened: list[JobRun], parts: Any = None, loop_parts: Any = None
+) -> JobRun:
+    """``j1`` enqueued, then cancelled while still queued; ``w1``'s next turn reserves it
+    and its authorization is refused (the cancel is requested)."""
+    kw: dict[str, Any] = {} if parts is None else {"parts": parts, "loop_parts": loop_parts}
+    run = JobRun(
+        JobConfig(jobs=("j1",), workers=("w1",), concurrency=1), {"j1": (Outcome.SUCCESS,)}, **kw
+    )
+    opened.append(run)
+    s = JobStep
+    for step in [
+        s("start", worker="w1"),
+        s("submit", job="j1"),
+        s("loop-reconcile", worker="w1"),
+        s("cancel", job="j1"),
+        s("loop-turn", worker="w1"),
+    ]:
+        run.execute(step)
+    return run
+
+
+def test_a_reservation_whose_authorization_is_refused_is_given_back_at_once() -> None:
+    """The turn that reserved a job cancelled while queued gives its reservation back in
+    the same turn (``ReleaseReservation`` right after ``Reserve``): the job's cancellation
+    finishes without waiting a reservation period."""
+    opened: list[JobRun] = []
+    try:
+        run = _cancelled_while_queued(opened)
+        actions = [str(getattr(r.action, "value", r.action)) for r, _ in run.chk.last_steps]
+        assert actions == ["Reserve", "ReleaseReservation"], actions
+    finally:
+        for r in opened:
+            r.close()
+
+
+def test_the_same_schedule_kills_the_planted_kept_reservation() -> None:
+    """Planted (i) ``keeps-refused-reservations``: the dispatch's promise kills it at that
+    turn — the cheap kill that lets the loop machine's own hunt for it (three times the
+    suite's budget; 16 s at stop 46, 158 s once stop 47's full pass read its fences and the
+    draws moved) run under the nightly profile only."""
+    parts, loop_parts = LOOP_PLANTED["keeps-refused-reservations"]
+    opened: list[JobRun] = []
+    try:
+        with pytest.raises(JobRunFailure, match="reserved j1 and left the reservation idle"):
+            _cancelled_while_queued(opened, parts, loop_parts)
+    finally:
+        for r in opened:
+            r.close()

@@ -71,3 +71,25 @@ def test_on_rollback_outside_a_transaction_is_an_error() -> None:
     durable = open_sqlite(":memory:")
     with pytest.raises(RuntimeError):
         durable.backend.on_rollback(lambda: None)  # type: ignore[attr-defined]
+
+
+def test_a_run_over_the_services_fuses_its_memory_twin() -> None:
+    """The factory of the machines over PostgreSQL + Redis says its target fuses; a run of
+    a config with ``fused_stage`` builds the fused memory target, and the trace keeps the
+    field (written only when set) so that an exported twin failure replays alike."""
+    from remora.jobs.model import Outcome
+    from remora.sim.jobs.run import JobRun
+    from remora.sim.jobs.trace import JobConfig, _parse_config
+    from tests.jobs.job_services import FileBackends, ServiceBackends
+
+    assert ServiceBackends.fuses_stage is True
+    assert not getattr(FileBackends, "fuses_stage", False)
+    config = JobConfig(jobs=("j1",), workers=("w1",), fused_stage=True)
+    run = JobRun(config, {"j1": (Outcome.SUCCESS,)})
+    try:
+        assert isinstance(run.sim.stores.target, FusedMemoryTarget)
+    finally:
+        run.close()
+    assert config.to_json()["fused_stage"] is True
+    assert "fused_stage" not in JobConfig().to_json()
+    assert _parse_config(config.to_json(), "config") == config

@@ -22,11 +22,11 @@ import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+import attrs
 import psycopg
 
 from remora.context import Context
 from remora.errors import InvalidInput
-from remora.jobs import staging_sql as S
 from remora.jobs.durable import DurableStore
 from remora.jobs.io import Actor, JobOperation, io_call, resolved_call
 from remora.jobs.model import AttemptId, IntentId, NotEnabled, SecretState, StageInfo
@@ -125,11 +125,16 @@ class PostgresJobsBackend(PostgresBackend):
 
 
 def _info_query(a: AttemptId) -> Also:
-    return (_q(S.STAGE_INFO), (a.job, a.token))
+    return (
+        "SELECT max(progress), max(cleaned) FROM remora_jobs_stage WHERE job = %s AND token = %s",
+        (a.job, a.token),
+    )
 
 
-def _q(sql: str) -> str:
-    return POSTGRES.q(sql)
+def _stage_info(row: Any) -> StageInfo | None:
+    if row is None or row[0] is None:
+        return None
+    return StageInfo(int(row[0]), bool(row[1]))
 
 
 def _now(value: T) -> Callable[[], T]:
@@ -152,6 +157,18 @@ def _lock_attempt(cur: Any, a: AttemptId) -> None:
         "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
         (STAGE_LOCK_CLASS, f"{a.job}#{a.token}"),
     )
+
+
+#: A stage write's fence condition (two parameters: the worker, twice): no declarer holds a
+#: fence of the worker, nor did an earlier version (``remora_jobs_stage_fence``, one row
+#: per worker, never lifted).
+_UNFENCED = (
+    "NOT EXISTS (SELECT 1 FROM remora_jobs_stage_fences WHERE worker = %s) "
+    "AND NOT EXISTS (SELECT 1 FROM remora_jobs_stage_fence WHERE worker = %s)"
+)
+_FENCED = (
+    "SELECT worker FROM remora_jobs_stage_fences UNION SELECT worker FROM remora_jobs_stage_fence"
+)
 
 
 class _PgStore:
@@ -181,8 +198,7 @@ class _PgStore:
 
 
 class PostgresTarget(_PgStore):
-    """Target staging in PostgreSQL (``remora_jobs_stage``; the statements are
-    :mod:`remora.jobs.staging_sql`'s)."""
+    """Target staging in PostgreSQL (``remora_jobs_stage``)."""
 
     def fence(self, actor: Actor, worker: str) -> None:
         """Refuse ``worker``'s later stage writes (``actor``'s own fence: a row of
@@ -192,7 +208,11 @@ class PostgresTarget(_PgStore):
         (``tests/jobs/test_stage_race.py``)."""
 
         def body(cur: Any) -> None:
-            cur.execute(_q(S.FENCE), (worker, actor.name))
+            cur.execute(
+                "INSERT INTO remora_jobs_stage_fences (worker, holder) VALUES (%s, %s) "
+                "ON CONFLICT (worker, holder) DO NOTHING",
+                (worker, actor.name),
+            )
 
         def applied() -> bool:
             return worker in self.fenced(actor.name)
@@ -203,8 +223,10 @@ class PostgresTarget(_PgStore):
         ids = sorted(workers)
 
         def body(cur: Any) -> None:
-            for w in ids:
-                cur.execute(_q(S.UNFENCE), (actor.name, w))
+            cur.execute(
+                "DELETE FROM remora_jobs_stage_fences WHERE holder = %s AND worker = ANY(%s)",
+                (actor.name, ids),
+            )
 
         def applied() -> bool:
             return not (self.fenced(actor.name) & set(ids))
@@ -215,9 +237,13 @@ class PostgresTarget(_PgStore):
         """Every fenced incarnation (an earlier version's ``remora_jobs_stage_fence``
         rows too: held by no declarer, never lifted), or only ``holder``'s."""
         if holder is None:
-            rows = self.backend.read_all("stage fences", _q(S.FENCED), ())
+            rows = self.backend.read_all("stage fences", _FENCED, ())
         else:
-            rows = self.backend.read_all("stage fences", _q(S.FENCED_BY), (holder,))
+            rows = self.backend.read_all(
+                "stage fences",
+                "SELECT worker FROM remora_jobs_stage_fences WHERE holder = %s",
+                (holder,),
+            )
         return frozenset(str(r[0]) for r in rows)
 
     def write(
@@ -230,14 +256,27 @@ class PostgresTarget(_PgStore):
             # committed an empty transaction; the reason is read only then (both facts it
             # reads, the cleaned mark and the highest progress, only ever grow).
             inserted = cur.connection.cursor()
-            inserted.execute(_q(S.INSERT_STAGE), S.insert_params(a, progress, data, worker))
+            inserted.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
+                f"AND {_UNFENCED} RETURNING 1",
+                (a.job, a.token, progress, data, a.job, a.token, progress, worker, worker),
+            )
             return lambda: inserted.fetchone() is not None
 
         def effect(commit: bool) -> None:
             done = self.backend.write_then(actor.ctx, commit, JobOperation.TARGET_WRITE.value, body)
             if done or not commit:
                 return
-            S.refusal(self, a, progress, worker)
+            if worker in self.fenced():
+                raise NotEnabled(f"worker {worker} is down: its stage writes are fenced")
+            info = self.info(None, a)
+            if info is not None and info.cleaned:
+                raise NotEnabled(f"staging of {a} was cleaned")
+            if info is not None and progress <= info.progress:
+                raise NotEnabled(f"{a}: progress {progress} is not ahead")
+            raise NotEnabled(f"{a}: the stage write at {progress} was refused")  # not reached
 
         def applied() -> bool:
             info = self.info(None, a)
@@ -247,7 +286,7 @@ class PostgresTarget(_PgStore):
 
     def info(self, actor: Actor | None, a: AttemptId) -> StageInfo | None:
         def read(commit: bool = True) -> StageInfo | None:
-            return S.stage_info(self.backend.read_one("stage info", *_info_query(a)))
+            return _stage_info(self.backend.read_one("stage info", *_info_query(a)))
 
         if actor is None:
             return read()
@@ -283,26 +322,55 @@ class PostgresTarget(_PgStore):
 
         def prepare(cur: Any, locked: Locked) -> Locked:
             _lock_attempt(cur, a)
-            return S.staged_in(cur, _q(S.INSERT_STAGE), a, progress, data, worker, locked)
+            inserted = cur.execute(
+                "INSERT INTO remora_jobs_stage (job, token, progress, data) "
+                "SELECT %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s AND (cleaned = 1 OR progress >= %s)) "
+                f"AND {_UNFENCED} RETURNING 1",
+                (a.job, a.token, progress, data, a.job, a.token, progress, worker, worker),
+            ).fetchone()
+            if inserted is None:
+                raise NotEnabled(f"{a}: the stage write at {progress} was refused")
+            return attrs.evolve(locked, also=(progress, 0))
 
         return prepare
 
     def info_from(self, actor: Actor, a: AttemptId, row: Any) -> StageInfo | None:
         """:meth:`info` from the row :meth:`locked_info`'s read returned: the same modeled
         call (link gate, fault seam), its effect already taken under the lock."""
-        return io_call(actor, JobOperation.TARGET_READ, a.job, lambda commit: S.stage_info(row))
+        return io_call(actor, JobOperation.TARGET_READ, a.job, lambda commit: _stage_info(row))
 
     def data(self, a: AttemptId, progress: int | None = None) -> bytes | None:
         row = self.backend.read_one(
-            "stage data", _q(S.STAGE_DATA), (a.job, a.token, S.up_to(progress))
+            "stage data",
+            "SELECT data FROM remora_jobs_stage WHERE job = %s AND token = %s AND "
+            "cleaned = 0 AND progress <= %s ORDER BY progress DESC LIMIT 1",
+            (a.job, a.token, progress if progress is not None else 2**31 - 1),
         )
         return None if row is None or row[0] is None else bytes(row[0])
 
     def cleanup(self, actor: Actor, a: AttemptId) -> bool:
         def body(cur: Any) -> bool:
             _lock_attempt(cur, a)
-            row = cur.execute(*_info_query(a)).fetchone()
-            return S.clean(cur, _q, a, row)
+            row = cur.execute(
+                "SELECT max(progress), max(cleaned) FROM remora_jobs_stage "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
+            ).fetchone()
+            if row is not None and row[1]:
+                return False
+            cur.execute(
+                "UPDATE remora_jobs_stage SET data = NULL, cleaned = 1 "
+                "WHERE job = %s AND token = %s",
+                (a.job, a.token),
+            )
+            if row is None or row[0] is None:
+                cur.execute(
+                    "INSERT INTO remora_jobs_stage (job, token, progress, data, cleaned) "
+                    "VALUES (%s, %s, 0, NULL, 1)",
+                    (a.job, a.token),
+                )
+            return True
 
         def applied() -> bool:
             info = self.info(None, a)
@@ -311,8 +379,14 @@ class PostgresTarget(_PgStore):
         return self._write(actor, JobOperation.TARGET_WRITE, a.job, body, applied, True)
 
     def snapshot(self) -> dict[AttemptId, StageInfo]:
-        rows = self.backend.read_all("stage snapshot", S.STAGE_SNAPSHOT, ())
-        return S.snapshot_of(rows)
+        rows = self.backend.read(
+            "stage snapshot",
+            lambda cur: cur.execute(
+                "SELECT job, token, max(progress), max(cleaned) FROM remora_jobs_stage "
+                "GROUP BY job, token"
+            ).fetchall(),
+        )
+        return {AttemptId(r[0], int(r[1])): StageInfo(int(r[2]), bool(r[3])) for r in rows}
 
 
 class PostgresVault(_PgStore):

@@ -115,6 +115,12 @@ def _write_call(
     return resolved_call(actor, op, key, effect, applied, lambda: done)
 
 
+def _fence_write(actor: Actor, body: Callable[[], None], applied: Callable[[], bool]) -> None:
+    """A fence's raise or let-go (:meth:`Target.fence`, :meth:`Target.unfence`): a target
+    write under the seam, keyed by no job."""
+    _write_call(actor, JobOperation.TARGET_WRITE, "", body, applied, None)
+
+
 class MemoryTarget:
     def __init__(self) -> None:
         self._stages: dict[AttemptId, dict[int, bytes]] = {}
@@ -128,14 +134,7 @@ class MemoryTarget:
             with self._lock:
                 self._fenced.setdefault(worker, set()).add(actor.name)
 
-        _write_call(
-            actor,
-            JobOperation.TARGET_WRITE,
-            "",
-            body,
-            lambda: actor.name in self._fenced.get(worker, ()),
-            None,
-        )
+        _fence_write(actor, body, lambda: actor.name in self._fenced.get(worker, ()))
 
     def unfence(self, actor: Actor, workers: Iterable[str]) -> None:
         ids = sorted(workers)
@@ -149,13 +148,8 @@ class MemoryTarget:
                         if not holders:
                             del self._fenced[w]
 
-        _write_call(
-            actor,
-            JobOperation.TARGET_WRITE,
-            "",
-            body,
-            lambda: not any(actor.name in self._fenced.get(w, ()) for w in ids),
-            None,
+        _fence_write(
+            actor, body, lambda: not any(actor.name in self._fenced.get(w, ()) for w in ids)
         )
 
     def fenced(self, holder: str | None = None) -> frozenset[str]:
@@ -294,13 +288,10 @@ class DirectoryTarget:
                 path.mkdir(parents=True, exist_ok=True)
                 _atomic_write(path / check_id("declarer", actor.name), b"")
 
-        _write_call(
+        _fence_write(
             actor,
-            JobOperation.TARGET_WRITE,
-            "",
             body,
             lambda: self._fences(worker).is_file() or self._is_fenced(worker, actor.name),
-            None,
         )
 
     def unfence(self, actor: Actor, workers: Iterable[str]) -> None:
@@ -312,14 +303,7 @@ class DirectoryTarget:
                     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                         (self._fences(w) / check_id("declarer", actor.name)).unlink()
 
-        _write_call(
-            actor,
-            JobOperation.TARGET_WRITE,
-            "",
-            body,
-            lambda: not any(self._is_fenced(w, actor.name) for w in ids),
-            None,
-        )
+        _fence_write(actor, body, lambda: not any(self._is_fenced(w, actor.name) for w in ids))
 
     def fenced(self, holder: str | None = None) -> frozenset[str]:
         marks = self.root / ".fenced"
